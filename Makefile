@@ -1,0 +1,90 @@
+# The two commands of README.md: `make demo` and `make test`.
+# Each creates/updates its virtualenv and starts an embedded PostgreSQL when
+# DATABASE_URL is unset (devtools/withdb.py), so a fresh machine needs only
+# Python 3.12+ and make.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# First interpreter that is Python >= 3.12; 3.12 first because pgserver ships
+# wheels for it. Override with `make test PYTHON=/path/to/python3.x`.
+PYTHON ?= $(shell for p in python3.12 python3.13 python3.14 python3 python; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null \
+	&& { echo $$p; break; }; done)
+# Django series for this venv: the newest by default; `make test DJANGO=5.2` uses its own venv.
+DJANGO ?= 6.1
+NEWEST_DJANGO := 6.1
+VENV ?= $(if $(filter $(NEWEST_DJANGO),$(DJANGO)),.venv,.venv-django$(DJANGO))
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(DJANGO)
+WITHDB := $(BIN)/python -m devtools.withdb
+
+.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench clean
+
+help:
+	@echo "make demo       run the example project's demo (embedded PostgreSQL unless DATABASE_URL is set)"
+	@echo "make test       lint, type-check, docs build, migrations check and the whole test suite"
+	@echo "make lint       ruff check, ruff format --check, mypy"
+	@echo "make docs       build the docs with warnings as errors"
+	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
+	@echo "make mutation   mutation testing of the policy module (slow; not part of make test)"
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "No Python >= 3.12 found; install one or pass PYTHON=..." >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]' 'django~=$(DJANGO).0'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(WITHDB) --data .pgdata/demo -- $(BIN)/python manage.py demo
+
+runserver: $(STAMP)
+	$(WITHDB) --data .pgdata/demo -- $(BIN)/python manage.py runserver
+
+createsuperuser: $(STAMP)
+	$(WITHDB) --data .pgdata/demo -- $(BIN)/python manage.py createsuperuser
+
+test: $(STAMP)
+	$(MAKE) --no-print-directory lint docs
+	$(WITHDB) --throwaway -- $(MAKE) --no-print-directory migrations-check pytest
+
+# The checks below expect DATABASE_URL when they touch the database; run them through `make test`.
+pyrunserver: $(STAMP)
+	$(WITHDB) --data .pgdata/demo -- $(BIN)/python manage.py runserver
+
+createsuperuser: $(STAMP)
+	$(WITHDB) --data .pgdata/demo -- $(BIN)/python manage.py createsuperuser
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+migrations-check: $(STAMP)
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet --site-dir .site
+
+matrix: $(STAMP)
+	$(BIN)/nox $(NOX_ARGS)
+
+mutation: $(STAMP)
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2 || true
+	$(BIN)/mutmut results --all true > .mutmut-results.txt || true
+	$(BIN)/python -m devtools.mutation_score .mutmut-results.txt
+
+clean:
+	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt

@@ -1,0 +1,22 @@
+"""Human-readable renderings shared by the commands and, later, the admin."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+
+def humanize_delay(delay: timedelta) -> str:
+    """Compact, sortable-looking durations: 250ms, 15s, 2m30s, 1h04m, 3d02h."""
+    seconds = delay.total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s".replace(".0s", "s")
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"

@@ -1,0 +1,67 @@
+"""`manage.py showpolicies`: the retry schedule each configured policy produces.
+
+Operators read this before trusting a policy in production: how long until a
+failing job is dead, and how far apart its attempts are at worst.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.display import humanize_delay
+from django_jobretry.exceptions import UnknownPolicy
+from django_jobretry.policy import RetryPolicy
+
+_HEADER = ("after attempt", "nominal", "min (jitter)", "max (jitter)", "cumulative worst")
+
+
+class Command(BaseCommand):
+    help = "Print the retry schedule (delays and worst-case totals) of each configured policy."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("names", nargs="*", metavar="POLICY", help="policies to show (default: all)")
+
+    def handle(self, *args: Any, names: list[str], **options: Any) -> None:
+        try:
+            policies = {name: jobretry_settings.policy(name) for name in names} or jobretry_settings.policies
+        except UnknownPolicy as exc:
+            raise CommandError(str(exc)) from exc
+        for name, policy in policies.items():
+            self.stdout.write(self.style.MIGRATE_HEADING(f"Policy {name!r}: {describe(policy)}"))
+            self.stdout.write(render_schedule(policy))
+            self.stdout.write("")
+
+
+def describe(policy: RetryPolicy) -> str:
+    """One line summing the policy up the way an operator asks about it."""
+    parts = [
+        f"{policy.max_attempts} attempts",
+        f"base {humanize_delay(policy.base_delay)} x{policy.multiplier:g}",
+        f"cap {humanize_delay(policy.max_delay)}",
+        f"jitter +/-{policy.jitter:.0%}",
+    ]
+    if policy.retry_for is not None:
+        parts.append(f"gives up {humanize_delay(policy.retry_for)} after the first attempt")
+    return ", ".join(parts)
+
+
+def render_schedule(policy: RetryPolicy) -> str:
+    """The schedule as an aligned text table, ending with the give-up row."""
+    rows = [_HEADER]
+    rows += [
+        (
+            str(row.attempt),
+            humanize_delay(row.nominal),
+            humanize_delay(row.shortest),
+            humanize_delay(row.longest),
+            humanize_delay(row.cumulative_longest),
+        )
+        for row in policy.schedule()
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    lines.append(f"  attempt {policy.max_attempts} fails -> dead letter (exhausted)")
+    return "\n".join(lines)

@@ -1,0 +1,41 @@
+"""Validation of the duration parameters shared by policies and errors."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from django_jobretry.policy.errors import InvalidPolicy
+
+#: Longest single delay accepted. Anything longer is almost always a unit
+#: mistake (milliseconds given as seconds), and it keeps ``now + delay`` far
+#: from ``datetime`` overflow.
+MAX_DELAY = timedelta(days=365)
+
+#: Longest ``total_budget`` or ``retry_for`` accepted: a century, which is
+#: "unbounded" in practice while staying far from ``timedelta`` overflow.
+MAX_BUDGET = timedelta(days=36_500)
+
+
+def to_timedelta(
+    field: str,
+    value: object,
+    *,
+    allow_zero: bool = False,
+    maximum: timedelta = MAX_DELAY,
+) -> timedelta:
+    """Turn seconds or a ``timedelta`` into a validated, positive ``timedelta``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+        raise InvalidPolicy(field, value, "expected seconds (int or float) or a timedelta")
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if not math.isfinite(seconds):
+        raise InvalidPolicy(field, value, "must be a finite number of seconds")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        allowed = "must be >= 0 seconds" if allow_zero else "must be > 0 seconds"
+        raise InvalidPolicy(field, value, allowed)
+    if seconds > maximum.total_seconds():
+        raise InvalidPolicy(field, value, f"must be at most {maximum} ({maximum.total_seconds():g} s)")
+    delay = value if isinstance(value, timedelta) else timedelta(seconds=seconds)
+    if delay == timedelta(0) and not allow_zero:
+        raise InvalidPolicy(field, value, "must be at least one microsecond")
+    return delay

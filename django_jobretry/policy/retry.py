@@ -1,0 +1,274 @@
+"""The retry policy: bounded, jittered exponential backoff as a pure value.
+
+Everything here is deterministic. The caller passes the jitter sample, so the
+worker draws it at random while tests choose it; no clock, no randomness and
+no Django are consulted, which is what makes spec §3's invariants testable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django_jobretry.policy.decisions import Decision, ErrorKind, GiveUp, GiveUpReason, Retry
+from django_jobretry.policy.durations import MAX_BUDGET, to_timedelta
+from django_jobretry.policy.errors import FatalError, InvalidPolicy, RetryableError
+
+type Seconds = int | float | timedelta
+type ErrorClasses = Sequence[type[BaseException]]
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """How one exception is treated: its kind and any delay it asked for."""
+
+    kind: ErrorKind
+    requested_delay: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    """One retry of the worst-case schedule, for display and budget checks."""
+
+    attempt: int
+    nominal: timedelta
+    shortest: timedelta
+    longest: timedelta
+    cumulative_longest: timedelta
+
+
+#: Upper bound on ``max_attempts``. Far above any useful schedule (a job
+#: retried 10,000 times is a dead letter nobody looks at) and it keeps the
+#: construction-time budget check cheap.
+MAX_ATTEMPTS_LIMIT = 10_000
+
+
+class RetryPolicy:
+    """How often and how long to retry a failing job before it is dead.
+
+    Immutable and validated at construction: a bad value raises
+    :class:`InvalidPolicy` naming the field. Durations are accepted as seconds
+    or ``timedelta`` and stored as ``timedelta``.
+    """
+
+    _PARAMS = (
+        "max_attempts",
+        "base_delay",
+        "multiplier",
+        "max_delay",
+        "jitter",
+        "total_budget",
+        "retry_for",
+        "fatal_errors",
+        "retryable_errors",
+        "unknown_errors",
+    )
+    __slots__ = (*_PARAMS, "_uncapped_retries")
+
+    max_attempts: int
+    base_delay: timedelta
+    multiplier: float
+    max_delay: timedelta
+    jitter: float
+    total_budget: timedelta | None
+    retry_for: timedelta | None
+    fatal_errors: tuple[type[BaseException], ...]
+    retryable_errors: tuple[type[BaseException], ...]
+    unknown_errors: ErrorKind
+    _uncapped_retries: int
+
+    def __init__(
+        self,
+        *,
+        max_attempts: int = 20,
+        base_delay: Seconds = 15,
+        multiplier: float = 2.0,
+        max_delay: Seconds = 7200,
+        jitter: float = 0.25,
+        total_budget: Seconds | None = None,
+        retry_for: Seconds | None = None,
+        fatal_errors: ErrorClasses = (),
+        retryable_errors: ErrorClasses = (),
+        unknown_errors: ErrorKind | str = ErrorKind.RETRYABLE,
+    ) -> None:
+        set_ = super().__setattr__
+        set_("max_attempts", _attempt_limit(max_attempts))
+        set_("base_delay", to_timedelta("base_delay", base_delay))
+        set_("max_delay", to_timedelta("max_delay", max_delay))
+        set_("multiplier", _number("multiplier", multiplier, ">= 1.0", lambda v: v >= 1.0))
+        set_("jitter", _number("jitter", jitter, "a fraction in [0, 1]", lambda v: 0 <= v <= 1))
+        if self.max_delay < self.base_delay:
+            raise InvalidPolicy("max_delay", max_delay, f"must be >= base_delay ({self.base_delay})")
+        set_(
+            "retry_for",
+            None if retry_for is None else to_timedelta("retry_for", retry_for, maximum=MAX_BUDGET),
+        )
+        set_("fatal_errors", _error_classes("fatal_errors", fatal_errors))
+        set_("retryable_errors", _error_classes("retryable_errors", retryable_errors))
+        set_("unknown_errors", _error_kind("unknown_errors", unknown_errors))
+        set_("_uncapped_retries", self._count_uncapped_retries())
+        set_("total_budget", None)
+        if total_budget is not None:
+            budget = to_timedelta("total_budget", total_budget, maximum=MAX_BUDGET)
+            worst = self.worst_case_total()
+            if worst > budget:
+                raise InvalidPolicy(
+                    "total_budget",
+                    total_budget,
+                    f"the worst-case schedule ({self.max_attempts - 1} retries at full jitter) "
+                    f"totals {worst}; raise total_budget or lower max_attempts/max_delay",
+                )
+            set_("total_budget", budget)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"RetryPolicy is immutable; cannot set {name!r}")
+
+    def _params(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._PARAMS)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RetryPolicy) and self._params() == other._params()
+
+    def __hash__(self) -> int:
+        return hash(self._params())
+
+    def __repr__(self) -> str:
+        shown = (f"{n}={getattr(self, n)!r}" for n in self._PARAMS)
+        return f"RetryPolicy({', '.join(shown)})"
+
+    def _count_uncapped_retries(self) -> int:
+        """How many leading retries have a nominal delay below max_delay."""
+        base, cap = self.base_delay.total_seconds(), self.max_delay.total_seconds()
+        if self.multiplier == 1.0 or base >= cap:
+            return 1 if base < cap else 0
+        # Smallest e with base * multiplier**e >= cap, plus one to absorb log
+        # rounding; harmless because _nominal_seconds() clamps with min().
+        return math.ceil(math.log(cap / base) / math.log(self.multiplier)) + 1
+
+    def _nominal_seconds(self, attempt: int) -> float:
+        _check_attempt(attempt)
+        base, cap = self.base_delay.total_seconds(), self.max_delay.total_seconds()
+        exponent = attempt - 1
+        # Compare in log space first so no power is ever computed past the
+        # cap: attempt 10**6 with multiplier 10 cannot overflow.
+        if exponent and exponent * math.log(self.multiplier) >= math.log(cap / base):
+            return cap
+        return min(base * self.multiplier**exponent, cap)
+
+    def nominal(self, attempt: int) -> timedelta:
+        """Delay before the retry that follows failed ``attempt``, without jitter."""
+        return timedelta(seconds=self._nominal_seconds(attempt))
+
+    def backoff_delay(self, attempt: int, sample: float) -> timedelta:
+        """nominal(attempt) * (1 + jitter * (2 * sample - 1)); sample 0.5 means no jitter."""
+        if isinstance(sample, bool) or not isinstance(sample, int | float) or not 0 <= sample <= 1:
+            raise InvalidPolicy("sample", sample, "a jitter sample in [0, 1]")
+        return self._jittered(attempt, 1 + self.jitter * (2 * sample - 1))
+
+    def bounds(self, attempt: int) -> tuple[timedelta, timedelta]:
+        """Shortest and longest delay the jitter can produce after ``attempt``."""
+        return self._jittered(attempt, 1 - self.jitter), self._jittered(attempt, 1 + self.jitter)
+
+    def _jittered(self, attempt: int, factor: float) -> timedelta:
+        # Computed in float seconds and rounded once, so the rounding is
+        # monotone and bounds() brackets every backoff_delay() exactly.
+        return timedelta(seconds=self._nominal_seconds(attempt) * factor)
+
+    def decide(
+        self,
+        attempt: int,
+        kind: ErrorKind,
+        sample: float,
+        elapsed: timedelta | None = None,
+        requested_delay: timedelta | None = None,
+    ) -> Decision:
+        """Retry or give up after failed ``attempt`` (numbered from 1).
+
+        ``elapsed`` is the time since the first attempt started, for
+        ``retry_for``; ``requested_delay`` replaces the backoff for this retry
+        (a handler's ``RetryableError(delay=...)``).
+        """
+        _check_attempt(attempt)
+        if not isinstance(kind, ErrorKind):
+            raise InvalidPolicy("kind", kind, f"one of {list(ErrorKind)}")
+        if kind is ErrorKind.FATAL:
+            return GiveUp(GiveUpReason.FATAL)
+        if attempt >= self.max_attempts:
+            return GiveUp(GiveUpReason.EXHAUSTED)
+        delay = self.backoff_delay(attempt, sample) if requested_delay is None else requested_delay
+        if self.retry_for is not None and elapsed is not None and elapsed + delay > self.retry_for:
+            return GiveUp(GiveUpReason.DEADLINE)
+        return Retry(delay)
+
+    def classify(self, error: BaseException) -> Classification:
+        """Kind of ``error``: explicit raises first, then the most specific listed class."""
+        if isinstance(error, FatalError):
+            return Classification(ErrorKind.FATAL)
+        if isinstance(error, RetryableError):
+            return Classification(ErrorKind.RETRYABLE, error.delay)
+        # Walk the MRO so a subclass listed as retryable wins over a listed base
+        # class that is fatal (and vice versa), whatever the list order.
+        for klass in type(error).__mro__:
+            if klass in self.fatal_errors:
+                return Classification(ErrorKind.FATAL)
+            if klass in self.retryable_errors:
+                return Classification(ErrorKind.RETRYABLE)
+        return Classification(self.unknown_errors)
+
+    def schedule(self) -> Iterator[ScheduleRow]:
+        """The retries after attempts 1 .. max_attempts - 1, worst case accumulated."""
+        total = timedelta(0)
+        for attempt in range(1, self.max_attempts):
+            shortest, longest = self.bounds(attempt)
+            total += longest
+            yield ScheduleRow(attempt, self.nominal(attempt), shortest, longest, total)
+
+    def worst_case_total(self) -> timedelta:
+        """Sum of every backoff delay at full jitter: the longest a job can stay alive."""
+        retries = self.max_attempts - 1
+        # Past the cap every delay is identical, so sum the growing head and
+        # multiply the flat tail instead of looping up to 10**6 times.
+        head = min(retries, self._uncapped_retries)
+        total = sum((self.bounds(a)[1] for a in range(1, head + 1)), timedelta(0))
+        if retries > head:
+            total += self.bounds(head + 1)[1] * (retries - head)
+        return total
+
+
+def _check_attempt(attempt: int) -> None:
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise InvalidPolicy("attempt", attempt, "attempts are numbered from 1")
+
+
+def _attempt_limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidPolicy("max_attempts", value, "expected an integer >= 1")
+    if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
+        raise InvalidPolicy("max_attempts", value, f"must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}")
+    return value
+
+
+def _error_kind(name: str, value: object) -> ErrorKind:
+    if isinstance(value, str) and value in ErrorKind:
+        return ErrorKind(value)
+    raise InvalidPolicy(name, value, f"one of {[k.value for k in ErrorKind]}")
+
+
+def _number(name: str, value: object, allowed: str, ok: Callable[[float], bool]) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidPolicy(name, value, f"expected a number {allowed}")
+    number = float(value)
+    if not math.isfinite(number) or not ok(number):
+        raise InvalidPolicy(name, value, f"must be {allowed}")
+    return number
+
+
+def _error_classes(name: str, value: object) -> tuple[type[BaseException], ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidPolicy(name, value, "expected a list of exception classes")
+    for item in value:
+        if not (isinstance(item, type) and issubclass(item, BaseException)):
+            raise InvalidPolicy(name, item, "expected an exception class")
+    return tuple(value)

@@ -1,0 +1,124 @@
+"""What JOBRETRY may contain, and the one validator behind checks and settings.
+
+System checks and the lazy settings object call the same `validate()` so a
+project that passes `manage.py check` can never fail differently at run time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from django_jobretry.policy import InvalidPolicy, RetryPolicy
+
+#: Fields of one policy and their defaults: the built-in "default" policy.
+#: 20 attempts, 15 s doubling to a 2 h cap with +/-25 % jitter: about a day of
+#: retries (worst case 27.5 h), see docs/settings.md for the reasoning.
+POLICY_DEFAULTS: dict[str, Any] = {
+    "max_attempts": 20,
+    "base_delay": 15,
+    "multiplier": 2.0,
+    "max_delay": 7200,
+    "jitter": 0.25,
+    "total_budget": None,
+    "retry_for": None,
+    "fatal_errors": [],
+    "retryable_errors": [],
+    "unknown_errors": "retryable",
+}
+
+#: Top-level keys of JOBRETRY and their defaults.
+DEFAULTS: dict[str, Any] = {
+    "POLICIES": {"default": {}},
+}
+
+POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+_ERROR_LISTS = ("fatal_errors", "retryable_errors")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with JOBRETRY: a stable check id, what, and how to fix it."""
+
+    id: str
+    msg: str
+    hint: str
+
+
+def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
+    """Build every configured policy; report each problem instead of stopping at one."""
+    if not isinstance(raw, Mapping):
+        hint = 'JOBRETRY = {"POLICIES": {"default": {...}}}'
+        return {}, [Problem("E001", f"JOBRETRY must be a dict, got {type(raw).__name__}.", hint)]
+    problems = [
+        Problem("E002", f"JOBRETRY has an unknown key {key!r}.", f"Allowed keys: {sorted(DEFAULTS)}.")
+        for key in raw
+        if key not in DEFAULTS
+    ]
+    configured = raw.get("POLICIES", DEFAULTS["POLICIES"])
+    if not isinstance(configured, Mapping):
+        msg = f'JOBRETRY["POLICIES"] must be a dict of policy name -> dict, got {type(configured).__name__}.'
+        return {}, [*problems, Problem("E003", msg, 'e.g. {"default": {"max_attempts": 5}}')]
+    policies: dict[str, RetryPolicy] = {}
+    # "default" always exists; a project may override it but not remove it.
+    for name, fields in {"default": {}, **configured}.items():
+        policy, found = _build_policy(name, fields)
+        problems += found
+        if policy is not None:
+            policies[name] = policy
+    return policies, problems
+
+
+def _build_policy(name: object, fields: object) -> tuple[RetryPolicy | None, list[Problem]]:
+    where = f'JOBRETRY["POLICIES"][{name!r}]'
+    if not isinstance(name, str) or not POLICY_NAME.match(name):
+        hint = "Use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter or digit."
+        return None, [Problem("E003", f"{where}: {name!r} is not a valid policy name.", hint)]
+    if not isinstance(fields, Mapping):
+        return None, [Problem("E003", f"{where} must be a dict, got {type(fields).__name__}.", "e.g. {}")]
+    unknown = [key for key in fields if key not in POLICY_DEFAULTS]
+    if unknown:
+        hint = f"Allowed fields: {sorted(POLICY_DEFAULTS)}."
+        return None, [Problem("E004", f"{where} has unknown field(s) {sorted(unknown)}.", hint)]
+    values = {**POLICY_DEFAULTS, **fields}
+    problems: list[Problem] = []
+    for key in _ERROR_LISTS:
+        values[key], found = _import_error_classes(where, key, values[key])
+        problems += found
+    if problems:
+        return None, problems
+    try:
+        return RetryPolicy(**values), []
+    except InvalidPolicy as exc:
+        msg = f"{where}[{exc.field!r}] = {exc.value!r} is invalid: {exc.allowed}."
+        hint = f"Default for {exc.field!r}: {POLICY_DEFAULTS.get(exc.field)!r}. See docs/settings.md."
+        return None, [Problem("E005", msg, hint)]
+
+
+def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[type], list[Problem]]:
+    if isinstance(paths, str) or not isinstance(paths, list | tuple):
+        msg = f"{where}[{key!r}] must be a list of dotted paths to exception classes, got {paths!r}."
+        return [], [Problem("E006", msg, 'e.g. ["requests.exceptions.Timeout"]')]
+    classes: list[type] = []
+    problems: list[Problem] = []
+    for path in paths:
+        try:
+            klass = import_string(path) if isinstance(path, str) else path
+        except ImportError as exc:
+            problems.append(
+                Problem("E006", f"{where}[{key!r}]: cannot import {path!r} ({exc}).", _IMPORT_HINT)
+            )
+            continue
+        if not (isinstance(klass, type) and issubclass(klass, BaseException)):
+            msg = f"{where}[{key!r}]: {path!r} is not an exception class."
+            problems.append(Problem("E006", msg, _IMPORT_HINT))
+            continue
+        classes.append(klass)
+    return classes, problems
+
+
+_IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'requests.exceptions.Timeout'."

@@ -1,0 +1,1 @@
+"""A small runnable Django site that uses django-jobretry (see `make demo`)."""

@@ -1,0 +1,81 @@
+"""Settings of the example site; the database comes from DATABASE_URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from example_project.database import database_from_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SECRET_KEY = "example-project-not-secret"  # noqa: S105 - a local demo site, never deployed
+DEBUG = True
+ALLOWED_HOSTS = ["localhost", "127.0.0.1"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_jobretry",
+    "example_project.shop",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "example_project.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DATABASES = {"default": database_from_url()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+TIME_ZONE = "UTC"
+STATIC_URL = "static/"
+
+JOBRETRY = {
+    "POLICIES": {
+        # Production-like: the built-in default (20 attempts over about a day).
+        "default": {},
+        # Mail servers throttle: few attempts, long gaps, give up after 6 hours.
+        "emails": {
+            "max_attempts": 5,
+            "base_delay": 60,
+            "multiplier": 3,
+            "max_delay": 3600,
+            "jitter": 0.2,
+            "retry_for": 6 * 3600,
+            "fatal_errors": ["example_project.shop.errors.InvalidAddress"],
+        },
+        # The demo's: seconds instead of hours so a run finishes in a minute.
+        "demo": {"max_attempts": 3, "base_delay": 0.2, "multiplier": 2, "max_delay": 1, "jitter": 0.1},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_jobretry": {"handlers": ["console"], "level": "INFO"}},
+}

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class ShopConfig(AppConfig):
+    """The example shop."""
+
+    name = "example_project.shop"
+    label = "shop"
