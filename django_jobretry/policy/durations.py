@@ -25,6 +25,22 @@ def to_timedelta(
     maximum: timedelta = MAX_DELAY,
 ) -> timedelta:
     """Turn seconds or a ``timedelta`` into a validated, positive ``timedelta``."""
+    return timedelta(seconds=to_seconds(field, value, allow_zero=allow_zero, maximum=maximum))
+
+
+def to_seconds(
+    field: str,
+    value: object,
+    *,
+    allow_zero: bool = False,
+    maximum: timedelta = MAX_DELAY,
+) -> float:
+    """Validated seconds at full float precision.
+
+    The policy computes with these rather than with microsecond-rounded
+    timedeltas: rounding base_delay first would be multiplied by
+    multiplier**(a-1) and drift from spec §3's formula.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
         raise InvalidPolicy(field, value, "expected seconds (int or float) or a timedelta")
     seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
@@ -35,7 +51,6 @@ def to_timedelta(
         raise InvalidPolicy(field, value, allowed)
     if seconds > maximum.total_seconds():
         raise InvalidPolicy(field, value, f"must be at most {maximum} ({maximum.total_seconds():g} s)")
-    delay = value if isinstance(value, timedelta) else timedelta(seconds=seconds)
-    if delay == timedelta(0) and not allow_zero:
+    if timedelta(seconds=seconds) == timedelta(0) and not allow_zero:
         raise InvalidPolicy(field, value, "must be at least one microsecond")
-    return delay
+    return seconds

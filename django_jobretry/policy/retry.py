@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django_jobretry.policy.decisions import Decision, ErrorKind, GiveUp, GiveUpReason, Retry
-from django_jobretry.policy.durations import MAX_BUDGET, to_timedelta
+from django_jobretry.policy.durations import MAX_BUDGET, to_seconds, to_timedelta
 from django_jobretry.policy.errors import FatalError, InvalidPolicy, RetryableError
 
 type Seconds = int | float | timedelta
@@ -65,7 +65,7 @@ class RetryPolicy:
         "retryable_errors",
         "unknown_errors",
     )
-    __slots__ = (*_PARAMS, "_uncapped_retries")
+    __slots__ = (*_PARAMS, "_base_seconds", "_max_seconds", "_uncapped_retries")
 
     max_attempts: int
     base_delay: timedelta
@@ -77,6 +77,8 @@ class RetryPolicy:
     fatal_errors: tuple[type[BaseException], ...]
     retryable_errors: tuple[type[BaseException], ...]
     unknown_errors: ErrorKind
+    _base_seconds: float
+    _max_seconds: float
     _uncapped_retries: int
 
     def __init__(
@@ -95,11 +97,13 @@ class RetryPolicy:
     ) -> None:
         set_ = super().__setattr__
         set_("max_attempts", _attempt_limit(max_attempts))
-        set_("base_delay", to_timedelta("base_delay", base_delay))
-        set_("max_delay", to_timedelta("max_delay", max_delay))
+        set_("_base_seconds", to_seconds("base_delay", base_delay))
+        set_("_max_seconds", to_seconds("max_delay", max_delay))
+        set_("base_delay", timedelta(seconds=self._base_seconds))
+        set_("max_delay", timedelta(seconds=self._max_seconds))
         set_("multiplier", _number("multiplier", multiplier, ">= 1.0", lambda v: v >= 1.0))
         set_("jitter", _number("jitter", jitter, "a fraction in [0, 1]", lambda v: 0 <= v <= 1))
-        if self.max_delay < self.base_delay:
+        if self._max_seconds < self._base_seconds:
             raise InvalidPolicy("max_delay", max_delay, f"must be >= base_delay ({self.base_delay})")
         set_(
             "retry_for",
@@ -140,7 +144,7 @@ class RetryPolicy:
 
     def _count_uncapped_retries(self) -> int:
         """How many leading retries have a nominal delay below max_delay."""
-        base, cap = self.base_delay.total_seconds(), self.max_delay.total_seconds()
+        base, cap = self._base_seconds, self._max_seconds
         if self.multiplier == 1.0 or base >= cap:
             return 1 if base < cap else 0
         # Smallest e with base * multiplier**e >= cap, plus one to absorb log
@@ -149,7 +153,7 @@ class RetryPolicy:
 
     def _nominal_seconds(self, attempt: int) -> float:
         _check_attempt(attempt)
-        base, cap = self.base_delay.total_seconds(), self.max_delay.total_seconds()
+        base, cap = self._base_seconds, self._max_seconds
         exponent = attempt - 1
         # Compare in log space first so no power is ever computed past the
         # cap: attempt 10**6 with multiplier 10 cannot overflow.

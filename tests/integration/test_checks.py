@@ -1,0 +1,127 @@
+"""One test per system check id; `manage.py check` names the bad key and value."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.checks import Error
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from django_jobretry.checks import check_settings
+
+
+def errors_for(jobretry: Any) -> list[Error]:
+    with override_settings(JOBRETRY=jobretry):
+        return [e for e in check_settings() if isinstance(e, Error)]
+
+
+def only_error(jobretry: Any) -> Error:
+    found = errors_for(jobretry)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_valid_settings_pass() -> None:
+    assert errors_for({"POLICIES": {"default": {}, "emails": {"max_attempts": 5, "retry_for": 600}}}) == []
+
+
+def test_missing_jobretry_setting_is_fine() -> None:
+    with override_settings():
+        from django.conf import settings
+
+        del settings.JOBRETRY
+        assert check_settings() == []
+
+
+def test_e001_not_a_dict() -> None:
+    error = only_error(["POLICIES"])
+    assert error.id == "django_jobretry.E001"
+    assert "must be a dict, got list" in error.msg
+
+
+def test_e002_unknown_top_level_key() -> None:
+    error = only_error({"POLICY": {}})
+    assert error.id == "django_jobretry.E002"
+    assert "'POLICY'" in error.msg
+    assert "POLICIES" in (error.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("jobretry", "fragment"),
+    [
+        ({"POLICIES": ["default"]}, "must be a dict of policy name"),
+        ({"POLICIES": {"emails": 5}}, "['emails'] must be a dict, got int"),
+        ({"POLICIES": {"Bad Name": {}}}, "'Bad Name' is not a valid policy name"),
+    ],
+)
+def test_e003_malformed_policies(jobretry: Any, fragment: str) -> None:
+    error = only_error(jobretry)
+    assert error.id == "django_jobretry.E003"
+    assert fragment in error.msg
+
+
+def test_e004_unknown_policy_field() -> None:
+    error = only_error({"POLICIES": {"emails": {"max_retries": 3}}})
+    assert error.id == "django_jobretry.E004"
+    assert "['emails']" in error.msg
+    assert "max_retries" in error.msg
+    assert "max_attempts" in (error.hint or "")
+
+
+def test_e005_invalid_value_names_policy_field_value_and_allowed() -> None:
+    error = only_error({"POLICIES": {"emails": {"jitter": 1.5}}})
+    assert error.id == "django_jobretry.E005"
+    assert error.msg == (
+        """JOBRETRY["POLICIES"]['emails']['jitter'] = 1.5 is invalid: must be a fraction in [0, 1]."""
+    )
+
+
+def test_e005_budget_too_small() -> None:
+    error = only_error({"POLICIES": {"default": {"total_budget": 60}}})
+    assert error.id == "django_jobretry.E005"
+    assert "['default']['total_budget'] = 60" in error.msg
+    assert "worst-case schedule" in error.msg
+
+
+@pytest.mark.parametrize(
+    ("paths", "fragment"),
+    [
+        (["no.such.module.Error"], "cannot import 'no.such.module.Error'"),
+        (["django.conf.settings"], "is not an exception class"),
+        ("builtins.ValueError", "must be a list of dotted paths"),
+    ],
+)
+def test_e006_bad_error_class_paths(paths: Any, fragment: str) -> None:
+    error = only_error({"POLICIES": {"emails": {"fatal_errors": paths}}})
+    assert error.id == "django_jobretry.E006"
+    assert fragment in error.msg
+
+
+def test_every_problem_is_reported_not_only_the_first() -> None:
+    found = errors_for({"EXTRA": 1, "POLICIES": {"a": {"jitter": 2}, "b": {"multiplier": 0}}})
+    assert sorted(str(e.id) for e in found) == [
+        "django_jobretry.E002",
+        "django_jobretry.E005",
+        "django_jobretry.E005",
+    ]
+
+
+def test_manage_py_check_fails_naming_the_bad_key() -> None:
+    with (
+        override_settings(JOBRETRY={"POLICIES": {"emails": {"max_attempts": 0}}}),
+        pytest.raises(SystemCheckError, match=r"\['emails'\]\['max_attempts'\] = 0 is invalid"),
+    ):
+        call_command("check")
+
+
+def test_check_ids_are_unique_and_documented() -> None:
+    schema = Path(__file__).parents[2] / "django_jobretry" / "settings_schema.py"
+    ids = sorted(set(re.findall(r'Problem\(\s*"(E\d{3})"', schema.read_text())))
+    assert ids == [f"E00{n}" for n in range(1, 7)]
+    docs = (Path(__file__).parents[2] / "docs" / "settings.md").read_text()
+    assert all(f"django_jobretry.{i}" in docs for i in ids)

@@ -1,0 +1,51 @@
+"""showpolicies and the example project's demo command."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_showpolicies_prints_each_schedule_and_the_give_up_row() -> None:
+    text = run("showpolicies", "demo")
+    lines = text.splitlines()
+    assert lines[0] == "Policy 'demo': 3 attempts, base 200ms x2, cap 1s, jitter +/-10%"
+    header = ["after", "attempt", "nominal", "min", "(jitter)", "max", "(jitter)", "cumulative", "worst"]
+    assert lines[1].split() == header
+    assert lines[2].split() == ["1", "200ms", "180ms", "220ms", "220ms"]
+    assert lines[3].split() == ["2", "400ms", "360ms", "440ms", "660ms"]
+    assert lines[4].strip() == "attempt 3 fails -> dead letter (exhausted)"
+
+
+def test_showpolicies_without_names_shows_all() -> None:
+    text = run("showpolicies")
+    assert [line.split(":")[0] for line in text.splitlines() if line.startswith("Policy")] == [
+        "Policy 'default'",
+        "Policy 'emails'",
+        "Policy 'demo'",
+    ]
+    assert "gives up 6h00m after the first attempt" in text
+
+
+def test_showpolicies_unknown_name_is_a_clear_error() -> None:
+    with pytest.raises(CommandError, match="unknown retry policy 'nope'"):
+        run("showpolicies", "nope")
+
+
+@pytest.mark.django_db
+def test_demo_migrates_and_summarises() -> None:
+    text = run("demo")
+    assert "database ready" in text
+    assert "Policy 'demo'" in text
+    assert text.rstrip().endswith("(create a login with `make createsuperuser`).")
+    assert connection.vendor == "postgresql"

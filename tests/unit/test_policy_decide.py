@@ -1,0 +1,116 @@
+"""decide() and backoff_delay() on concrete examples, including the edges."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from django_jobretry import ErrorKind, GiveUp, GiveUpReason, InvalidPolicy, Retry, RetryPolicy
+
+POLICY = RetryPolicy(max_attempts=5, base_delay=10, multiplier=3, max_delay=100, jitter=0.5)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "nominal"),
+    [(1, 10), (2, 30), (3, 90), (4, 100), (5, 100), (10**6, 100)],
+)
+def test_nominal_is_capped_exponential(attempt: int, nominal: float) -> None:
+    assert POLICY.nominal(attempt) == timedelta(seconds=nominal)
+
+
+@pytest.mark.parametrize(("sample", "seconds"), [(0.0, 15.0), (0.5, 30.0), (1.0, 45.0), (0.75, 37.5)])
+def test_sample_maps_linearly_onto_the_jitter_band(sample: float, seconds: float) -> None:
+    assert POLICY.backoff_delay(2, sample) == timedelta(seconds=seconds)
+
+
+def test_huge_attempt_numbers_never_overflow() -> None:
+    policy = RetryPolicy(max_attempts=10_000, base_delay=0.001, multiplier=10, max_delay=3600, jitter=1)
+    for attempt in (1024, 10**6, 10**18):
+        assert policy.backoff_delay(attempt, 1.0) == timedelta(hours=2)
+        assert policy.nominal(attempt) == timedelta(hours=1)
+
+
+def test_multiplier_one_is_a_constant_delay() -> None:
+    policy = RetryPolicy(max_attempts=4, base_delay=7, multiplier=1, max_delay=60, jitter=0)
+    assert [row.nominal for row in policy.schedule()] == [timedelta(seconds=7)] * 3
+    assert policy.worst_case_total() == timedelta(seconds=21)
+
+
+def test_worst_case_total_matches_the_schedule_when_long() -> None:
+    policy = RetryPolicy(max_attempts=10_000, base_delay=1, multiplier=2, max_delay=60, jitter=0.5)
+    rows = list(policy.schedule())
+    assert len(rows) == 9_999
+    assert rows[-1].cumulative_longest == policy.worst_case_total()
+
+
+def test_retryable_before_the_limit_retries() -> None:
+    assert POLICY.decide(4, ErrorKind.RETRYABLE, 0.5) == Retry(timedelta(seconds=100))
+
+
+def test_the_last_attempt_gives_up_exhausted() -> None:
+    assert POLICY.decide(5, ErrorKind.RETRYABLE, 0.5) == GiveUp(GiveUpReason.EXHAUSTED)
+    assert POLICY.decide(6, ErrorKind.RETRYABLE, 0.5) == GiveUp(GiveUpReason.EXHAUSTED)
+
+
+def test_fatal_gives_up_on_the_first_attempt() -> None:
+    assert POLICY.decide(1, ErrorKind.FATAL, 0.5) == GiveUp(GiveUpReason.FATAL)
+
+
+def test_single_attempt_policy_never_retries() -> None:
+    policy = RetryPolicy(max_attempts=1, base_delay=1, max_delay=1)
+    assert policy.decide(1, ErrorKind.RETRYABLE, 0.5) == GiveUp(GiveUpReason.EXHAUSTED)
+    assert list(policy.schedule()) == []
+    assert policy.worst_case_total() == timedelta(0)
+
+
+def test_requested_delay_replaces_backoff_but_not_the_attempt_limit() -> None:
+    wanted = timedelta(minutes=30)
+    assert POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, requested_delay=wanted) == Retry(wanted)
+    assert POLICY.decide(5, ErrorKind.RETRYABLE, 0.5, requested_delay=wanted) == GiveUp(
+        GiveUpReason.EXHAUSTED
+    )
+
+
+class TestDeadline:
+    policy = RetryPolicy(max_attempts=100, base_delay=60, multiplier=1, max_delay=60, jitter=0, retry_for=600)
+
+    def test_retries_while_the_next_start_is_within_retry_for(self) -> None:
+        decision = self.policy.decide(3, ErrorKind.RETRYABLE, 0.5, elapsed=timedelta(seconds=540))
+        assert decision == Retry(timedelta(seconds=60))
+
+    def test_gives_up_when_the_next_start_would_be_too_late(self) -> None:
+        decision = self.policy.decide(3, ErrorKind.RETRYABLE, 0.5, elapsed=timedelta(seconds=541))
+        assert decision == GiveUp(GiveUpReason.DEADLINE)
+
+    def test_a_requested_delay_counts_against_the_deadline(self) -> None:
+        decision = self.policy.decide(
+            1, ErrorKind.RETRYABLE, 0.5, elapsed=timedelta(0), requested_delay=timedelta(seconds=601)
+        )
+        assert decision == GiveUp(GiveUpReason.DEADLINE)
+
+    def test_count_limit_still_applies_within_the_deadline(self) -> None:
+        policy = RetryPolicy(max_attempts=2, base_delay=1, max_delay=1, retry_for=3600)
+        assert policy.decide(2, ErrorKind.RETRYABLE, 0.5, elapsed=timedelta(0)) == GiveUp(
+            GiveUpReason.EXHAUSTED
+        )
+
+    def test_without_elapsed_only_the_count_limit_applies(self) -> None:
+        assert isinstance(self.policy.decide(50, ErrorKind.RETRYABLE, 0.5), Retry)
+
+
+@pytest.mark.parametrize("attempt", [0, -1, 1.0, True, None])
+def test_invalid_attempt_is_refused(attempt: object) -> None:
+    with pytest.raises(InvalidPolicy, match="attempt"):
+        POLICY.decide(attempt, ErrorKind.RETRYABLE, 0.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("sample", [-0.1, 1.1, float("nan"), "0.5", True])
+def test_invalid_sample_is_refused(sample: object) -> None:
+    with pytest.raises(InvalidPolicy, match="sample"):
+        POLICY.backoff_delay(1, sample)  # type: ignore[arg-type]
+
+
+def test_invalid_kind_is_refused() -> None:
+    with pytest.raises(InvalidPolicy, match="kind"):
+        POLICY.decide(1, "retryable", 0.5)  # type: ignore[arg-type]
