@@ -14,7 +14,7 @@ from django.dispatch import receiver
 
 from django_jobretry.exceptions import InvalidSettings, UnknownPolicy
 from django_jobretry.policy import RetryPolicy
-from django_jobretry.settings_schema import validate
+from django_jobretry.settings_schema import LIMITS, validate
 
 
 class JobRetrySettings:
@@ -37,6 +37,61 @@ class JobRetrySettings:
                 raise InvalidSettings(f"django_jobretry.{first.id}: {first.msg} {first.hint}")
             self._policies = policies
         return self._policies
+
+    def value(self, key: str) -> Any:
+        """A validated top-level value (see settings_schema.LIMITS), or its default."""
+        _ = self.policies  # validates the whole dict once
+        return self.raw.get(key, LIMITS[key].default)
+
+    @property
+    def lease_seconds(self) -> float:
+        return float(self.value("LEASE_SECONDS"))
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        configured = self.value("HEARTBEAT_SECONDS")
+        return self.lease_seconds / 3 if configured is None else float(configured)
+
+    @property
+    def poll_seconds(self) -> float:
+        return float(self.value("POLL_SECONDS"))
+
+    @property
+    def shutdown_timeout_seconds(self) -> float:
+        return float(self.value("SHUTDOWN_TIMEOUT_SECONDS"))
+
+    @property
+    def max_args_bytes(self) -> int:
+        return int(self.value("MAX_ARGS_BYTES"))
+
+    @property
+    def max_args_depth(self) -> int:
+        return int(self.value("MAX_ARGS_DEPTH"))
+
+    @property
+    def error_history_limit(self) -> int:
+        return int(self.value("ERROR_HISTORY_LIMIT"))
+
+    @property
+    def error_message_chars(self) -> int:
+        return int(self.value("ERROR_MESSAGE_CHARS"))
+
+    @property
+    def traceback_chars(self) -> int:
+        return int(self.value("TRACEBACK_CHARS"))
+
+    @property
+    def session_timeouts_ms(self) -> dict[str, int]:
+        """PostgreSQL session settings for the worker's own connections (spec §4 rule 8)."""
+        return {
+            "statement_timeout": int(self.value("STATEMENT_TIMEOUT_MS")),
+            "lock_timeout": int(self.value("LOCK_TIMEOUT_MS")),
+            "idle_in_transaction_session_timeout": int(self.value("IDLE_IN_TRANSACTION_TIMEOUT_MS")),
+        }
+
+    @property
+    def succeeded_retention_days(self) -> float:
+        return float(self.value("SUCCEEDED_RETENTION_DAYS"))
 
     def policy(self, name: str) -> RetryPolicy:
         """The policy called ``name``; :class:`UnknownPolicy` lists the known ones."""

@@ -17,7 +17,7 @@ from django_jobretry.policy import InvalidPolicy, RetryPolicy
 
 #: Fields of one policy and their defaults: the built-in "default" policy.
 #: 20 attempts, 15 s doubling to a 2 h cap with +/-25 % jitter: about a day of
-#: retries (worst case 27.5 h), see docs/settings.md for the reasoning.
+#: retries (16.6 h at best, 27.7 h at worst), see docs/settings.md for the reasoning.
 POLICY_DEFAULTS: dict[str, Any] = {
     "max_attempts": 20,
     "base_delay": 15,
@@ -31,9 +31,60 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "unknown_errors": "retryable",
 }
 
+
+@dataclass(frozen=True)
+class Limit:
+    """A numeric top-level setting: its default and inclusive range."""
+
+    default: float | None
+    minimum: float
+    maximum: float
+    integer: bool = False
+    optional: bool = False
+
+    def problem(self, key: str, value: object) -> Problem | None:
+        if value is None and self.optional:
+            return None
+        kind = "an integer" if self.integer else "a number"
+        bad_type = isinstance(value, bool) or not isinstance(value, int if self.integer else int | float)
+        if bad_type or not self.minimum <= value <= self.maximum:  # type: ignore[operator]
+            allowed = f"{kind} from {self.minimum:g} to {self.maximum:g}" + (
+                " or None" if self.optional else ""
+            )
+            return Problem(
+                "E007", f'JOBRETRY["{key}"] = {value!r} is invalid: expected {allowed}.', _DOCS_HINT
+            )
+        return None
+
+
+_DOCS_HINT = "See docs/settings.md for every JOBRETRY key and its default."
+
+#: Worker, enqueue and retention limits: JOBRETRY[KEY] -> Limit.
+LIMITS: dict[str, Limit] = {
+    # How long a claimed job may run without a heartbeat before others take it.
+    "LEASE_SECONDS": Limit(60, 1, 86_400),
+    # None: a third of the lease, so two heartbeats can fail before it expires.
+    "HEARTBEAT_SECONDS": Limit(None, 0.1, 3_600, optional=True),
+    # Polling bounds pickup latency when LISTEN/NOTIFY is unavailable.
+    "POLL_SECONDS": Limit(1.0, 0.01, 300),
+    "SHUTDOWN_TIMEOUT_SECONDS": Limit(30, 0, 86_400),
+    "MAX_ARGS_BYTES": Limit(65_536, 64, 16 * 1024 * 1024, integer=True),
+    "MAX_ARGS_DEPTH": Limit(32, 1, 1_000, integer=True),
+    "ERROR_HISTORY_LIMIT": Limit(100, 1, 10_000, integer=True),
+    "ERROR_MESSAGE_CHARS": Limit(2_000, 80, 100_000, integer=True),
+    "TRACEBACK_CHARS": Limit(8_000, 0, 1_000_000, integer=True),
+    # Worker sessions: bound every statement the worker itself runs.
+    "STATEMENT_TIMEOUT_MS": Limit(30_000, 100, 3_600_000, integer=True),
+    "LOCK_TIMEOUT_MS": Limit(5_000, 10, 3_600_000, integer=True),
+    "IDLE_IN_TRANSACTION_TIMEOUT_MS": Limit(60_000, 100, 3_600_000, integer=True),
+    # `prunejobs` default: succeeded jobs older than this many days.
+    "SUCCEEDED_RETENTION_DAYS": Limit(7, 0, 36_500),
+}
+
 #: Top-level keys of JOBRETRY and their defaults.
 DEFAULTS: dict[str, Any] = {
     "POLICIES": {"default": {}},
+    **{key: limit.default for key, limit in LIMITS.items()},
 }
 
 POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -59,6 +110,7 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
         for key in raw
         if key not in DEFAULTS
     ]
+    problems += [p for key, limit in LIMITS.items() if key in raw and (p := limit.problem(key, raw[key]))]
     configured = raw.get("POLICIES", DEFAULTS["POLICIES"])
     if not isinstance(configured, Mapping):
         msg = f'JOBRETRY["POLICIES"] must be a dict of policy name -> dict, got {type(configured).__name__}.'
@@ -74,7 +126,7 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
 
 
 def _build_policy(name: object, fields: object) -> tuple[RetryPolicy | None, list[Problem]]:
-    where = f'JOBRETRY["POLICIES"][{name!r}]'
+    where = f'JOBRETRY["POLICIES"]["{name}"]'
     if not isinstance(name, str) or not POLICY_NAME.match(name):
         hint = "Use 1-64 lowercase letters, digits, '_', '.' or '-', starting with a letter or digit."
         return None, [Problem("E003", f"{where}: {name!r} is not a valid policy name.", hint)]
@@ -89,36 +141,40 @@ def _build_policy(name: object, fields: object) -> tuple[RetryPolicy | None, lis
     for key in _ERROR_LISTS:
         values[key], found = _import_error_classes(where, key, values[key])
         problems += found
+    overlap = set(values["fatal_errors"]) & set(values["retryable_errors"])
+    if overlap:
+        names = sorted(f"{k.__module__}.{k.__qualname__}" for k in overlap)
+        msg = f"{where} lists {names} as both fatal_errors and retryable_errors."
+        problems.append(Problem("E006", msg, "List each exception class in one of the two lists only."))
     if problems:
         return None, problems
     try:
         return RetryPolicy(**values), []
     except InvalidPolicy as exc:
-        msg = f"{where}[{exc.field!r}] = {exc.value!r} is invalid: {exc.allowed}."
+        msg = f'{where}["{exc.field}"] = {exc.value!r} is invalid: {exc.allowed}.'
         hint = f"Default for {exc.field!r}: {POLICY_DEFAULTS.get(exc.field)!r}. See docs/settings.md."
         return None, [Problem("E005", msg, hint)]
 
 
 def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[type], list[Problem]]:
     if isinstance(paths, str) or not isinstance(paths, list | tuple):
-        msg = f"{where}[{key!r}] must be a list of dotted paths to exception classes, got {paths!r}."
-        return [], [Problem("E006", msg, 'e.g. ["requests.exceptions.Timeout"]')]
+        msg = f'{where}["{key}"] must be a list of dotted paths to exception classes, got {paths!r}.'
+        return [], [Problem("E006", msg, 'e.g. ["smtplib.SMTPRecipientsRefused"]')]
     classes: list[type] = []
     problems: list[Problem] = []
     for path in paths:
         try:
             klass = import_string(path) if isinstance(path, str) else path
-        except ImportError as exc:
-            problems.append(
-                Problem("E006", f"{where}[{key!r}]: cannot import {path!r} ({exc}).", _IMPORT_HINT)
-            )
+        except Exception as exc:  # a module failing to import for any reason is E006
+            msg = f'{where}["{key}"]: cannot import {path!r} ({type(exc).__name__}: {exc}).'
+            problems.append(Problem("E006", msg, _IMPORT_HINT))
             continue
         if not (isinstance(klass, type) and issubclass(klass, BaseException)):
-            msg = f"{where}[{key!r}]: {path!r} is not an exception class."
+            msg = f'{where}["{key}"]: {path!r} is not an exception class.'
             problems.append(Problem("E006", msg, _IMPORT_HINT))
             continue
         classes.append(klass)
     return classes, problems
 
 
-_IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'requests.exceptions.Timeout'."
+_IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'smtplib.SMTPRecipientsRefused'."

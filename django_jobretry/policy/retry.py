@@ -185,23 +185,30 @@ class RetryPolicy:
         attempt: int,
         kind: ErrorKind,
         sample: float,
+        *,
         elapsed: timedelta | None = None,
         requested_delay: timedelta | None = None,
+        max_attempts: int | None = None,
     ) -> Decision:
         """Retry or give up after failed ``attempt`` (numbered from 1).
 
         ``elapsed`` is the time since the first attempt started, for
         ``retry_for``; ``requested_delay`` replaces the backoff for this retry
-        (a handler's ``RetryableError(delay=...)``).
+        (a handler's ``RetryableError(delay=...)``); ``max_attempts`` is the
+        limit frozen on a job at enqueue, which wins over a policy edited since.
         """
         _check_attempt(attempt)
+        limit = self.max_attempts if max_attempts is None else _attempt_limit(max_attempts)
         if not isinstance(kind, ErrorKind):
             raise InvalidPolicy("kind", kind, f"one of {list(ErrorKind)}")
         if kind is ErrorKind.FATAL:
             return GiveUp(GiveUpReason.FATAL)
-        if attempt >= self.max_attempts:
+        if attempt >= limit:
             return GiveUp(GiveUpReason.EXHAUSTED)
-        delay = self.backoff_delay(attempt, sample) if requested_delay is None else requested_delay
+        if requested_delay is None:
+            delay = self.backoff_delay(attempt, sample)
+        else:
+            delay = to_timedelta("requested_delay", requested_delay, allow_zero=True)
         if self.retry_for is not None and elapsed is not None and elapsed + delay > self.retry_for:
             return GiveUp(GiveUpReason.DEADLINE)
         return Retry(delay)

@@ -55,7 +55,7 @@ def test_e002_unknown_top_level_key() -> None:
     ("jobretry", "fragment"),
     [
         ({"POLICIES": ["default"]}, "must be a dict of policy name"),
-        ({"POLICIES": {"emails": 5}}, "['emails'] must be a dict, got int"),
+        ({"POLICIES": {"emails": 5}}, '["emails"] must be a dict, got int'),
         ({"POLICIES": {"Bad Name": {}}}, "'Bad Name' is not a valid policy name"),
     ],
 )
@@ -68,7 +68,7 @@ def test_e003_malformed_policies(jobretry: Any, fragment: str) -> None:
 def test_e004_unknown_policy_field() -> None:
     error = only_error({"POLICIES": {"emails": {"max_retries": 3}}})
     assert error.id == "django_jobretry.E004"
-    assert "['emails']" in error.msg
+    assert '["emails"]' in error.msg
     assert "max_retries" in error.msg
     assert "max_attempts" in (error.hint or "")
 
@@ -77,14 +77,14 @@ def test_e005_invalid_value_names_policy_field_value_and_allowed() -> None:
     error = only_error({"POLICIES": {"emails": {"jitter": 1.5}}})
     assert error.id == "django_jobretry.E005"
     assert error.msg == (
-        """JOBRETRY["POLICIES"]['emails']['jitter'] = 1.5 is invalid: must be a fraction in [0, 1]."""
+        """JOBRETRY["POLICIES"]["emails"]["jitter"] = 1.5 is invalid: must be a fraction in [0, 1]."""
     )
 
 
 def test_e005_budget_too_small() -> None:
     error = only_error({"POLICIES": {"default": {"total_budget": 60}}})
     assert error.id == "django_jobretry.E005"
-    assert "['default']['total_budget'] = 60" in error.msg
+    assert '["default"]["total_budget"] = 60' in error.msg
     assert "worst-case schedule" in error.msg
 
 
@@ -94,12 +94,48 @@ def test_e005_budget_too_small() -> None:
         (["no.such.module.Error"], "cannot import 'no.such.module.Error'"),
         (["django.conf.settings"], "is not an exception class"),
         ("builtins.ValueError", "must be a list of dotted paths"),
+        (
+            ["tests.integration.broken_module.Error"],
+            "(ZeroDivisionError: division by zero)",
+        ),
     ],
 )
 def test_e006_bad_error_class_paths(paths: Any, fragment: str) -> None:
     error = only_error({"POLICIES": {"emails": {"fatal_errors": paths}}})
     assert error.id == "django_jobretry.E006"
     assert fragment in error.msg
+
+
+def test_e006_class_listed_as_both_fatal_and_retryable() -> None:
+    error = only_error(
+        {
+            "POLICIES": {
+                "x": {"fatal_errors": ["builtins.KeyError"], "retryable_errors": ["builtins.KeyError"]}
+            }
+        }
+    )
+    assert error.id == "django_jobretry.E006"
+    assert "['builtins.KeyError'] as both fatal_errors and retryable_errors" in error.msg
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("LEASE_SECONDS", 0, "expected a number from 1 to 86400"),
+        ("LEASE_SECONDS", "60", "expected a number from 1 to 86400"),
+        ("MAX_ARGS_BYTES", 1.5, "expected an integer from 64 to"),
+        ("HEARTBEAT_SECONDS", -1, "expected a number from 0.1 to 3600 or None"),
+        ("SUCCEEDED_RETENTION_DAYS", True, "expected a number from 0 to 36500"),
+    ],
+)
+def test_e007_worker_and_limit_settings(key: str, value: Any, allowed: str) -> None:
+    error = only_error({key: value})
+    assert error.id == "django_jobretry.E007"
+    assert error.msg.startswith(f'JOBRETRY["{key}"] = {value!r} is invalid: {allowed}')
+
+
+def test_e007_accepts_none_where_optional() -> None:
+    assert errors_for({"HEARTBEAT_SECONDS": None, "LEASE_SECONDS": 30}) == []
 
 
 def test_every_problem_is_reported_not_only_the_first() -> None:
@@ -114,7 +150,7 @@ def test_every_problem_is_reported_not_only_the_first() -> None:
 def test_manage_py_check_fails_naming_the_bad_key() -> None:
     with (
         override_settings(JOBRETRY={"POLICIES": {"emails": {"max_attempts": 0}}}),
-        pytest.raises(SystemCheckError, match=r"\['emails'\]\['max_attempts'\] = 0 is invalid"),
+        pytest.raises(SystemCheckError, match=r'\["emails"\]\["max_attempts"\] = 0 is invalid'),
     ):
         call_command("check")
 
@@ -122,6 +158,6 @@ def test_manage_py_check_fails_naming_the_bad_key() -> None:
 def test_check_ids_are_unique_and_documented() -> None:
     schema = Path(__file__).parents[2] / "django_jobretry" / "settings_schema.py"
     ids = sorted(set(re.findall(r'Problem\(\s*"(E\d{3})"', schema.read_text())))
-    assert ids == [f"E00{n}" for n in range(1, 7)]
+    assert ids == [f"E00{n}" for n in range(1, 8)]
     docs = (Path(__file__).parents[2] / "docs" / "settings.md").read_text()
     assert all(f"django_jobretry.{i}" in docs for i in ids)

@@ -34,7 +34,8 @@ def test_showpolicies_without_names_shows_all() -> None:
         "Policy 'emails'",
         "Policy 'demo'",
     ]
-    assert "gives up 6h00m after the first attempt" in text
+    assert "gives up 2h00m after the first attempt" in text
+    assert "more than 2h00m after the first attempt -> dead letter (deadline)" in text
 
 
 def test_showpolicies_unknown_name_is_a_clear_error() -> None:

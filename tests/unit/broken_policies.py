@@ -34,8 +34,10 @@ class OffByOnePolicy(RetryPolicy):
         attempt: int,
         kind: ErrorKind,
         sample: float,
+        *,
         elapsed: timedelta | None = None,
         requested_delay: timedelta | None = None,
+        max_attempts: int | None = None,
     ) -> Decision:
         if kind is ErrorKind.FATAL:
             return GiveUp(GiveUpReason.FATAL)

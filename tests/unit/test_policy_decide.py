@@ -72,6 +72,11 @@ def test_requested_delay_replaces_backoff_but_not_the_attempt_limit() -> None:
     )
 
 
+def test_a_negative_requested_delay_is_refused() -> None:
+    with pytest.raises(InvalidPolicy, match="requested_delay"):
+        POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, requested_delay=timedelta(seconds=-1))
+
+
 class TestDeadline:
     policy = RetryPolicy(max_attempts=100, base_delay=60, multiplier=1, max_delay=60, jitter=0, retry_for=600)
 
@@ -114,3 +119,10 @@ def test_invalid_sample_is_refused(sample: object) -> None:
 def test_invalid_kind_is_refused() -> None:
     with pytest.raises(InvalidPolicy, match="kind"):
         POLICY.decide(1, "retryable", 0.5)  # type: ignore[arg-type]
+
+
+def test_the_limit_frozen_on_a_job_wins_over_the_policy() -> None:
+    assert POLICY.decide(5, ErrorKind.RETRYABLE, 0.5, max_attempts=6) == Retry(timedelta(seconds=100))
+    assert POLICY.decide(2, ErrorKind.RETRYABLE, 0.5, max_attempts=2) == GiveUp(GiveUpReason.EXHAUSTED)
+    with pytest.raises(InvalidPolicy, match="max_attempts"):
+        POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, max_attempts=0)

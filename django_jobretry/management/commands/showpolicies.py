@@ -45,6 +45,8 @@ def describe(policy: RetryPolicy) -> str:
     ]
     if policy.retry_for is not None:
         parts.append(f"gives up {humanize_delay(policy.retry_for)} after the first attempt")
+    if policy.total_budget is not None:
+        parts.append(f"budget {humanize_delay(policy.total_budget)}")
     return ", ".join(parts)
 
 
@@ -64,4 +66,9 @@ def render_schedule(policy: RetryPolicy) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
     lines.append(f"  attempt {policy.max_attempts} fails -> dead letter (exhausted)")
+    if policy.retry_for is not None:
+        lines.append(
+            f"  or earlier: a retry that would start more than {humanize_delay(policy.retry_for)} "
+            "after the first attempt -> dead letter (deadline)"
+        )
     return "\n".join(lines)

@@ -1,0 +1,10 @@
+"""Storage: live jobs in one table, dead letters in their own.
+
+Dead letters live apart so the hot jobs table stays small and its partial
+indexes stay tiny whatever the backlog of failures.
+"""
+
+from django_jobretry.models.dead_letter import DeadLetter, DeadReason
+from django_jobretry.models.job import Job, JobStatus
+
+__all__ = ["DeadLetter", "DeadReason", "Job", "JobStatus"]

@@ -1,0 +1,57 @@
+"""The DeadLetter row: a job that will not be retried again, kept for an operator."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models.functions import Now
+
+
+class DeadReason(models.TextChoices):
+    """Why a job died; the policy's give-up reasons plus the worker's own."""
+
+    FATAL = "fatal", "Fatal error"
+    EXHAUSTED = "exhausted", "Attempts exhausted"
+    DEADLINE = "deadline", "retry_for deadline passed"
+    LEASE_EXPIRED = "lease_expired", "Last attempt lost (lease expired)"
+
+
+class DeadLetter(models.Model):
+    """Everything needed to understand and replay a job that died."""
+
+    job_id = models.BigIntegerField(help_text="Id the job had in the jobs table.")
+    task_name = models.CharField(max_length=200)
+    queue_name = models.CharField(max_length=100)
+    policy_name = models.CharField(max_length=64)
+    priority = models.SmallIntegerField(default=0)
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    reason = models.CharField(
+        max_length=max(len(value) for value in DeadReason.values), choices=DeadReason.choices
+    )
+    attempts = models.PositiveIntegerField()
+    max_attempts = models.PositiveIntegerField()
+    errors = models.JSONField(default=list, blank=True, help_text="The job's full attempt history.")
+    last_error_class = models.CharField(max_length=200, blank=True, default="")
+    last_error = models.TextField(blank=True, default="")
+    # NULL, not "", for "no key": NULLs never collide in the unique index.
+    unique_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    requeue_count = models.PositiveIntegerField(default=0)
+    requeue_history = models.JSONField(default=list, blank=True)
+    enqueued_at = models.DateTimeField()
+    first_attempt_at = models.DateTimeField(null=True, blank=True)
+    dead_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        verbose_name = "dead letter"
+        indexes = [
+            # Listing: newest dead first, keyset-paginated on (dead_at, id).
+            models.Index(models.F("dead_at").desc(), models.F("id").desc(), name="jobretry_dead_newest"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(reason__in=DeadReason.values), name="jobretry_dead_reason_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_name}#{self.job_id} dead ({self.reason})"

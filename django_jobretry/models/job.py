@@ -1,0 +1,110 @@
+"""The Job row: one unit of work from enqueue until it succeeds or dies."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models.functions import Now
+
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+
+
+class JobStatus(models.TextChoices):
+    """Live states. A job that dies leaves this table for DeadLetter."""
+
+    READY = "ready", "Ready"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+
+
+class Job(models.Model):
+    """A job; state changes happen only in django_jobretry.services."""
+
+    task_name = models.CharField(max_length=200)
+    queue_name = models.CharField(max_length=100, default="default")
+    policy_name = models.CharField(max_length=64, default="default")
+    status = models.CharField(
+        max_length=max(len(value) for value in JobStatus.values),
+        choices=JobStatus.choices,
+        default=JobStatus.READY,
+    )
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    priority = models.SmallIntegerField(default=0, help_text="Higher runs first; -100 to 100.")
+    run_at = models.DateTimeField(db_default=Now(), help_text="Not claimed before this time.")
+    attempts = models.PositiveIntegerField(default=0, help_text="Counted when a worker claims the job.")
+    max_attempts = models.PositiveIntegerField(help_text="Copied from the policy at enqueue.")
+    # NULL, not "", for "no key": NULLs never collide in the unique index.
+    unique_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True, help_text="One entry per ended attempt, bounded.")
+    requeue_count = models.PositiveIntegerField(default=0)
+    requeue_history = models.JSONField(default=list, blank=True)
+    enqueued_at = models.DateTimeField(db_default=Now())
+    first_attempt_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "job"
+        indexes = [
+            # The claim query: WHERE status = 'ready' AND run_at <= now()
+            # ORDER BY priority DESC, run_at, id. Same column order as ORDER BY.
+            models.Index(
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="jobretry_job_claim",
+                condition=models.Q(status="ready"),
+            ),
+            # Lease recovery: WHERE status = 'running' AND lease_expires_at < now().
+            models.Index(
+                fields=["lease_expires_at"],
+                name="jobretry_job_lease",
+                condition=models.Q(status="running"),
+            ),
+            # Pruning finished jobs by age.
+            models.Index(
+                fields=["finished_at"],
+                name="jobretry_job_finished",
+                condition=models.Q(status="succeeded"),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status__in=JobStatus.values), name="jobretry_job_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(max_attempts__gte=1), name="jobretry_job_max_attempts_pos"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(attempts__lte=models.F("max_attempts")),
+                name="jobretry_job_attempts_le_max",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
+                name="jobretry_job_priority_range",
+            ),
+            # A running job always has a live lease; nothing else has one.
+            models.CheckConstraint(
+                condition=(
+                    models.Q(status="running", lease_token__isnull=False, lease_expires_at__isnull=False)
+                    | (~models.Q(status="running") & models.Q(lease_token__isnull=True))
+                ),
+                name="jobretry_job_lease_iff_running",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(status="succeeded") | models.Q(finished_at__isnull=False),
+                name="jobretry_job_finished_when_succeeded",
+            ),
+            # At most one live (ready or running) job per unique_key.
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                condition=models.Q(status__in=["ready", "running"]),
+                name="jobretry_job_unique_live_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_name}#{self.pk} ({self.status})"
