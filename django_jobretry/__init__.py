@@ -5,6 +5,7 @@ works before Django settings are configured and has no side effects.
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 from django_jobretry.policy import (
     Decision,
@@ -18,6 +19,24 @@ from django_jobretry.policy import (
     RetryableError,
     RetryPolicy,
 )
+
+if TYPE_CHECKING:
+    from django_jobretry.context import current_job
+    from django_jobretry.decorators import job
+
+
+def __getattr__(name: str) -> object:
+    """Lazy access to the Django-dependent API, so importing the package stays pure."""
+    if name == "job":
+        from django_jobretry.decorators import job
+
+        return job
+    if name == "current_job":
+        from django_jobretry.context import current_job
+
+        return current_job
+    raise AttributeError(f"module 'django_jobretry' has no attribute {name!r}")
+
 
 try:
     __version__ = version("django-jobretry")
@@ -36,4 +55,6 @@ __all__ = [
     "RetryPolicy",
     "RetryableError",
     "__version__",
+    "current_job",
+    "job",
 ]

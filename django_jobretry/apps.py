@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class JobRetryConfig(AppConfig):
-    """Registers the settings checks; models and jobs arrive in later layers."""
+    """Registers the settings checks and discovers each app's jobs.py."""
 
     name = "django_jobretry"
     label = "django_jobretry"
@@ -10,4 +10,10 @@ class JobRetryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.utils.module_loading import autodiscover_modules
+
         from django_jobretry import checks  # noqa: F401 - registers the system checks
+
+        # Fill the task registry from every installed app's jobs.py, the way
+        # the admin finds admin.py; workers only run what is registered.
+        autodiscover_modules("jobs")

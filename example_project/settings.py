@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from example_project.database import database_from_url
 
@@ -54,7 +55,7 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 STATIC_URL = "static/"
 
-JOBRETRY = {
+JOBRETRY: dict[str, Any] = {
     "POLICIES": {
         # Production-like: the built-in default (20 attempts over about a day).
         "default": {},

@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+from tests.processes import workers
+
+__all__ = ["workers"]
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Stop early, with the fix, when database tests are collected without a database."""

@@ -18,3 +18,15 @@ finally:
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {"version": 1, "disable_existing_loggers": False}
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.jobs_app"]  # noqa: F405
+
+JOBRETRY = {
+    **JOBRETRY,  # noqa: F405
+    "POLICIES": {
+        **JOBRETRY["POLICIES"],  # noqa: F405
+        # Fast and jitter-free so retries are due almost at once in tests.
+        "three": {"max_attempts": 3, "base_delay": 0.01, "multiplier": 2, "max_delay": 0.05, "jitter": 0},
+    },
+    "POLL_SECONDS": 0.05,
+}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
-PRIORITY_MIN, PRIORITY_MAX = -100, 100
+from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
 
 
 class JobStatus(models.TextChoices):

@@ -33,6 +33,7 @@ def test_showpolicies_without_names_shows_all() -> None:
         "Policy 'default'",
         "Policy 'emails'",
         "Policy 'demo'",
+        "Policy 'three'",
     ]
     assert "gives up 2h00m after the first attempt" in text
     assert "more than 2h00m after the first attempt -> dead letter (deadline)" in text

@@ -1,0 +1,145 @@
+"""``@job``: declare a function as a job and enqueue it.
+
+The naming follows Django's own task framework (``django.tasks``):
+``my_job.enqueue(...)`` and ``my_job.using(queue_name=..., priority=...,
+run_after=...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, overload
+
+from django_jobretry.policy import RetryPolicy
+from django_jobretry.registry import registry
+from django_jobretry.validation import (
+    InvalidJob,
+    check_priority,
+    check_queue_name,
+    check_task_name,
+    check_unique_key,
+)
+
+if TYPE_CHECKING:
+    from django_jobretry.models import Job
+
+#: policy_name stored for jobs whose policy is a RetryPolicy given inline to
+#: @job; it cannot collide with a settings policy name (no parentheses there).
+INLINE_POLICY = "(inline)"
+
+
+@dataclasses.dataclass(frozen=True)
+class JobDefinition[**P]:
+    """A registered job function plus the options its enqueues use."""
+
+    func: Callable[P, Any]
+    name: str
+    queue_name: str = "default"
+    policy: str | RetryPolicy = "default"
+    priority: int = 0
+    run_after: datetime | timedelta | None = None
+    unique_key: str | None = None
+
+    def __post_init__(self) -> None:
+        check_task_name(self.name)
+        check_queue_name(self.queue_name)
+        check_priority(self.priority)
+        check_unique_key(self.unique_key)
+        if not isinstance(self.policy, str | RetryPolicy):
+            raise InvalidJob(f"policy {self.policy!r} is invalid: a JOBRETRY policy name or a RetryPolicy")
+        if self.run_after is not None and not isinstance(self.run_after, datetime | timedelta):
+            raise InvalidJob(f"run_after {self.run_after!r} is invalid: a datetime, a timedelta or None")
+        if isinstance(self.run_after, datetime) and self.run_after.tzinfo is None:
+            raise InvalidJob(f"run_after {self.run_after!r} is a naive datetime; pass an aware one")
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Run the function directly, in this process, without a job."""
+        return self.func(*args, **kwargs)
+
+    def using(
+        self,
+        *,
+        queue_name: str | None = None,
+        priority: int | None = None,
+        run_after: datetime | timedelta | None = None,
+        unique_key: str | None = None,
+        policy: str | RetryPolicy | None = None,
+    ) -> JobDefinition[P]:
+        """A copy with some enqueue options changed; the original is untouched."""
+        changes: dict[str, Any] = {
+            "queue_name": queue_name,
+            "priority": priority,
+            "run_after": run_after,
+            "unique_key": unique_key,
+            "policy": policy,
+        }
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
+        """Store a job that runs ``func(*args, **kwargs)``; returns its row.
+
+        Inside ``transaction.atomic()`` the job exists only if the transaction
+        commits, and workers are woken when it does.
+        """
+        from django_jobretry.services.enqueue import enqueue
+
+        return enqueue(self, args, kwargs)
+
+    def bulk_enqueue(self, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]) -> list[Job]:
+        """Store many jobs of this task in one INSERT; each call is ``(args, kwargs)``."""
+        from django_jobretry.services.enqueue import bulk_enqueue
+
+        return bulk_enqueue(self, calls)
+
+    def resolve_policy(self) -> tuple[str, RetryPolicy]:
+        """(name stored on the job, policy) - named policies read from settings now."""
+        if isinstance(self.policy, RetryPolicy):
+            return INLINE_POLICY, self.policy
+        from django_jobretry.conf import jobretry_settings
+
+        return self.policy, jobretry_settings.policy(self.policy)
+
+
+@overload
+def job[**P](func: Callable[P, Any], /) -> JobDefinition[P]: ...
+
+
+@overload
+def job[**P](
+    *,
+    name: str | None = None,
+    queue_name: str = "default",
+    policy: str | RetryPolicy = "default",
+    priority: int = 0,
+) -> Callable[[Callable[P, Any]], JobDefinition[P]]: ...
+
+
+def job[**P](
+    func: Callable[P, Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    queue_name: str = "default",
+    policy: str | RetryPolicy = "default",
+    priority: int = 0,
+) -> JobDefinition[P] | Callable[[Callable[P, Any]], JobDefinition[P]]:
+    """Declare a job: ``@job`` or ``@job(name=..., queue_name=..., policy=..., priority=...)``.
+
+    ``name`` defaults to the function's dotted path; it is what is stored on
+    each job and looked up by workers, so keep it stable across deploys.
+    """
+
+    def decorate(function: Callable[P, Any]) -> JobDefinition[P]:
+        definition = JobDefinition(
+            func=function,
+            name=name or f"{function.__module__}.{function.__qualname__}",
+            queue_name=queue_name,
+            policy=policy,
+            priority=priority,
+        )
+        registry.register(definition)
+        return definition
+
+    return decorate if func is None else decorate(func)

@@ -1,0 +1,90 @@
+"""`manage.py runworker`: run jobs until stopped.
+
+A thin shell around services.worker.Worker, which is what tests drive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.services.worker import Worker, WorkerOptions
+from django_jobretry.validation import InvalidJob, check_queue_name
+
+_LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 86400 seconds")
+    return value
+
+
+def queue_name(text: str) -> str:
+    try:
+        return check_queue_name(text)
+    except InvalidJob as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+class Command(BaseCommand):
+    help = "Run background jobs from the database until stopped (SIGTERM/SIGINT stop gracefully)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queue",
+            action="append",
+            type=queue_name,
+            dest="queues",
+            help="only run jobs of this queue; repeat for several (default: all queues)",
+        )
+        parser.add_argument(
+            "--concurrency", type=positive_int, default=1, help="jobs in flight (default: %(default)s)"
+        )
+        parser.add_argument("--burst", action="store_true", help="exit 0 once no job is due")
+        parser.add_argument("--max-jobs", type=positive_int, help="exit after running this many jobs")
+        parser.add_argument(
+            "--lease", type=seconds, help="lease in seconds (default: JOBRETRY LEASE_SECONDS)"
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=seconds,
+            help="grace period for running jobs on SIGTERM (default: JOBRETRY SHUTDOWN_TIMEOUT_SECONDS)",
+        )
+        parser.add_argument("--no-listen", action="store_true", help="poll only, without LISTEN/NOTIFY")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        logging.getLogger("django_jobretry").setLevel(_LEVELS.get(options["verbosity"], logging.INFO))
+        if options["lease"] is not None and options["lease"] < 1:
+            raise CommandError(f"--lease {options['lease']} is too short: at least 1 second")
+        _ = jobretry_settings.policies  # invalid settings stop here, with the check id
+        worker = Worker(
+            WorkerOptions(
+                queues=options["queues"],
+                concurrency=options["concurrency"],
+                burst=options["burst"],
+                max_jobs=options["max_jobs"],
+                lease_seconds=options["lease"],
+                shutdown_timeout=options["shutdown_timeout"],
+                listen=not options["no_listen"],
+            )
+        )
+        worker.run()

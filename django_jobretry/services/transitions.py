@@ -1,0 +1,274 @@
+"""The worker's database transitions: claim, finish, fail, release, heartbeat, recover.
+
+Every write after the claim is fenced by (id, running, attempt, lease token),
+so a worker that lost its lease changes nothing (spec §4 rule 3). Times are
+always the database's ``now()`` (rule 5).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection, transaction
+
+from django_jobretry.models import DeadReason
+from django_jobretry.services.sql import (
+    CLEAR_LEASE,
+    DEAD,
+    DEAD_COLUMNS,
+    FENCE,
+    JOB,
+    as_json,
+    stamped,
+    trimmed,
+)
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """What a worker needs to run one claimed attempt and fence its outcome."""
+
+    id: int
+    task_name: str
+    queue_name: str
+    policy_name: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    attempt: int
+    max_attempts: int
+    token: uuid.UUID
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Locked state of a running job whose attempt failed."""
+
+    elapsed: timedelta
+
+
+def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None) -> list[ClaimedJob]:
+    """Claim up to ``limit`` due jobs; the attempt is counted here (rule 1)."""
+    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
+    sql = f"""
+        WITH picked AS (
+            SELECT id FROM {JOB}
+            WHERE status = 'ready' AND run_at <= now() {queue_filter}
+            ORDER BY priority DESC, run_at, id
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE {JOB} AS j
+        SET status = 'running', attempts = j.attempts + 1, lease_owner = %(owner)s,
+            lease_token = gen_random_uuid(),
+            lease_expires_at = now() + make_interval(secs => %(lease)s),
+            started_at = now(), first_attempt_at = COALESCE(j.first_attempt_at, now())
+        FROM picked WHERE j.id = picked.id
+        RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args, j.kwargs, j.attempts,
+                  j.max_attempts, j.lease_token, j.priority, j.run_at
+    """
+    params: dict[str, Any] = {
+        "queues": list(queues or []),
+        "limit": limit,
+        "owner": owner,
+        "lease": lease_seconds,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    rows.sort(key=lambda row: (-row[9], row[10], row[0]))
+    return [
+        ClaimedJob(row[0], row[1], row[2], row[3], as_json(row[4]), as_json(row[5]), row[6], row[7], row[8])
+        for row in rows
+    ]
+
+
+def _fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
+    return {
+        "ids": [job.id for job in jobs],
+        "attempts": [job.attempt for job in jobs],
+        "tokens": [job.token for job in jobs],
+    }
+
+
+_FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
+
+
+def succeed(jobs: Sequence[ClaimedJob]) -> set[int]:
+    """Mark finished attempts succeeded in one statement; returns the ids that still held their lease."""
+    if not jobs:
+        return set()
+    sql = f"""
+        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = now(), {CLEAR_LEASE}
+        FROM {_FENCED_ROWS}
+        WHERE j.id = d.id AND {FENCE}
+        RETURNING j.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _fence_arrays(jobs))
+        return {row[0] for row in cursor.fetchall()}
+
+
+def release(jobs: Sequence[ClaimedJob]) -> set[int]:
+    """Give back jobs claimed but never started: ready again, the attempt uncounted."""
+    if not jobs:
+        return set()
+    sql = f"""
+        UPDATE {JOB} AS j
+        SET status = 'ready', attempts = j.attempts - 1, run_at = now(), {CLEAR_LEASE},
+            first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END
+        FROM {_FENCED_ROWS}
+        WHERE j.id = d.id AND {FENCE}
+        RETURNING j.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _fence_arrays(jobs))
+        return {row[0] for row in cursor.fetchall()}
+
+
+def heartbeat(jobs: Sequence[ClaimedJob], lease_seconds: float) -> set[int]:
+    """Extend the leases still held; returns their ids (a missing id lost its lease)."""
+    if not jobs:
+        return set()
+    sql = f"""
+        UPDATE {JOB} AS j SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+        FROM {_FENCED_ROWS}
+        WHERE j.id = d.id AND {FENCE}
+        RETURNING j.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {**_fence_arrays(jobs), "lease": lease_seconds})
+        return {row[0] for row in cursor.fetchall()}
+
+
+def lock_failed(job: ClaimedJob) -> Failure | None:
+    """Lock a running job for recording its failure; None if the lease was lost.
+
+    Call inside ``transaction.atomic()``; the lock holds the row until the
+    retry or dead-letter write in the same transaction.
+    """
+    sql = f"""
+        SELECT now() - j.first_attempt_at FROM {JOB} AS j,
+               (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
+        WHERE j.id = d.id AND {FENCE}
+        FOR UPDATE OF j
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"id": job.id, "attempt": job.attempt, "token": job.token})
+        row = cursor.fetchone()
+    return None if row is None else Failure(elapsed=row[0])
+
+
+def schedule_retry(job: ClaimedJob, entry: dict[str, Any], delay: timedelta, history_limit: int) -> None:
+    """Back to ready with a future run_at (durable backoff); the row is locked by lock_failed."""
+    errors = f"(j.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
+    sql = f"""
+        UPDATE {JOB} AS j
+        SET status = 'ready', run_at = now() + make_interval(secs => %(delay)s), {CLEAR_LEASE},
+            errors = {trimmed(errors, "%(limit)s")}
+        WHERE j.id = %(id)s
+    """
+    params: dict[str, Any] = {
+        "entry": json.dumps(entry),
+        "delay": delay.total_seconds(),
+        "limit": history_limit,
+        "id": job.id,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def bury(job: ClaimedJob, entry: dict[str, Any], reason: DeadReason, history_limit: int) -> int:
+    """Move the job into the dead letters in one statement; returns the dead letter id."""
+    errors = f"(gone.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
+    sql = f"""
+        WITH gone AS (DELETE FROM {JOB} WHERE id = %(id)s RETURNING *)
+        INSERT INTO {DEAD} ({DEAD_COLUMNS})
+        SELECT gone.id, gone.task_name, gone.queue_name, gone.policy_name, gone.priority, gone.args,
+               gone.kwargs, %(reason)s, gone.attempts, gone.max_attempts, {trimmed(errors, "%(limit)s")},
+               %(error_class)s, %(message)s, gone.unique_key, gone.requeue_count, gone.requeue_history,
+               gone.enqueued_at, gone.first_attempt_at, now()
+        FROM gone
+        RETURNING id
+    """
+    params = {
+        "id": job.id,
+        "entry": json.dumps(entry),
+        "reason": reason.value,
+        "limit": history_limit,
+        "error_class": entry.get("error_class", ""),
+        "message": entry.get("message", ""),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError(f"job {job.id} vanished while locked; bury() must follow lock_failed()")
+    return int(row[0])
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """A job whose lease had expired: made ready again, or buried when out of attempts."""
+
+    id: int
+    task_name: str
+    attempt: int
+    buried: bool
+
+
+def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
+    """One statement (rule 4): pick expired leases with SKIP LOCKED, retry or bury each.
+
+    The lost attempt was counted at claim; its history entry says the lease
+    expired and which worker held it.
+    """
+    entry = stamped(
+        "jsonb_build_object('attempt', j.attempts, 'error_class', '', 'traceback', '', "
+        "'message', 'lease expired: worker ' || j.lease_owner || ' stopped heartbeating', "
+        "'kind', 'retryable', 'ended', 'lease_expired', 'worker', j.lease_owner)"
+    )
+    errors = f"(j.errors || jsonb_build_array({entry}))"
+    sql = f"""
+        WITH expired AS (
+            SELECT id FROM {JOB}
+            WHERE status = 'running' AND lease_expires_at < now()
+            ORDER BY lease_expires_at
+            LIMIT %(limit)s
+            FOR UPDATE SKIP LOCKED
+        ),
+        retried AS (
+            UPDATE {JOB} AS j SET status = 'ready', run_at = now(), {CLEAR_LEASE},
+                   errors = {trimmed(errors, "%(history)s")}
+            FROM expired WHERE j.id = expired.id AND j.attempts < j.max_attempts
+            RETURNING j.id, j.task_name, j.attempts
+        ),
+        gone AS (
+            DELETE FROM {JOB} AS j USING expired
+            WHERE j.id = expired.id AND j.attempts >= j.max_attempts
+            RETURNING j.*, {trimmed(errors, "%(history)s")} AS final_errors
+        ),
+        buried AS (
+            INSERT INTO {DEAD} ({DEAD_COLUMNS})
+            SELECT id, task_name, queue_name, policy_name, priority, args, kwargs, %(reason)s, attempts,
+                   max_attempts, final_errors, '',
+                   'lease expired: worker ' || lease_owner || ' stopped heartbeating', unique_key,
+                   requeue_count, requeue_history, enqueued_at, first_attempt_at, now()
+            FROM gone
+            RETURNING job_id, task_name, attempts
+        )
+        SELECT id, task_name, attempts, false FROM retried
+        UNION ALL SELECT job_id, task_name, attempts, true FROM buried
+    """
+    params: dict[str, Any] = {
+        "limit": limit,
+        "history": history_limit,
+        "reason": DeadReason.LEASE_EXPIRED.value,
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [Recovered(row[0], row[1], row[2], row[3]) for row in cursor.fetchall()]

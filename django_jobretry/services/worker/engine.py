@@ -1,0 +1,304 @@
+"""The worker: a loop that claims due jobs, hands them to runner threads and records outcomes.
+
+Threads: the main loop (claim, record, recover), N runners (user code only),
+a heartbeat thread and a LISTEN thread. Only the main loop and the heartbeat
+write job state, on connections with worker timeouts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import FrameType
+
+from django.db import DatabaseError, InterfaceError, OperationalError
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.services import transitions
+from django_jobretry.services.history import AttemptEnd
+from django_jobretry.services.transitions import ClaimedJob
+from django_jobretry.services.worker.listener import Listener
+from django_jobretry.services.worker.recorder import Recorder, log_extra
+from django_jobretry.services.worker.runner import Outcome, Runner
+from django_jobretry.services.worker.session import (
+    Backoff,
+    drop_connection,
+    mark_bookkeeping_thread,
+    unmark_bookkeeping_thread,
+)
+
+logger = logging.getLogger("django_jobretry")
+
+#: Errors that mean "the database connection is gone": reconnect, do not exit.
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How one worker process runs; defaults come from JOBRETRY."""
+
+    queues: Sequence[str] | None = None
+    concurrency: int = 1
+    burst: bool = False
+    max_jobs: int | None = None
+    lease_seconds: float | None = None
+    shutdown_timeout: float | None = None
+    listen: bool = True
+    recover_every: float = 1.0
+
+
+class Worker:
+    """Runs jobs until stopped (SIGTERM/SIGINT or ``stop()``), burst-empty or max_jobs."""
+
+    def __init__(self, options: WorkerOptions | None = None) -> None:
+        self.options = options or WorkerOptions()
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease = self.options.lease_seconds or jobretry_settings.lease_seconds
+        self.heartbeat_every = min(jobretry_settings.heartbeat_seconds, self.lease / 3)
+        self.grace = (
+            jobretry_settings.shutdown_timeout_seconds
+            if self.options.shutdown_timeout is None
+            else self.options.shutdown_timeout
+        )
+        self.stopping = threading.Event()
+        self.heartbeat_stop = threading.Event()
+        self.wake = threading.Event()
+        self.inbox: queue.Queue[ClaimedJob | None] = queue.Queue()
+        self.outbox: queue.Queue[Outcome] = queue.Queue()
+        self.running: dict[int, ClaimedJob] = {}  # claimed, outcome not yet recorded
+        self.started: set[int] = set()
+        self.pending: list[Outcome] = []  # outcomes waiting for a working connection
+        self.recorder = Recorder(self.id, type(self))
+        self.claimed_total = 0
+        self.finished_total = 0
+        self._last_recovery = 0.0
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Graceful stop: no more claims, running jobs finish within the grace period."""
+        self.stopping.set()
+        self.wake.set()
+
+    def run(self) -> int:
+        """Run until done; returns the process exit code (0)."""
+        mark_bookkeeping_thread()
+        self._install_signal_handlers()
+        threads: list[threading.Thread] = [
+            Runner(
+                i,
+                inbox=self.inbox,
+                outbox=self.outbox,
+                wake=self.wake,
+                started=self.started,
+                sender=type(self),
+            )
+            for i in range(self.options.concurrency)
+        ]
+        threads.append(threading.Thread(target=self._heartbeat_loop, name="jobretry-heartbeat", daemon=True))
+        if self.options.listen:
+            threads.append(Listener(self.wake, self.stopping, self.options.queues))
+        for thread in threads:
+            thread.start()
+        logger.info(
+            "worker %s started",
+            self.id,
+            extra={
+                "worker": self.id,
+                "queues": list(self.options.queues or []),
+                "concurrency": self.options.concurrency,
+            },
+        )
+        try:
+            self._loop()
+            self._drain()
+        finally:
+            self.stopping.set()
+            self.heartbeat_stop.set()
+            for _ in range(self.options.concurrency):
+                self.inbox.put(None)
+            unmark_bookkeeping_thread()
+            drop_connection()
+        logger.info(
+            "worker %s stopped after %d jobs",
+            self.id,
+            self.finished_total,
+            extra={"worker": self.id, "jobs": self.finished_total},
+        )
+        return 0
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self.stopping.is_set():
+                # Second signal: leave now; leases expire and others recover the jobs.
+                os._exit(1)
+            logger.info("signal %s: finishing running jobs, then exiting", signal.Signals(signum).name)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, handle)
+        signal.signal(signal.SIGINT, handle)
+
+    # -- main loop ---------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            self.wake.clear()
+            try:
+                self._record_outcomes()
+                self._maybe_recover()
+                claimed = self._claim()
+                backoff.succeeded()
+            except CONNECTION_ERRORS as exc:
+                delay = backoff.failed()
+                logger.warning(
+                    "database unavailable; reconnecting in %.1fs",
+                    delay,
+                    extra={"worker": self.id, "error": str(exc)},
+                )
+                drop_connection()
+                self.stopping.wait(delay)
+                continue
+            if self._finished(claimed):
+                return
+            if not claimed:
+                self.wake.wait(jobretry_settings.poll_seconds)
+
+    def _finished(self, claimed: int) -> bool:
+        idle = not self.running and not self.pending and self.outbox.empty()
+        if self.options.max_jobs is not None and self.claimed_total >= self.options.max_jobs and idle:
+            return True
+        return self.options.burst and claimed == 0 and idle
+
+    def _claim(self) -> int:
+        free = self.options.concurrency - len(self.running)
+        if self.options.max_jobs is not None:
+            free = min(free, self.options.max_jobs - self.claimed_total)
+        if free <= 0:
+            return 0
+        jobs = transitions.claim(self.id, free, self.lease, self.options.queues)
+        for job in jobs:
+            self.running[job.id] = job
+            self.inbox.put(job)
+        self.claimed_total += len(jobs)
+        return len(jobs)
+
+    def _record_outcomes(self) -> None:
+        while True:
+            try:
+                self.pending.append(self.outbox.get_nowait())
+            except queue.Empty:
+                break
+        if not self.pending:
+            return
+        successes = [o.job for o in self.pending if o.error is None and o.ended is AttemptEnd.ERROR]
+        if successes:
+            self.recorder.record_successes(successes)
+            self._forget(successes)
+            self.pending = [o for o in self.pending if o.error is not None or o.ended is not AttemptEnd.ERROR]
+        while self.pending:
+            self.recorder.record_failure(self.pending[0])
+            self._forget([self.pending.pop(0).job])
+
+    def _forget(self, jobs: Sequence[ClaimedJob]) -> None:
+        for job in jobs:
+            self.running.pop(job.id, None)
+            self.started.discard(job.id)
+        self.finished_total += len(jobs)
+
+    def _maybe_recover(self) -> None:
+        now = time.monotonic()
+        if now - self._last_recovery < self.options.recover_every:
+            return
+        self._last_recovery = now
+        for item in transitions.recover_expired(100, jobretry_settings.error_history_limit):
+            logger.warning(
+                "job %s attempt %s lost its lease; %s",
+                item.id,
+                item.attempt,
+                "dead letter" if item.buried else "ready again",
+                extra={
+                    "job_id": item.id,
+                    "task": item.task_name,
+                    "attempt": item.attempt,
+                    "outcome": "lease_expired_dead" if item.buried else "lease_expired_retry",
+                },
+            )
+
+    # -- shutdown ----------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        """Release what never started, let the rest finish within the grace period."""
+        not_started: list[ClaimedJob] = []
+        while True:
+            try:
+                job = self.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                not_started.append(job)
+        deadline = time.monotonic() + self.grace
+        try:
+            if not_started:
+                released = transitions.release(not_started)
+                for job in not_started:
+                    self.running.pop(job.id, None)
+                    logger.info("job %s released unstarted", job.id, extra=log_extra(job, "released"))
+                if len(released) < len(not_started):
+                    logger.warning(
+                        "%d unstarted jobs had already lost their lease", len(not_started) - len(released)
+                    )
+            while (self.running or self.pending) and time.monotonic() < deadline:
+                self._record_outcomes()
+                if self.running:
+                    self.wake.wait(min(0.1, max(deadline - time.monotonic(), 0)))
+                    self.wake.clear()
+            self._record_outcomes()
+            for job in list(self.running.values()):
+                # Still running after the grace period: end the attempt as
+                # "shutdown" so the job is retried now, not after the lease.
+                self.recorder.record_failure(Outcome(job, None, AttemptEnd.SHUTDOWN))
+                self.running.pop(job.id, None)
+        except DatabaseError:
+            logger.exception("database error during shutdown; leases will expire and be recovered")
+
+    # -- heartbeat -----------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        """Extend leases every heartbeat interval, including during the drain (rule 7)."""
+        mark_bookkeeping_thread()
+        lost: set[int] = set()
+        try:
+            # Runs until run() has finished draining, so leases of jobs still
+            # running during a graceful shutdown keep being extended.
+            while not self.heartbeat_stop.wait(self.heartbeat_every):
+                jobs = [job for job in list(self.running.values()) if job.id not in lost]
+                try:
+                    alive = transitions.heartbeat(jobs, self.lease)
+                except DatabaseError as exc:
+                    logger.warning("heartbeat failed: %s", exc, extra={"worker": self.id})
+                    drop_connection()
+                    continue
+                for job in jobs:
+                    if job.id not in alive:
+                        lost.add(job.id)
+                        logger.warning(
+                            "job %s attempt %s lost its lease while running",
+                            job.id,
+                            job.attempt,
+                            extra=log_extra(job, "lease_lost"),
+                        )
+        finally:
+            unmark_bookkeeping_thread()
+            drop_connection()

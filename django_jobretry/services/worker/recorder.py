@@ -1,0 +1,180 @@
+"""Recording attempt outcomes: success, durable retry, or dead letter.
+
+The policy decides; this module writes the decision in one fenced
+transaction. A stale outcome (the lease was lost and someone else owns the
+job now) changes nothing and never enters the retry path (spec §4 rule 3).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.db import DataError, transaction
+
+from django_jobretry import signals
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.exceptions import UnknownPolicy
+from django_jobretry.models import DeadReason
+from django_jobretry.policy import Classification, ErrorKind, GiveUp, RetryPolicy
+from django_jobretry.registry import registry
+from django_jobretry.services import transitions
+from django_jobretry.services.history import AttemptEnd, error_entry, event_entry, minimal_entry
+from django_jobretry.services.transitions import ClaimedJob
+from django_jobretry.services.worker.runner import Outcome
+
+logger = logging.getLogger("django_jobretry")
+
+# A random.Random of our own: handlers reseeding the global one must not
+# synchronise every worker's jitter.
+_jitter = random.Random()  # noqa: S311 - jitter, not security
+
+
+def log_extra(job: ClaimedJob, outcome: str, **more: Any) -> dict[str, Any]:
+    """The structured fields every transition log line carries (never arguments)."""
+    return {
+        "job_id": job.id,
+        "task": job.task_name,
+        "queue": job.queue_name,
+        "attempt": job.attempt,
+        "outcome": outcome,
+        **more,
+    }
+
+
+class Recorder:
+    """Writes outcomes for one worker; ``sender`` is what signals are sent with."""
+
+    def __init__(self, worker_id: str, sender: type) -> None:
+        self.worker_id, self.sender = worker_id, sender
+
+    def record_successes(self, jobs: Sequence[ClaimedJob]) -> None:
+        recorded = transitions.succeed(jobs)
+        for job in jobs:
+            if job.id not in recorded:
+                self._stale(job, "succeeded")
+                continue
+            logger.info("job %s attempt %s succeeded", job.id, job.attempt, extra=log_extra(job, "succeeded"))
+            self._send(signals.job_succeeded, job)
+
+    def record_failure(self, outcome: Outcome) -> None:
+        job, error = outcome.job, outcome.error
+        policy = self._policy(job)
+        if error is None:  # interrupted by shutdown: not the job's fault, retry at once
+            classification = Classification(ErrorKind.RETRYABLE, timedelta(0))
+            entry = event_entry(
+                job.attempt, outcome.ended, "worker shut down before the job finished", self.worker_id
+            )
+        else:
+            classification = (
+                Classification(ErrorKind.RETRYABLE)
+                if outcome.ended is AttemptEnd.UNKNOWN_TASK
+                else policy.classify(error)
+            )
+            ended = AttemptEnd.FATAL if classification.kind is ErrorKind.FATAL else outcome.ended
+            entry = error_entry(job.attempt, error, classification.kind, ended, self.worker_id)
+        try:
+            self._write_failure(job, policy, classification, entry)
+        except DataError:
+            # Rule 6: recording cannot fail. Whatever in the entry PostgreSQL
+            # refused, a minimal entry still ends the attempt.
+            logger.exception(
+                "could not store the error of job %s; storing a minimal record",
+                job.id,
+                extra=log_extra(job, "record_fallback"),
+            )
+            fallback = minimal_entry(job.attempt, outcome.ended, classification.kind, self.worker_id)
+            self._write_failure(job, policy, classification, fallback)
+
+    def _write_failure(
+        self, job: ClaimedJob, policy: RetryPolicy, classification: Classification, entry: dict[str, Any]
+    ) -> None:
+        history = jobretry_settings.error_history_limit
+        with transaction.atomic():
+            locked = transitions.lock_failed(job)
+            if locked is None:
+                self._stale(job, "failed")
+                return
+            decision = policy.decide(
+                job.attempt,
+                classification.kind,
+                _jitter.random(),
+                elapsed=locked.elapsed,
+                requested_delay=classification.requested_delay,
+                max_attempts=job.max_attempts,
+            )
+            if isinstance(decision, GiveUp):
+                reason = DeadReason(decision.reason.value)
+                dead_id = transitions.bury(job, entry, reason, history)
+            else:
+                transitions.schedule_retry(
+                    job, {**entry, "delay": decision.delay.total_seconds()}, decision.delay, history
+                )
+        if isinstance(decision, GiveUp):
+            logger.warning(
+                "job %s attempt %s failed; dead letter %s (%s)",
+                job.id,
+                job.attempt,
+                dead_id,
+                reason,
+                extra=log_extra(
+                    job,
+                    "dead_lettered",
+                    reason=reason.value,
+                    dead_letter_id=dead_id,
+                    error_class=entry["error_class"],
+                ),
+            )
+            self._send(signals.job_dead_lettered, job, reason=reason.value, dead_letter_id=dead_id)
+        else:
+            logger.info(
+                "job %s attempt %s failed; retry in %.3fs",
+                job.id,
+                job.attempt,
+                decision.delay.total_seconds(),
+                extra=log_extra(
+                    job,
+                    "retry_scheduled",
+                    delay=decision.delay.total_seconds(),
+                    error_class=entry["error_class"],
+                ),
+            )
+            self._send(signals.job_retry_scheduled, job, delay=decision.delay)
+
+    def _policy(self, job: ClaimedJob) -> RetryPolicy:
+        definition = registry.get(job.task_name)
+        if definition is not None:
+            return definition.resolve_policy()[1]
+        try:
+            return jobretry_settings.policy(job.policy_name)
+        except UnknownPolicy:
+            return jobretry_settings.policy("default")
+
+    def _stale(self, job: ClaimedJob, what: str) -> None:
+        logger.warning(
+            "job %s attempt %s %s after losing its lease; outcome ignored",
+            job.id,
+            job.attempt,
+            what,
+            extra=log_extra(job, "stale_ignored", stale_outcome=what),
+        )
+
+    def _send(self, signal: Any, job: ClaimedJob, **more: Any) -> None:
+        for receiver, result in signal.send_robust(
+            self.sender,
+            job_id=job.id,
+            task_name=job.task_name,
+            queue_name=job.queue_name,
+            attempt=job.attempt,
+            **more,
+        ):
+            if isinstance(result, Exception):
+                logger.error(
+                    "signal receiver %r failed",
+                    receiver,
+                    exc_info=result,
+                    extra=log_extra(job, "signal_error"),
+                )

@@ -1,0 +1,68 @@
+"""Database sessions of the worker's own threads: bounded, and reconnecting.
+
+Only the bookkeeping threads (main loop, heartbeat) get the timeouts; the
+threads that run job handlers keep the project's normal sessions, so a job's
+long report query is not cut by the worker's statement_timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from django.db import connection
+from django.db.backends.signals import connection_created
+from django.dispatch import receiver
+
+from django_jobretry.conf import jobretry_settings
+
+logger = logging.getLogger("django_jobretry")
+
+_bookkeeping_threads: set[int] = set()
+
+
+def mark_bookkeeping_thread() -> None:
+    """Give this thread's (next) connection the worker session settings (spec §4 rule 8)."""
+    _bookkeeping_threads.add(threading.get_ident())
+    if connection.connection is not None:
+        apply_timeouts(connection)
+
+
+def unmark_bookkeeping_thread() -> None:
+    _bookkeeping_threads.discard(threading.get_ident())
+
+
+def apply_timeouts(conn: Any) -> None:
+    with conn.cursor() as cursor:
+        for name, value in jobretry_settings.session_timeouts_ms.items():
+            cursor.execute(f"SET {name} = %s", [f"{value}ms"])
+
+
+@receiver(connection_created)
+def _configure_new_connection(*, connection: Any, **kwargs: object) -> None:
+    if threading.get_ident() in _bookkeeping_threads and connection.vendor == "postgresql":
+        apply_timeouts(connection)
+
+
+class Backoff:
+    """Exponential reconnect delays: 0.5 s doubling to 30 s, reset on success."""
+
+    def __init__(self, first: float = 0.5, cap: float = 30.0) -> None:
+        self.first, self.cap = first, cap
+        self.next = first
+
+    def failed(self) -> float:
+        delay, self.next = self.next, min(self.next * 2, self.cap)
+        return delay
+
+    def succeeded(self) -> None:
+        self.next = self.first
+
+
+def drop_connection() -> None:
+    """Forget a broken connection so the next query reconnects."""
+    try:
+        connection.close()
+    except Exception:  # closing a dead socket may itself fail; the handle is gone either way
+        logger.debug("closing a broken connection failed", exc_info=True)

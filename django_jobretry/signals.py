@@ -1,0 +1,14 @@
+"""Django signals for job lifecycle events, for metrics and alerts.
+
+Sent by the worker with the Worker class as sender, after the transition is
+committed; a failing receiver is logged and never disturbs the worker.
+Keyword arguments: ``job_id``, ``task_name``, ``queue_name``, ``attempt``
+and, per signal, ``delay`` (timedelta), ``reason`` and ``dead_letter_id``.
+"""
+
+from django.dispatch import Signal
+
+job_started = Signal()
+job_succeeded = Signal()
+job_retry_scheduled = Signal()
+job_dead_lettered = Signal()

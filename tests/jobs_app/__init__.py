@@ -1,0 +1,1 @@
+"""Jobs the tests run through real workers; executions are recorded in the database."""

@@ -1,0 +1,55 @@
+"""Test jobs. Each records an Execution row first, so tests count real runs."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from django_jobretry import FatalError, RetryableError, current_job, job
+from tests.jobs_app.models import Execution
+
+
+def _record(key: str) -> int:
+    context = current_job()
+    attempt = context.attempt if context else 0
+    Execution.objects.create(key=key, attempt=attempt, pid=os.getpid())
+    return Execution.objects.filter(key=key).count()
+
+
+@job(policy="three")
+def record(key: str) -> None:
+    _record(key)
+
+
+@job(policy="three")
+def flaky(key: str, failures: int) -> None:
+    if _record(key) <= failures:
+        raise RetryableError(f"flaky failure for {key}")
+
+
+@job(policy="three")
+def always_fails(key: str) -> None:
+    _record(key)
+    raise ConnectionResetError(f"upstream reset for {key}")
+
+
+@job(policy="three")
+def fatal(key: str) -> None:
+    _record(key)
+    raise FatalError(f"payload for {key} is invalid")
+
+
+@job(policy="three")
+def sleepy(key: str, seconds: float) -> None:
+    _record(key)
+    time.sleep(seconds)
+
+
+@job(policy="three", queue_name="other")
+def other_queue(key: str) -> None:
+    _record(key)
+
+
+@job
+def noop() -> None:
+    """Does nothing: for throughput and claim tests."""

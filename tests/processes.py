@@ -1,0 +1,84 @@
+"""Real worker processes for tests, against the test database, with hard deadlines.
+
+Waiting helpers poll a database condition with a deadline: a bug fails the
+test fast instead of hanging it, and nothing "sleeps and hopes".
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_database_url() -> str:
+    """A DATABASE_URL naming the test database pytest-django created."""
+    settings = connection.settings_dict
+    user = quote(settings["USER"] or "")
+    password = f":{quote(settings['PASSWORD'])}" if settings["PASSWORD"] else ""
+    host, port = settings["HOST"] or "", settings["PORT"] or ""
+    if host.startswith("/"):  # a socket directory travels in ?host=
+        return f"postgresql://{user}{password}@/{settings['NAME']}?host={quote(host)}"
+    return f"postgresql://{user}{password}@{host}{':' + str(port) if port else ''}/{settings['NAME']}"
+
+
+test_database_url.__test__ = False  # type: ignore[attr-defined]
+
+
+def spawn_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start `manage.py runworker ARGS` on the test database and settings."""
+    environment = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", "-v", "2", *args],
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_until(condition: Callable[[], bool], *, timeout: float = 30.0, what: str = "condition") -> None:
+    """Poll ``condition`` every 20 ms until true; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def finish(process: subprocess.Popen[str], *, timeout: float = 60.0) -> tuple[int, str]:
+    """Wait for a worker to exit by itself (hard deadline); returns (code, output)."""
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output, _ = process.communicate()
+        pytest.fail(f"worker did not exit within {timeout}s; output:\n{output}")
+    return process.returncode, output
+
+
+@pytest.fixture
+def workers() -> Iterator[list[subprocess.Popen[str]]]:
+    """Collects spawned workers and kills any left running when the test ends."""
+    spawned: list[subprocess.Popen[str]] = []
+    yield spawned
+    for process in spawned:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
