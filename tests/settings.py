@@ -28,5 +28,6 @@ JOBRETRY = {
         # Fast and jitter-free so retries are due almost at once in tests.
         "three": {"max_attempts": 3, "base_delay": 0.01, "multiplier": 2, "max_delay": 0.05, "jitter": 0},
     },
-    "POLL_SECONDS": 0.05,
+    # Tests that prove LISTEN/NOTIFY wakes a worker raise this so polling cannot.
+    "POLL_SECONDS": float(os.environ.get("JOBRETRY_TEST_POLL_SECONDS", "0.05")),
 }

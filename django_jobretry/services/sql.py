@@ -32,7 +32,7 @@ def trimmed(array_sql: str, limit_sql: str) -> str:
 
 def stamped(entry_sql: str) -> str:
     """A history entry with the database's time of the event added."""
-    return f"({entry_sql} || jsonb_build_object('at', now()))"
+    return f"({entry_sql} || jsonb_build_object('at', statement_timestamp()))"
 
 
 #: Columns copied from a Job row into its DeadLetter row.

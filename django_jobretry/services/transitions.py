@@ -2,7 +2,7 @@
 
 Every write after the claim is fenced by (id, running, attempt, lease token),
 so a worker that lost its lease changes nothing (spec §4 rule 3). Times are
-always the database's ``now()`` (rule 5).
+always the database's ``statement_timestamp()`` (rule 5).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | 
     sql = f"""
         WITH picked AS (
             SELECT id FROM {JOB}
-            WHERE status = 'ready' AND run_at <= now() {queue_filter}
+            WHERE status = 'ready' AND run_at <= statement_timestamp() {queue_filter}
             ORDER BY priority DESC, run_at, id
             LIMIT %(limit)s
             FOR UPDATE SKIP LOCKED
@@ -65,8 +65,9 @@ def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | 
         UPDATE {JOB} AS j
         SET status = 'running', attempts = j.attempts + 1, lease_owner = %(owner)s,
             lease_token = gen_random_uuid(),
-            lease_expires_at = now() + make_interval(secs => %(lease)s),
-            started_at = now(), first_attempt_at = COALESCE(j.first_attempt_at, now())
+            lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
+            started_at = statement_timestamp(),
+            first_attempt_at = COALESCE(j.first_attempt_at, statement_timestamp())
         FROM picked WHERE j.id = picked.id
         RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args, j.kwargs, j.attempts,
                   j.max_attempts, j.lease_token, j.priority, j.run_at
@@ -103,7 +104,7 @@ def succeed(jobs: Sequence[ClaimedJob]) -> set[int]:
     if not jobs:
         return set()
     sql = f"""
-        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = now(), {CLEAR_LEASE}
+        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(), {CLEAR_LEASE}
         FROM {_FENCED_ROWS}
         WHERE j.id = d.id AND {FENCE}
         RETURNING j.id
@@ -119,7 +120,7 @@ def release(jobs: Sequence[ClaimedJob]) -> set[int]:
         return set()
     sql = f"""
         UPDATE {JOB} AS j
-        SET status = 'ready', attempts = j.attempts - 1, run_at = now(), {CLEAR_LEASE},
+        SET status = 'ready', attempts = j.attempts - 1, run_at = statement_timestamp(), {CLEAR_LEASE},
             first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END
         FROM {_FENCED_ROWS}
         WHERE j.id = d.id AND {FENCE}
@@ -135,7 +136,7 @@ def heartbeat(jobs: Sequence[ClaimedJob], lease_seconds: float) -> set[int]:
     if not jobs:
         return set()
     sql = f"""
-        UPDATE {JOB} AS j SET lease_expires_at = now() + make_interval(secs => %(lease)s)
+        UPDATE {JOB} AS j SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
         FROM {_FENCED_ROWS}
         WHERE j.id = d.id AND {FENCE}
         RETURNING j.id
@@ -152,7 +153,7 @@ def lock_failed(job: ClaimedJob) -> Failure | None:
     retry or dead-letter write in the same transaction.
     """
     sql = f"""
-        SELECT now() - j.first_attempt_at FROM {JOB} AS j,
+        SELECT statement_timestamp() - j.first_attempt_at FROM {JOB} AS j,
                (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
         WHERE j.id = d.id AND {FENCE}
         FOR UPDATE OF j
@@ -168,7 +169,8 @@ def schedule_retry(job: ClaimedJob, entry: dict[str, Any], delay: timedelta, his
     errors = f"(j.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
     sql = f"""
         UPDATE {JOB} AS j
-        SET status = 'ready', run_at = now() + make_interval(secs => %(delay)s), {CLEAR_LEASE},
+        SET status = 'ready', run_at = statement_timestamp() + make_interval(secs => %(delay)s),
+            {CLEAR_LEASE},
             errors = {trimmed(errors, "%(limit)s")}
         WHERE j.id = %(id)s
     """
@@ -191,7 +193,7 @@ def bury(job: ClaimedJob, entry: dict[str, Any], reason: DeadReason, history_lim
         SELECT gone.id, gone.task_name, gone.queue_name, gone.policy_name, gone.priority, gone.args,
                gone.kwargs, %(reason)s, gone.attempts, gone.max_attempts, {trimmed(errors, "%(limit)s")},
                %(error_class)s, %(message)s, gone.unique_key, gone.requeue_count, gone.requeue_history,
-               gone.enqueued_at, gone.first_attempt_at, now()
+               gone.enqueued_at, gone.first_attempt_at, statement_timestamp()
         FROM gone
         RETURNING id
     """
@@ -236,13 +238,13 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
     sql = f"""
         WITH expired AS (
             SELECT id FROM {JOB}
-            WHERE status = 'running' AND lease_expires_at < now()
+            WHERE status = 'running' AND lease_expires_at < statement_timestamp()
             ORDER BY lease_expires_at
             LIMIT %(limit)s
             FOR UPDATE SKIP LOCKED
         ),
         retried AS (
-            UPDATE {JOB} AS j SET status = 'ready', run_at = now(), {CLEAR_LEASE},
+            UPDATE {JOB} AS j SET status = 'ready', run_at = statement_timestamp(), {CLEAR_LEASE},
                    errors = {trimmed(errors, "%(history)s")}
             FROM expired WHERE j.id = expired.id AND j.attempts < j.max_attempts
             RETURNING j.id, j.task_name, j.attempts
@@ -257,7 +259,7 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
             SELECT id, task_name, queue_name, policy_name, priority, args, kwargs, %(reason)s, attempts,
                    max_attempts, final_errors, '',
                    'lease expired: worker ' || lease_owner || ' stopped heartbeating', unique_key,
-                   requeue_count, requeue_history, enqueued_at, first_attempt_at, now()
+                   requeue_count, requeue_history, enqueued_at, first_attempt_at, statement_timestamp()
             FROM gone
             RETURNING job_id, task_name, attempts
         )

@@ -53,3 +53,8 @@ def other_queue(key: str) -> None:
 @job
 def noop() -> None:
     """Does nothing: for throughput and claim tests."""
+
+
+@job(policy="three")
+def takes_anything(*args: object, **kwargs: object) -> None:
+    """Accepts any arguments: for the enqueue validation tests."""
