@@ -135,7 +135,8 @@ def _enqueue_unique(job: Job) -> Job:
 
 
 def _log_enqueued(job: Job) -> None:
-    logger.info(
+    # DEBUG: enqueues are the hot path of the web process, transitions are INFO.
+    logger.debug(
         "job %s enqueued",
         job.pk,
         extra={"job_id": job.pk, "task": job.task_name, "queue": job.queue_name, "outcome": "enqueued"},

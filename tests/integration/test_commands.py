@@ -44,10 +44,19 @@ def test_showpolicies_unknown_name_is_a_clear_error() -> None:
         run("showpolicies", "nope")
 
 
-@pytest.mark.django_db
-def test_demo_migrates_and_summarises() -> None:
+@pytest.mark.django_db(transaction=True)
+def test_demo_runs_the_mix_to_final_states_and_summarises() -> None:
     text = run("demo")
-    assert "database ready" in text
     assert "Policy 'demo'" in text
-    assert text.rstrip().endswith("(create a login with `make createsuperuser`).")
+    assert "succeeded: 3 (of which retried: 1)   dead letters: 3 (exhausted: 1, fatal: 2)" in text
+    summary = text[text.index("5. Summary") :]
+    outcomes = [line.split()[1:4] for line in summary.splitlines()[2:8]]
+    assert outcomes == [
+        ["send_receipt", "1", "succeeded"],
+        ["send_receipt", "1", "succeeded"],
+        ["sync_inventory", "3", "succeeded"],
+        ["notify_partner", "3", "dead"],
+        ["charge_card", "1", "dead"],
+        ["send_welcome_email", "1", "dead"],
+    ]
     assert connection.vendor == "postgresql"
