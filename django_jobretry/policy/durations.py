@@ -43,14 +43,19 @@ def to_seconds(
     """
     if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
         raise InvalidPolicy(field, value, "expected seconds (int or float) or a timedelta")
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    try:
+        seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf
     if not math.isfinite(seconds):
         raise InvalidPolicy(field, value, "must be a finite number of seconds")
     if seconds < 0 or (seconds == 0 and not allow_zero):
         allowed = "must be >= 0 seconds" if allow_zero else "must be > 0 seconds"
         raise InvalidPolicy(field, value, allowed)
     if seconds > maximum.total_seconds():
-        raise InvalidPolicy(field, value, f"must be at most {maximum} ({maximum.total_seconds():g} s)")
+        raise InvalidPolicy(
+            field, value, f"must be at most {maximum.days} days ({maximum.total_seconds():.0f} s)"
+        )
     if timedelta(seconds=seconds) == timedelta(0) and not allow_zero:
         raise InvalidPolicy(field, value, "must be at least one microsecond")
     return seconds

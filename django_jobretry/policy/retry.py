@@ -101,7 +101,7 @@ class RetryPolicy:
         set_("_max_seconds", to_seconds("max_delay", max_delay))
         set_("base_delay", timedelta(seconds=self._base_seconds))
         set_("max_delay", timedelta(seconds=self._max_seconds))
-        set_("multiplier", _number("multiplier", multiplier, ">= 1.0", lambda v: v >= 1.0))
+        set_("multiplier", _number("multiplier", multiplier, "a finite number >= 1.0", lambda v: v >= 1.0))
         set_("jitter", _number("jitter", jitter, "a fraction in [0, 1]", lambda v: 0 <= v <= 1))
         if self._max_seconds < self._base_seconds:
             raise InvalidPolicy("max_delay", max_delay, f"must be >= base_delay ({self.base_delay})")
@@ -200,7 +200,11 @@ class RetryPolicy:
         _check_attempt(attempt)
         limit = self.max_attempts if max_attempts is None else _attempt_limit(max_attempts)
         if not isinstance(kind, ErrorKind):
-            raise InvalidPolicy("kind", kind, f"one of {list(ErrorKind)}")
+            raise InvalidPolicy("kind", kind, f"an ErrorKind: one of {[k.value for k in ErrorKind]}")
+        if elapsed is not None and (not isinstance(elapsed, timedelta) or elapsed < timedelta(0)):
+            raise InvalidPolicy(
+                "elapsed", elapsed, "a timedelta >= 0 (time since the first attempt), or None"
+            )
         if kind is ErrorKind.FATAL:
             return GiveUp(GiveUpReason.FATAL)
         if attempt >= limit:
@@ -269,8 +273,11 @@ def _error_kind(name: str, value: object) -> ErrorKind:
 
 def _number(name: str, value: object, allowed: str, ok: Callable[[float], bool]) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidPolicy(name, value, f"expected a number {allowed}")
-    number = float(value)
+        raise InvalidPolicy(name, value, f"expected {allowed}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float
+        number = math.inf
     if not math.isfinite(number) or not ok(number):
         raise InvalidPolicy(name, value, f"must be {allowed}")
     return number

@@ -126,3 +126,18 @@ def test_the_limit_frozen_on_a_job_wins_over_the_policy() -> None:
     assert POLICY.decide(2, ErrorKind.RETRYABLE, 0.5, max_attempts=2) == GiveUp(GiveUpReason.EXHAUSTED)
     with pytest.raises(InvalidPolicy, match="max_attempts"):
         POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, max_attempts=0)
+
+
+@pytest.mark.parametrize("elapsed", [timedelta(seconds=-1), 5])
+def test_invalid_elapsed_is_refused(elapsed: object) -> None:
+    with pytest.raises(InvalidPolicy, match="elapsed"):
+        POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, elapsed=elapsed)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "field", ["base_delay", "max_delay", "multiplier", "jitter", "total_budget", "retry_for"]
+)
+def test_integers_too_large_for_a_float_are_invalid_not_overflow(field: str) -> None:
+    with pytest.raises(InvalidPolicy) as caught:
+        RetryPolicy(**{field: 10**400})
+    assert caught.value.field == field
