@@ -51,10 +51,10 @@ class Failure:
     elapsed: timedelta
 
 
-def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None) -> list[ClaimedJob]:
-    """Claim up to ``limit`` due jobs; the attempt is counted here (rule 1)."""
-    queue_filter = "AND queue_name = ANY(%(queues)s)" if queues else ""
-    sql = f"""
+def claim_sql(*, filter_queues: bool) -> str:
+    """The claim statement; public so its plan can be tested and documented."""
+    queue_filter = "AND queue_name = ANY(%(queues)s)" if filter_queues else ""
+    return f"""
         WITH picked AS (
             SELECT id FROM {JOB}
             WHERE status = 'ready' AND run_at <= statement_timestamp() {queue_filter}
@@ -72,6 +72,11 @@ def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | 
         RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args, j.kwargs, j.attempts,
                   j.max_attempts, j.lease_token, j.priority, j.run_at
     """
+
+
+def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None) -> list[ClaimedJob]:
+    """Claim up to ``limit`` due jobs; the attempt is counted here (rule 1)."""
+    sql = claim_sql(filter_queues=bool(queues))
     params: dict[str, Any] = {
         "queues": list(queues or []),
         "limit": limit,
@@ -213,6 +218,17 @@ def bury(job: ClaimedJob, entry: dict[str, Any], reason: DeadReason, history_lim
     return int(row[0])
 
 
+#: Running jobs whose lease ran out; the lock re-checks the condition on the
+#: row's latest version, so a job heartbeated meanwhile is skipped.
+EXPIRED_LEASES = f"""
+    SELECT id FROM {JOB}
+    WHERE status = 'running' AND lease_expires_at < statement_timestamp()
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+
 @dataclass(frozen=True)
 class Recovered:
     """A job whose lease had expired: made ready again, or buried when out of attempts."""
@@ -236,13 +252,7 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
     )
     errors = f"(j.errors || jsonb_build_array({entry}))"
     sql = f"""
-        WITH expired AS (
-            SELECT id FROM {JOB}
-            WHERE status = 'running' AND lease_expires_at < statement_timestamp()
-            ORDER BY lease_expires_at
-            LIMIT %(limit)s
-            FOR UPDATE SKIP LOCKED
-        ),
+        WITH expired AS ({EXPIRED_LEASES}),
         retried AS (
             UPDATE {JOB} AS j SET status = 'ready', run_at = statement_timestamp(), {CLEAR_LEASE},
                    errors = {trimmed(errors, "%(history)s")}

@@ -1,0 +1,55 @@
+"""The hot queries use their partial indexes, proved by EXPLAIN on PostgreSQL.
+
+A backlog of finished rows must not slow claiming or lease recovery down:
+the partial indexes cover only ready (claim) and running (recovery) rows.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from django_jobretry.services.sql import JOB
+from django_jobretry.services.transitions import EXPIRED_LEASES, claim_sql
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def backlog() -> None:
+    """20,000 succeeded jobs and 50 ready ones, then fresh statistics."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {JOB} (task_name, queue_name, policy_name, status, args, kwargs, priority,
+                               run_at, attempts, max_attempts, lease_owner, errors, requeue_count,
+                               requeue_history, enqueued_at, finished_at)
+            SELECT 'bench.noop', 'default', 'default',
+                   CASE WHEN g <= 20000 THEN 'succeeded' ELSE 'ready' END,
+                   '[]', '{{}}', 0, now() - interval '1 hour', 1, 3, '', '[]', 0, '[]', now(),
+                   CASE WHEN g <= 20000 THEN now() ELSE NULL END
+            FROM generate_series(1, 20050) AS g
+            """
+        )
+        cursor.execute(f"ANALYZE {JOB}")
+
+
+def plan(sql: str, params: dict[str, object]) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {sql}", params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.usefixtures("backlog")
+@pytest.mark.parametrize("filter_queues", [False, True])
+def test_claim_uses_the_partial_claim_index(filter_queues: bool) -> None:
+    params = {"queues": ["default"], "limit": 10, "owner": "explain", "lease": 30}
+    text = plan(claim_sql(filter_queues=filter_queues), params)
+    assert "jobretry_job_claim" in text, text
+    assert f"Seq Scan on {JOB}" not in text, text
+
+
+@pytest.mark.usefixtures("backlog")
+def test_lease_recovery_uses_the_partial_lease_index() -> None:
+    text = plan(EXPIRED_LEASES, {"limit": 100})
+    assert "jobretry_job_lease" in text, text

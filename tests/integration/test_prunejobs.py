@@ -1,0 +1,63 @@
+"""prunejobs: deletes old succeeded jobs only; dead letters and live jobs stay."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db.models import DurationField, Value
+from django.db.models.functions import Now
+
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from tests.factories import DeadLetterFactory
+from tests.jobs_app import jobs
+
+pytestmark = pytest.mark.django_db
+
+
+def finished(days_ago: float) -> Job:
+    job = jobs.record.enqueue(f"done-{days_ago}")
+    when = Now() - Value(timedelta(days=days_ago), output_field=DurationField())
+    Job.objects.filter(pk=job.pk).update(status=JobStatus.SUCCEEDED, finished_at=when)
+    return job
+
+
+def prune(*args: str) -> str:
+    out = StringIO()
+    call_command("prunejobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_prunes_only_old_succeeded_jobs() -> None:
+    old, recent = finished(10), finished(1)
+    live = jobs.record.enqueue("live")
+    Job.objects.filter(pk=live.pk).update(finished_at=Now() - Value(timedelta(days=30)))
+    dead = DeadLetterFactory()
+    assert (
+        prune("--older-than", "7d") == "deleted 1 succeeded job(s) finished more than 7 days, 0:00:00 ago\n"
+    )
+    assert set(Job.objects.values_list("pk", flat=True)) == {recent.pk, live.pk}
+    assert DeadLetter.objects.filter(pk=dead.pk).exists()
+    assert not Job.objects.filter(pk=old.pk).exists()
+
+
+def test_default_age_comes_from_settings(settings) -> None:
+    settings.JOBRETRY = {**settings.JOBRETRY, "SUCCEEDED_RETENTION_DAYS": 0.5}
+    finished(1)
+    finished(0.1)
+    assert prune().startswith("deleted 1 ")
+
+
+def test_dry_run_deletes_nothing() -> None:
+    finished(10)
+    assert prune("--older-than", "12h", "--dry-run").startswith("would delete 1 ")
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.parametrize("age", ["7", "7 days", "-1d", "1w"])
+def test_bad_age_is_a_clear_error(age: str) -> None:
+    with pytest.raises(CommandError, match="is not a duration like 30d"):
+        prune(f"--older-than={age}")
