@@ -23,6 +23,7 @@ from django_jobretry.policy import (
 if TYPE_CHECKING:
     from django_jobretry.context import current_job
     from django_jobretry.decorators import job
+    from django_jobretry.services.deadletters import NotDead
 
 
 def __getattr__(name: str) -> object:
@@ -31,6 +32,10 @@ def __getattr__(name: str) -> object:
         from django_jobretry.decorators import job
 
         return job
+    if name == "NotDead":
+        from django_jobretry.services.deadletters import NotDead
+
+        return NotDead
     if name == "current_job":
         from django_jobretry.context import current_job
 
@@ -51,6 +56,7 @@ __all__ = [
     "GiveUpReason",
     "InvalidPolicy",
     "JobRetryError",
+    "NotDead",
     "Retry",
     "RetryPolicy",
     "RetryableError",

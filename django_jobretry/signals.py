@@ -12,3 +12,8 @@ job_started = Signal()
 job_succeeded = Signal()
 job_retry_scheduled = Signal()
 job_dead_lettered = Signal()
+#: Sent by the dead-letter service with DeadLetter as sender; kwargs
+#: ``dead_letter_id``, ``job_id``, ``task_name``, ``queue_name``, ``actor``
+#: and, for requeues, ``requeue_count``.
+job_requeued = Signal()
+dead_letter_discarded = Signal()

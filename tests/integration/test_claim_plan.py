@@ -6,6 +6,8 @@ the partial indexes cover only ready (claim) and running (recovery) rows.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import connection
 
@@ -34,7 +36,7 @@ def backlog() -> None:
         cursor.execute(f"ANALYZE {JOB}")
 
 
-def plan(sql: str, params: dict[str, object]) -> str:
+def plan(sql: str, params: dict[str, Any]) -> str:
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN {sql}", params)
         return "\n".join(row[0] for row in cursor.fetchall())

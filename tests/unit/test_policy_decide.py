@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -138,6 +139,7 @@ def test_invalid_elapsed_is_refused(elapsed: object) -> None:
     "field", ["base_delay", "max_delay", "multiplier", "jitter", "total_budget", "retry_for"]
 )
 def test_integers_too_large_for_a_float_are_invalid_not_overflow(field: str) -> None:
+    kwargs: dict[str, Any] = {field: 10**400}
     with pytest.raises(InvalidPolicy) as caught:
-        RetryPolicy(**{field: 10**400})
+        RetryPolicy(**kwargs)
     assert caught.value.field == field

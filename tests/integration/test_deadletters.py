@@ -1,0 +1,218 @@
+"""The dead-letter service: listing, guarded requeue/discard, provenance, races."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from django_jobretry import FatalError, NotDead, signals
+from django_jobretry import deadletters as service
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.services import transitions
+from django_jobretry.services.history import AttemptEnd
+from django_jobretry.services.worker.recorder import Recorder
+from django_jobretry.services.worker.runner import Outcome
+from tests.jobs_app import jobs
+
+pytestmark = pytest.mark.django_db
+
+
+def kill(definition: Any = jobs.fatal, key: str = "k") -> DeadLetter:
+    """A dead letter made the real way: a claimed attempt fails fatally."""
+    definition.enqueue(key)
+    [claimed] = transitions.claim("test-worker", 1, 30, None)
+    Recorder("test-worker", object).record_failure(
+        Outcome(claimed, FatalError(f"bad {key}"), AttemptEnd.ERROR)
+    )
+    return DeadLetter.objects.get(job_id=claimed.id)
+
+
+class TestList:
+    def test_newest_dead_first_with_keyset_pages(self) -> None:
+        dead = [kill(key=f"k{i}") for i in range(5)]
+        first = service.list_dead(limit=2)
+        assert [d.pk for d in first.items] == [dead[4].pk, dead[3].pk]
+        second = service.list_dead(limit=2, after=first.next_cursor)
+        third = service.list_dead(limit=2, after=second.next_cursor)
+        assert [d.pk for d in second.items + third.items] == [dead[2].pk, dead[1].pk, dead[0].pk]
+        assert third.next_cursor is None
+
+    def test_filters(self) -> None:
+        fatal = kill()
+        exhausted = kill(key="x")
+        DeadLetter.objects.filter(pk=exhausted.pk).update(reason="exhausted", queue_name="other")
+        assert service.list_dead(task_name="nope").items == []
+        assert service.list_dead(reason="fatal").items == [fatal]
+        assert service.list_dead(queue_name="other").items == [exhausted]
+        assert service.list_dead(task_name=jobs.fatal.name).items == [exhausted, fatal]
+        with pytest.raises(ValueError, match="reason 'sad' is invalid"):
+            service.list_dead(reason="sad")
+        with pytest.raises(ValueError, match="limit 0 is invalid"):
+            service.list_dead(limit=0)
+
+    def test_lists_attempts_and_last_error(self) -> None:
+        dead = kill(key="payload")
+        [listed] = service.list_dead().items
+        assert (listed.pk, listed.attempts, listed.last_error) == (dead.pk, 1, "bad payload")
+
+    def test_only_live_jobs_means_an_empty_list(self) -> None:
+        jobs.record.enqueue("ready")
+        jobs.record.enqueue("running")
+        transitions.claim("w", 1, 30, None)
+        assert service.list_dead().items == []
+
+
+class TestRequeue:
+    def test_requeue_makes_a_ready_job_with_provenance(self) -> None:
+        dead = kill(key="again")
+        job = service.requeue(dead.pk, actor="alice")
+        assert (job.status, job.attempts, job.requeue_count, job.args, job.max_attempts) == (
+            JobStatus.READY,
+            0,
+            1,
+            ["again"],
+            3,
+        )
+        [entry] = job.requeue_history
+        assert (entry["dead_letter_id"], entry["by"], entry["reason"], entry["last_error"]) == (
+            dead.pk,
+            "alice",
+            "fatal",
+            "bad again",
+        )
+        assert "at" in entry
+        assert not DeadLetter.objects.filter(pk=dead.pk).exists()
+
+    def test_a_job_that_dies_again_carries_its_history(self) -> None:
+        first = kill(key="twice")
+        service.requeue(first.pk, actor="alice")
+        [claimed] = transitions.claim("w", 1, 30, None)
+        Recorder("w", object).record_failure(Outcome(claimed, FatalError("still bad"), AttemptEnd.ERROR))
+        second = DeadLetter.objects.get(job_id=claimed.id)
+        assert second.requeue_count == 1
+        assert [e["dead_letter_id"] for e in second.requeue_history] == [first.pk]
+
+    def test_requeue_of_something_not_dead_fails_and_changes_nothing(self) -> None:
+        dead = kill()
+        service.discard(dead.pk)
+        before = (Job.objects.count(), DeadLetter.objects.count())
+        with pytest.raises(NotDead, match=f"dead letter {dead.pk} is not dead any more"):
+            service.requeue(dead.pk)
+        with pytest.raises(NotDead):
+            service.requeue(10**9)
+        assert (Job.objects.count(), DeadLetter.objects.count()) == before
+
+    def test_requeue_with_run_after(self) -> None:
+        job = service.requeue(kill().pk, run_after=timedelta(hours=1))
+        assert job.run_at - job.enqueued_at > timedelta(minutes=59)
+
+    def test_requeue_refuses_to_duplicate_a_live_unique_key(self) -> None:
+        dead = kill()
+        DeadLetter.objects.filter(pk=dead.pk).update(unique_key="invoice-7")
+        jobs.record.using(unique_key="invoice-7").enqueue("live")
+        with pytest.raises(service.RequeueConflict, match="invoice-7"):
+            service.requeue(dead.pk)
+        assert DeadLetter.objects.filter(pk=dead.pk).exists()
+
+    def test_signal_is_sent(self) -> None:
+        received: list[dict[str, Any]] = []
+
+        def receiver(sender: Any, **kwargs: Any) -> None:
+            received.append(kwargs)
+
+        signals.job_requeued.connect(receiver)
+        try:
+            job = service.requeue(kill().pk, actor="bob")
+        finally:
+            signals.job_requeued.disconnect(receiver)
+        assert [(r["job_id"], r["actor"], r["requeue_count"]) for r in received] == [(job.pk, "bob", 1)]
+
+
+class TestDiscard:
+    def test_discarded_is_gone_and_a_second_discard_says_so(self) -> None:
+        dead = kill()
+        service.discard(dead.pk, actor="alice")
+        assert not DeadLetter.objects.filter(pk=dead.pk).exists()
+        with pytest.raises(NotDead):
+            service.discard(dead.pk)
+        assert Job.objects.count() == 0
+
+
+class TestBulk:
+    def test_bulk_reports_what_was_already_handled(self) -> None:
+        dead = [kill(key=f"k{i}") for i in range(4)]
+        service.discard(dead[0].pk)
+        result = service.requeue_many([d.pk for d in dead], actor="ops")
+        assert result.done == [d.pk for d in dead[1:]]
+        assert result.already_handled == [dead[0].pk]
+        assert len(result.jobs) == 3
+        assert service.discard_many([d.pk for d in dead]).already_handled == [d.pk for d in dead]
+
+    def test_bulk_takes_a_queryset(self) -> None:
+        for i in range(3):
+            kill(key=f"k{i}")
+        result = service.discard_many(service.filtered(reason="fatal"))
+        assert len(result.done) == 3
+        assert DeadLetter.objects.count() == 0
+
+
+def race(first: Callable[[], object], second: Callable[[], object]) -> list[object]:
+    """Run two actions at the same moment on two threads (two connections); results in order."""
+    barrier = threading.Barrier(2, timeout=20)
+    results: list[object] = [None, None]
+
+    def run(index: int, action: Callable[[], object]) -> None:
+        try:
+            barrier.wait()
+            results[index] = action()
+        except Exception as exc:
+            results[index] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(i, a)) for i, a in enumerate((first, second))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a racing action hung"
+    return results
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("round_", range(20))
+def test_two_concurrent_requeues_make_exactly_one_job(round_: int) -> None:
+    dead = kill(key=f"race-{round_}")
+    results = race(lambda: service.requeue(dead.pk, actor="a"), lambda: service.requeue(dead.pk, actor="b"))
+    winners = [r for r in results if isinstance(r, Job)]
+    losers = [r for r in results if isinstance(r, NotDead)]
+    assert (len(winners), len(losers)) == (1, 1), results
+    assert Job.objects.filter(args=[f"race-{round_}"]).count() == 1
+    assert DeadLetter.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("round_", range(20))
+def test_requeue_racing_discard_has_exactly_one_effect(round_: int) -> None:
+    dead = kill(key=f"race-{round_}")
+    results = race(lambda: service.requeue(dead.pk), lambda: service.discard(dead.pk))
+    assert sum(isinstance(r, NotDead) for r in results) == 1, results
+    requeued = isinstance(results[0], Job)
+    assert Job.objects.count() == (1 if requeued else 0)
+    assert DeadLetter.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_overlapping_bulk_requeues_split_the_work_without_duplicates() -> None:
+    ids = [kill(key=f"bulk-{i}").pk for i in range(30)]
+    results = race(lambda: service.requeue_many(ids), lambda: service.requeue_many(list(reversed(ids))))
+    done = [pk for r in results for pk in r.done]  # type: ignore[attr-defined]
+    handled = [pk for r in results for pk in r.already_handled]  # type: ignore[attr-defined]
+    assert sorted(done) == sorted(ids)
+    assert sorted(handled) == sorted(ids)
+    assert Job.objects.count() == 30
