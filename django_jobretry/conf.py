@@ -6,11 +6,13 @@ Values are read at access time (cached until a `setting_changed` signal) so
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from django.utils.module_loading import import_string
 
 from django_jobretry.exceptions import InvalidSettings, UnknownPolicy
 from django_jobretry.policy import RetryPolicy
@@ -92,6 +94,20 @@ class JobRetrySettings:
     @property
     def succeeded_retention_days(self) -> float:
         return float(self.value("SUCCEEDED_RETENTION_DAYS"))
+
+    @property
+    def dead_letter_retention_days(self) -> float | None:
+        days = self.value("DEAD_LETTER_RETENTION_DAYS")
+        return None if days is None else float(days)
+
+    @property
+    def payload_redactor(
+        self,
+    ) -> Callable[[str, list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]] | None:
+        """The project's redaction hook for arguments shown in the admin, if any."""
+        _ = self.policies
+        path = self.raw.get("PAYLOAD_REDACTOR")
+        return None if path is None else import_string(path)
 
     def policy(self, name: str) -> RetryPolicy:
         """The policy called ``name``; :class:`UnknownPolicy` lists the known ones."""

@@ -79,12 +79,19 @@ LIMITS: dict[str, Limit] = {
     "IDLE_IN_TRANSACTION_TIMEOUT_MS": Limit(60_000, 100, 3_600_000, integer=True),
     # `prunejobs` default: succeeded jobs older than this many days.
     "SUCCEEDED_RETENTION_DAYS": Limit(7, 0, 36_500),
+    # Dead letters are kept until an operator acts unless this is set.
+    "DEAD_LETTER_RETENTION_DAYS": Limit(None, 1, 36_500, optional=True),
 }
+
+#: Dotted path to ``redact(task_name, args, kwargs) -> (args, kwargs)``,
+#: applied before the admin shows arguments, even to users allowed to see them.
+HOOKS: dict[str, None] = {"PAYLOAD_REDACTOR": None}
 
 #: Top-level keys of JOBRETRY and their defaults.
 DEFAULTS: dict[str, Any] = {
     "POLICIES": {"default": {}},
     **{key: limit.default for key, limit in LIMITS.items()},
+    **HOOKS,
 }
 
 POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -111,6 +118,7 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
         if key not in DEFAULTS
     ]
     problems += [p for key, limit in LIMITS.items() if key in raw and (p := limit.problem(key, raw[key]))]
+    problems += [p for key in HOOKS if raw.get(key) is not None and (p := _hook_problem(key, raw[key]))]
     configured = raw.get("POLICIES", DEFAULTS["POLICIES"])
     if not isinstance(configured, Mapping):
         msg = f'JOBRETRY["POLICIES"] must be a dict of policy name -> dict, got {type(configured).__name__}.'
@@ -175,6 +183,20 @@ def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[typ
             continue
         classes.append(klass)
     return classes, problems
+
+
+def _hook_problem(key: str, path: object) -> Problem | None:
+    hint = f'JOBRETRY["{key}"] = "myproject.privacy.redact_job_payload"'
+    if not isinstance(path, str):
+        return Problem("E008", f'JOBRETRY["{key}"] must be a dotted path to a callable, got {path!r}.', hint)
+    try:
+        hook = import_string(path)
+    except Exception as exc:  # any import failure is a configuration problem
+        msg = f'JOBRETRY["{key}"]: cannot import {path!r} ({type(exc).__name__}: {exc}).'
+        return Problem("E008", msg, hint)
+    if not callable(hook):
+        return Problem("E008", f'JOBRETRY["{key}"]: {path!r} is not callable.', hint)
+    return None
 
 
 _IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'smtplib.SMTPRecipientsRefused'."

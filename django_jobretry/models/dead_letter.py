@@ -43,6 +43,10 @@ class DeadLetter(models.Model):
 
     class Meta:
         verbose_name = "dead letter"
+        permissions = [
+            ("requeue_deadletter", "Can requeue dead letters"),
+            ("discard_deadletter", "Can discard dead letters"),
+        ]
         indexes = [
             # Listing: newest dead first, keyset-paginated on (dead_at, id).
             models.Index(models.F("dead_at").desc(), models.F("id").desc(), name="jobretry_dead_newest"),

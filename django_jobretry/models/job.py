@@ -48,6 +48,8 @@ class Job(models.Model):
 
     class Meta:
         verbose_name = "job"
+        # Arguments may hold personal data: seeing them is a separate right.
+        permissions = [("view_job_payload", "Can view job and dead-letter arguments")]
         indexes = [
             # The claim query: WHERE status = 'ready' AND run_at <= now()
             # ORDER BY priority DESC, run_at, id. Same column order as ORDER BY.

@@ -35,7 +35,7 @@ def test_prunes_only_old_succeeded_jobs() -> None:
     old, recent = finished(10), finished(1)
     live = jobs.record.enqueue("live")
     Job.objects.filter(pk=live.pk).update(finished_at=Now() - Value(timedelta(days=30)))
-    dead = DeadLetterFactory()
+    dead = DeadLetterFactory.create()
     assert (
         prune("--older-than", "7d") == "deleted 1 succeeded job(s) finished more than 7 days, 0:00:00 ago\n"
     )
