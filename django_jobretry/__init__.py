@@ -19,10 +19,12 @@ from django_jobretry.policy import (
     RetryableError,
     RetryPolicy,
 )
+from django_jobretry.validation import InvalidJob
 
 if TYPE_CHECKING:
     from django_jobretry.context import current_job
     from django_jobretry.decorators import job
+    from django_jobretry.exceptions import UnknownPolicy
     from django_jobretry.services.deadletters import NotDead
 
 
@@ -32,6 +34,10 @@ def __getattr__(name: str) -> object:
         from django_jobretry.decorators import job
 
         return job
+    if name == "UnknownPolicy":
+        from django_jobretry.exceptions import UnknownPolicy
+
+        return UnknownPolicy
     if name == "NotDead":
         from django_jobretry.services.deadletters import NotDead
 
@@ -54,12 +60,14 @@ __all__ = [
     "FatalError",
     "GiveUp",
     "GiveUpReason",
+    "InvalidJob",
     "InvalidPolicy",
     "JobRetryError",
     "NotDead",
     "Retry",
     "RetryPolicy",
     "RetryableError",
+    "UnknownPolicy",
     "__version__",
     "current_job",
     "job",

@@ -65,9 +65,19 @@ class JobDefinition[**P]:
         priority: int | None = None,
         run_after: datetime | timedelta | None = None,
         unique_key: str | None = None,
-        policy: str | RetryPolicy | None = None,
+        policy: str | None = None,
     ) -> JobDefinition[P]:
-        """A copy with some enqueue options changed; the original is untouched."""
+        """A copy with some enqueue options changed; the original is untouched.
+
+        ``policy`` here must be a name from JOBRETRY["POLICIES"]: workers find
+        a job's policy by the name stored on it, and an inline RetryPolicy
+        can only be found through the @job that registered it.
+        """
+        if policy is not None and not isinstance(policy, str):
+            raise InvalidJob(
+                f"using(policy={policy!r}) takes a policy name from JOBRETRY['POLICIES']; "
+                "pass a RetryPolicy to @job(policy=...) instead"
+            )
         changes: dict[str, Any] = {
             "queue_name": queue_name,
             "priority": priority,

@@ -29,6 +29,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "fatal_errors": [],
     "retryable_errors": [],
     "unknown_errors": "retryable",
+    "requeue_budget": 0,
 }
 
 

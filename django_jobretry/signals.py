@@ -17,3 +17,6 @@ job_dead_lettered = Signal()
 #: and, for requeues, ``requeue_count``.
 job_requeued = Signal()
 dead_letter_discarded = Signal()
+#: Sent before retention deletes old dead letters; kwargs ``counts``
+#: ({(queue_name, reason): n}) and ``older_than`` (timedelta).
+dead_letters_pruning = Signal()

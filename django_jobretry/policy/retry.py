@@ -64,6 +64,7 @@ class RetryPolicy:
         "fatal_errors",
         "retryable_errors",
         "unknown_errors",
+        "requeue_budget",
     )
     __slots__ = (*_PARAMS, "_base_seconds", "_max_seconds", "_uncapped_retries")
 
@@ -77,6 +78,7 @@ class RetryPolicy:
     fatal_errors: tuple[type[BaseException], ...]
     retryable_errors: tuple[type[BaseException], ...]
     unknown_errors: ErrorKind
+    requeue_budget: int
     _base_seconds: float
     _max_seconds: float
     _uncapped_retries: int
@@ -94,6 +96,7 @@ class RetryPolicy:
         fatal_errors: ErrorClasses = (),
         retryable_errors: ErrorClasses = (),
         unknown_errors: ErrorKind | str = ErrorKind.RETRYABLE,
+        requeue_budget: int = 0,
     ) -> None:
         set_ = super().__setattr__
         set_("max_attempts", _attempt_limit(max_attempts))
@@ -112,6 +115,7 @@ class RetryPolicy:
         set_("fatal_errors", _error_classes("fatal_errors", fatal_errors))
         set_("retryable_errors", _error_classes("retryable_errors", retryable_errors))
         set_("unknown_errors", _error_kind("unknown_errors", unknown_errors))
+        set_("requeue_budget", _requeue_budget(requeue_budget))
         set_("_uncapped_retries", self._count_uncapped_retries())
         set_("total_budget", None)
         if total_budget is not None:
@@ -262,6 +266,17 @@ def _attempt_limit(value: object) -> int:
         raise InvalidPolicy("max_attempts", value, "expected an integer >= 1")
     if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
         raise InvalidPolicy("max_attempts", value, f"must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}")
+    return value
+
+
+#: Automatic requeues a job may get after dying; more is a loop, not a policy.
+MAX_REQUEUE_BUDGET = 100
+
+
+def _requeue_budget(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REQUEUE_BUDGET:
+        allowed = f"an integer from 0 (never requeue automatically) to {MAX_REQUEUE_BUDGET}"
+        raise InvalidPolicy("requeue_budget", value, allowed)
     return value
 
 

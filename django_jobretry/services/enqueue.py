@@ -52,7 +52,7 @@ def bulk_enqueue(
         notify(sorted({job.queue_name for job in created}))
     for job in created:
         _refresh_computed(job)
-    logger.info(
+    logger.debug(
         "enqueued %d jobs of %s",
         len(created),
         definition.name,

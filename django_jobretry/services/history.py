@@ -26,12 +26,21 @@ class AttemptEnd(enum.StrEnum):
     SHUTDOWN = "shutdown"
 
 
-def clean_text(text: str, limit: int) -> str:
-    """Valid UTF-8 without NUL (PostgreSQL refuses both), at most ``limit`` characters."""
+def clean_text(text: str, limit: int, *, keep_end: bool = False) -> str:
+    """Valid UTF-8 without NUL (PostgreSQL refuses both), at most ``limit`` characters.
+
+    ``keep_end`` cuts the beginning instead: the end of a traceback (the
+    raising frame) is the part worth keeping.
+    """
     text = text.replace("\x00", "\\0").encode("utf-8", errors="replace").decode("utf-8")
     if len(text) <= limit:
         return text
-    marker = f"... [{len(text) - limit} characters cut]"
+    cut = len(text) - limit
+    if keep_end:
+        marker = f"[{cut} characters cut] ..."
+        room = max(limit - len(marker), 0)
+        return marker + (text[-room:] if room else "")
+    marker = f"... [{cut} characters cut]"
     return text[: max(limit - len(marker), 0)] + marker
 
 
@@ -58,9 +67,7 @@ def error_entry(
         trace = "".join(traceback.format_exception(error))
     except Exception:
         trace = ""
-    limit = jobretry_settings.traceback_chars
-    # Keep the end of a long traceback: the raising frame is what matters.
-    trace = clean_text(trace[-limit:] if limit else "", limit)
+    trace = clean_text(trace, jobretry_settings.traceback_chars, keep_end=True)
     return {
         "attempt": attempt,
         "error_class": clean_text(name, 200),

@@ -235,8 +235,10 @@ class Recovered:
 
     id: int
     task_name: str
+    queue_name: str
     attempt: int
     buried: bool
+    dead_letter_id: int | None
 
 
 def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
@@ -257,7 +259,7 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
             UPDATE {JOB} AS j SET status = 'ready', run_at = statement_timestamp(), {CLEAR_LEASE},
                    errors = {trimmed(errors, "%(history)s")}
             FROM expired WHERE j.id = expired.id AND j.attempts < j.max_attempts
-            RETURNING j.id, j.task_name, j.attempts
+            RETURNING j.id, j.task_name, j.queue_name, j.attempts
         ),
         gone AS (
             DELETE FROM {JOB} AS j USING expired
@@ -271,10 +273,10 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
                    'lease expired: worker ' || lease_owner || ' stopped heartbeating', unique_key,
                    requeue_count, requeue_history, enqueued_at, first_attempt_at, statement_timestamp()
             FROM gone
-            RETURNING job_id, task_name, attempts
+            RETURNING id, job_id, task_name, queue_name, attempts
         )
-        SELECT id, task_name, attempts, false FROM retried
-        UNION ALL SELECT job_id, task_name, attempts, true FROM buried
+        SELECT id, task_name, queue_name, attempts, false, NULL::bigint FROM retried
+        UNION ALL SELECT job_id, task_name, queue_name, attempts, true, id FROM buried
     """
     params: dict[str, Any] = {
         "limit": limit,
@@ -283,4 +285,4 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
     }
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [Recovered(row[0], row[1], row[2], row[3]) for row in cursor.fetchall()]
+        return [Recovered(*row) for row in cursor.fetchall()]

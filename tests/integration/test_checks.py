@@ -158,6 +158,24 @@ def test_manage_py_check_fails_naming_the_bad_key() -> None:
 def test_check_ids_are_unique_and_documented() -> None:
     schema = Path(__file__).parents[2] / "django_jobretry" / "settings_schema.py"
     ids = sorted(set(re.findall(r'Problem\(\s*"(E\d{3})"', schema.read_text())))
-    assert ids == [f"E00{n}" for n in range(1, 8)]
+    assert ids == [f"E00{n}" for n in range(1, 9)]
     docs = (Path(__file__).parents[2] / "docs" / "settings.md").read_text()
     assert all(f"django_jobretry.{i}" in docs for i in ids)
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        (5, "must be a dotted path to a callable, got 5"),
+        ("no.such.redact", "cannot import 'no.such.redact'"),
+        ("django_jobretry.policy.retry.MAX_ATTEMPTS_LIMIT", "is not callable"),
+    ],
+)
+def test_e008_payload_redactor(value: Any, fragment: str) -> None:
+    error = only_error({"PAYLOAD_REDACTOR": value})
+    assert error.id == "django_jobretry.E008"
+    assert fragment in error.msg
+
+
+def test_e008_accepts_a_callable_path() -> None:
+    assert errors_for({"PAYLOAD_REDACTOR": "builtins.print"}) == []

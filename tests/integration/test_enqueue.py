@@ -117,7 +117,7 @@ def test_run_after_datetime_is_kept() -> None:
         ({"run_after": "tomorrow"}, "run_after 'tomorrow' is invalid"),
         ({"run_after": datetime(2030, 1, 1)}, "naive datetime"),
         ({"unique_key": ""}, "unique_key '' is invalid"),
-        ({"policy": 3}, "policy 3 is invalid"),
+        ({"policy": 3}, r"using\(policy=3\) takes a policy name"),
     ],
 )
 def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:
@@ -137,8 +137,18 @@ def test_unknown_policy_fails_at_enqueue_and_writes_nothing() -> None:
 
 
 def test_inline_policy_freezes_its_max_attempts() -> None:
-    row = jobs.record.using(policy=RetryPolicy(max_attempts=7)).enqueue("x")
-    assert (row.policy_name, row.max_attempts) == (INLINE_POLICY, 7)
+    row = jobs.budgeted_fatal.enqueue("x")
+    assert (row.policy_name, row.max_attempts) == (INLINE_POLICY, 2)
+
+
+def test_using_takes_only_policy_names() -> None:
+    with pytest.raises(InvalidJob, match=r"takes a policy name .* pass a RetryPolicy to @job"):
+        jobs.record.using(policy=RetryPolicy(max_attempts=7))  # type: ignore[arg-type]
+
+
+def test_using_a_named_policy_is_what_the_worker_applies() -> None:
+    row = jobs.always_fails.using(policy="default").enqueue("x")
+    assert (row.policy_name, row.max_attempts) == ("default", 20)
 
 
 def test_bad_task_names_are_refused() -> None:

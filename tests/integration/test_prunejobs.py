@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -44,7 +45,7 @@ def test_prunes_only_old_succeeded_jobs() -> None:
     assert not Job.objects.filter(pk=old.pk).exists()
 
 
-def test_default_age_comes_from_settings(settings) -> None:
+def test_default_age_comes_from_settings(settings: Any) -> None:
     settings.JOBRETRY = {**settings.JOBRETRY, "SUCCEEDED_RETENTION_DAYS": 0.5}
     finished(1)
     finished(0.1)
@@ -61,3 +62,49 @@ def test_dry_run_deletes_nothing() -> None:
 def test_bad_age_is_a_clear_error(age: str) -> None:
     with pytest.raises(CommandError, match="is not a duration like 30d"):
         prune(f"--older-than={age}")
+
+
+def dead(days_ago: float, reason: str = "fatal") -> DeadLetter:
+    letter = DeadLetterFactory.create(reason=reason)
+    when = Now() - Value(timedelta(days=days_ago), output_field=DurationField())
+    DeadLetter.objects.filter(pk=letter.pk).update(dead_at=when)
+    return letter
+
+
+def test_dead_letters_are_kept_unless_retention_is_configured() -> None:
+    dead(400)
+    assert "dead letter" not in prune()
+    assert DeadLetter.objects.count() == 1
+
+
+def test_dead_letter_retention_logs_and_signals_counts_before_deleting(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from django_jobretry import signals
+
+    settings.JOBRETRY = {**settings.JOBRETRY, "DEAD_LETTER_RETENTION_DAYS": 30}
+    old_fatal, old_exhausted, recent = dead(40), dead(31, "exhausted"), dead(2)
+    seen: list[dict[tuple[str, str], int]] = []
+
+    def receiver(sender: Any, counts: dict[tuple[str, str], int], **kwargs: Any) -> None:
+        # Sent before deleting: the rows are still there.
+        assert DeadLetter.objects.filter(pk=old_fatal.pk).exists()
+        seen.append(counts)
+
+    signals.dead_letters_pruning.connect(receiver)
+    try:
+        caplog.set_level("WARNING", "django_jobretry")
+        text = prune()
+    finally:
+        signals.dead_letters_pruning.disconnect(receiver)
+    assert seen == [{("default", "fatal"): 1, ("default", "exhausted"): 1}]
+    assert "deleted 2 dead letter(s)" in text
+    assert "pruning 2 dead letters" in caplog.text
+    assert list(DeadLetter.objects.values_list("pk", flat=True)) == [recent.pk]
+    assert not DeadLetter.objects.filter(pk__in=[old_fatal.pk, old_exhausted.pk]).exists()
+
+
+def test_dead_letter_dry_run_counts_only() -> None:
+    dead(40)
+    assert "would delete 1 dead letter(s)" in prune("--dead-letters-older-than=30d", "--dry-run")
+    assert DeadLetter.objects.count() == 1

@@ -263,3 +263,32 @@ class TestRecorder:
         fields = (record.__dict__["job_id"], record.__dict__["attempt"], record.__dict__["task"])
         assert fields == (claimed.id, 1, "tests.jobs_app.jobs.always_fails")
         assert "secret-payload-123" not in caplog.text
+
+
+class TestAutomaticRequeue:
+    def test_budget_requeues_once_then_the_job_stays_dead(self) -> None:
+        from django_jobretry import FatalError
+
+        enqueued = jobs.budgeted_fatal.enqueue("budget")
+        claimed = claim_one()
+        Recorder(OWNER, object).record_failure(Outcome(claimed, FatalError("x"), AttemptEnd.ERROR))
+        [revived] = Job.objects.filter(args=["budget"])
+        assert (revived.requeue_count, revived.requeue_history[0]["by"]) == (1, "automatic (requeue_budget)")
+        assert revived.run_at > revived.enqueued_at  # after max_delay, not at once
+        assert not DeadLetter.objects.exists()
+        Job.objects.filter(pk=revived.pk).update(run_at=Now())
+        claimed = claim_one()
+        Recorder(OWNER, object).record_failure(Outcome(claimed, FatalError("x"), AttemptEnd.ERROR))
+        dead = DeadLetter.objects.get()
+        assert (dead.requeue_count, dead.job_id) == (1, revived.pk)
+        assert not Job.objects.exists()
+        assert enqueued.pk != revived.pk
+
+    def test_without_a_budget_nothing_is_requeued(self) -> None:
+        from django_jobretry import FatalError
+
+        jobs.fatal.enqueue("no-budget")
+        claimed = claim_one()
+        Recorder(OWNER, object).record_failure(Outcome(claimed, FatalError("x"), AttemptEnd.ERROR))
+        assert DeadLetter.objects.count() == 1
+        assert not Job.objects.exists()

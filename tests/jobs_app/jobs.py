@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from django_jobretry import FatalError, RetryableError, current_job, job
+from django_jobretry import FatalError, RetryableError, RetryPolicy, current_job, job
 from tests.jobs_app.models import Execution
 
 
@@ -58,3 +58,13 @@ def noop() -> None:
 @job(policy="three")
 def takes_anything(*args: object, **kwargs: object) -> None:
     """Accepts any arguments: for the enqueue validation tests."""
+
+
+#: Two attempts, then dead - and one automatic requeue, spent after 10 ms.
+BUDGETED = RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.01, jitter=0, requeue_budget=1)
+
+
+@job(policy=BUDGETED)
+def budgeted_fatal(key: str) -> None:
+    _record(key)
+    raise FatalError(f"still broken: {key}")

@@ -1,6 +1,8 @@
 """`manage.py prunejobs`: delete succeeded jobs older than a retention period.
 
-Dead letters are not touched: they wait for an operator.
+Dead letters are kept until an operator acts, unless DEAD_LETTER_RETENTION_DAYS
+is set or --dead-letters-older-than is given; then they are pruned by age
+(never by count), with a log line and a signal listing what goes.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.services.retention import prune_succeeded
+from django_jobretry.services.retention import prune_dead_letters, prune_succeeded
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -36,10 +38,37 @@ class Command(BaseCommand):
             default=None,
             help="e.g. 7d, 12h (default: JOBRETRY SUCCEEDED_RETENTION_DAYS days)",
         )
+        parser.add_argument(
+            "--dead-letters-older-than",
+            type=duration,
+            default=None,
+            help="also prune dead letters dead this long (default: DEAD_LETTER_RETENTION_DAYS; unset: keep)",
+        )
         parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
 
-    def handle(self, *args: Any, older_than: timedelta | None, dry_run: bool, **options: Any) -> None:
-        age = older_than or timedelta(days=jobretry_settings.succeeded_retention_days)
+    def handle(
+        self,
+        *args: Any,
+        older_than: timedelta | None,
+        dead_letters_older_than: timedelta | None,
+        dry_run: bool,
+        **options: Any,
+    ) -> None:
+        age = (
+            older_than
+            if older_than is not None
+            else timedelta(days=jobretry_settings.succeeded_retention_days)
+        )
         count = prune_succeeded(age, dry_run=dry_run)
         verb = "would delete" if dry_run else "deleted"
         self.stdout.write(f"{verb} {count} succeeded job(s) finished more than {age} ago")
+        retention = jobretry_settings.dead_letter_retention_days
+        dead_age = dead_letters_older_than
+        if dead_age is None and retention is not None:
+            dead_age = timedelta(days=retention)
+        if dead_age is None:
+            return
+        counts = prune_dead_letters(dead_age, dry_run=dry_run)
+        self.stdout.write(f"{verb} {sum(counts.values())} dead letter(s) dead more than {dead_age} ago")
+        for (queue_name, reason), n in sorted(counts.items()):
+            self.stdout.write(f"  {queue_name} / {reason}: {n}")

@@ -72,7 +72,14 @@ class Command(BaseCommand):
         parser.add_argument("--no-listen", action="store_true", help="poll only, without LISTEN/NOTIFY")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        logging.getLogger("django_jobretry").setLevel(_LEVELS.get(options["verbosity"], logging.INFO))
+        logger = logging.getLogger("django_jobretry")
+        logger.setLevel(_LEVELS.get(options["verbosity"], logging.INFO))
+        if not logger.hasHandlers():
+            # Without a LOGGING setting Python prints only warnings; an operator
+            # running -v 1 expects to see the transitions.
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            logger.addHandler(handler)
         if options["lease"] is not None and options["lease"] < 1:
             raise CommandError(f"--lease {options['lease']} is too short: at least 1 second")
         _ = jobretry_settings.policies  # invalid settings stop here, with the check id

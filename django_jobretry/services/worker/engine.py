@@ -128,10 +128,10 @@ class Worker:
             unmark_bookkeeping_thread()
             drop_connection()
         logger.info(
-            "worker %s stopped after %d jobs",
+            "worker %s stopped after %d attempts",
             self.id,
             self.finished_total,
-            extra={"worker": self.id, "jobs": self.finished_total},
+            extra={"worker": self.id, "attempts": self.finished_total},
         )
         return 0
 
@@ -173,7 +173,8 @@ class Worker:
             if self._finished(claimed):
                 return
             if not claimed:
-                self.wake.wait(jobretry_settings.poll_seconds)
+                # Wake for recovery too: a long POLL_SECONDS must not delay it.
+                self.wake.wait(min(jobretry_settings.poll_seconds, self.options.recover_every))
 
     def _finished(self, claimed: int) -> bool:
         idle = not self.running and not self.pending and self.outbox.empty()
@@ -223,18 +224,7 @@ class Worker:
             return
         self._last_recovery = now
         for item in transitions.recover_expired(100, jobretry_settings.error_history_limit):
-            logger.warning(
-                "job %s attempt %s lost its lease; %s",
-                item.id,
-                item.attempt,
-                "dead letter" if item.buried else "ready again",
-                extra={
-                    "job_id": item.id,
-                    "task": item.task_name,
-                    "attempt": item.attempt,
-                    "outcome": "lease_expired_dead" if item.buried else "lease_expired_retry",
-                },
-            )
+            self.recorder.announce_recovery(item)
 
     # -- shutdown ----------------------------------------------------------------------
 

@@ -17,8 +17,9 @@ from django.db import DataError, transaction
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.decorators import INLINE_POLICY
 from django_jobretry.exceptions import UnknownPolicy
-from django_jobretry.models import DeadReason
+from django_jobretry.models import DeadLetter, DeadReason
 from django_jobretry.policy import Classification, ErrorKind, GiveUp, RetryPolicy
 from django_jobretry.registry import registry
 from django_jobretry.services import transitions
@@ -27,6 +28,9 @@ from django_jobretry.services.transitions import ClaimedJob
 from django_jobretry.services.worker.runner import Outcome
 
 logger = logging.getLogger("django_jobretry")
+
+#: The actor recorded in requeue history for requeues spent from a policy's budget.
+AUTO_REQUEUE_ACTOR = "automatic (requeue_budget)"
 
 # A random.Random of our own: handlers reseeding the global one must not
 # synchronise every worker's jitter.
@@ -129,6 +133,8 @@ class Recorder:
                 ),
             )
             self._send(signals.job_dead_lettered, job, reason=reason.value, dead_letter_id=dead_id)
+            if policy.requeue_budget:
+                self._auto_requeue(job, policy, dead_id)
         else:
             logger.info(
                 "job %s attempt %s failed; retry in %.3fs",
@@ -144,10 +150,72 @@ class Recorder:
             )
             self._send(signals.job_retry_scheduled, job, delay=decision.delay)
 
+    def announce_recovery(self, item: transitions.Recovered) -> None:
+        """Log and signal a lease recovery like any other retry or dead letter."""
+        outcome = "lease_expired_dead" if item.buried else "lease_expired_retry"
+        extra = {
+            "job_id": item.id,
+            "task": item.task_name,
+            "queue": item.queue_name,
+            "attempt": item.attempt,
+            "outcome": outcome,
+        }
+        logger.warning(
+            "job %s attempt %s lost its lease; %s",
+            item.id,
+            item.attempt,
+            "dead letter" if item.buried else "ready again",
+            extra=extra,
+        )
+        common = {
+            "job_id": item.id,
+            "task_name": item.task_name,
+            "queue_name": item.queue_name,
+            "attempt": item.attempt,
+        }
+        if item.buried:
+            signals.job_dead_lettered.send_robust(
+                self.sender,
+                reason=DeadReason.LEASE_EXPIRED.value,
+                dead_letter_id=item.dead_letter_id,
+                **common,
+            )
+        else:
+            signals.job_retry_scheduled.send_robust(self.sender, delay=timedelta(0), **common)
+
+    def _auto_requeue(self, job: ClaimedJob, policy: RetryPolicy, dead_id: int) -> None:
+        """Spend one unit of the policy's requeue budget, after max_delay (spec §5: opt-in only)."""
+        from django_jobretry.services import deadletters
+
+        used = DeadLetter.objects.filter(pk=dead_id).values_list("requeue_count", flat=True).first()
+        if used is None or used >= policy.requeue_budget:
+            return
+        try:
+            revived = deadletters.requeue(dead_id, run_after=policy.max_delay, actor=AUTO_REQUEUE_ACTOR)
+        except (deadletters.NotDead, deadletters.RequeueConflict) as exc:
+            logger.info(
+                "automatic requeue of dead letter %s skipped: %s",
+                dead_id,
+                exc,
+                extra=log_extra(job, "auto_requeue_skipped", dead_letter_id=dead_id),
+            )
+            return
+        logger.info(
+            "dead letter %s requeued automatically as job %s (%d of %d)",
+            dead_id,
+            revived.pk,
+            revived.requeue_count,
+            policy.requeue_budget,
+            extra=log_extra(job, "auto_requeued", dead_letter_id=dead_id, new_job_id=revived.pk),
+        )
+
     def _policy(self, job: ClaimedJob) -> RetryPolicy:
-        definition = registry.get(job.task_name)
-        if definition is not None:
-            return definition.resolve_policy()[1]
+        """The policy named on the job; an inline one is the registered @job's."""
+        if job.policy_name == INLINE_POLICY:
+            definition = registry.get(job.task_name)
+            if definition is not None and isinstance(definition.policy, RetryPolicy):
+                return definition.policy
+            return jobretry_settings.policy("default")
         try:
             return jobretry_settings.policy(job.policy_name)
         except UnknownPolicy:

@@ -62,13 +62,6 @@ class Runner(threading.Thread):
             self.wake.set()
 
     def execute(self, job: ClaimedJob) -> Outcome:
-        signals.job_started.send_robust(
-            self.sender,
-            job_id=job.id,
-            task_name=job.task_name,
-            queue_name=job.queue_name,
-            attempt=job.attempt,
-        )
         definition = registry.get(job.task_name)
         if definition is None:
             error = UnknownTask(
@@ -76,6 +69,15 @@ class Runner(threading.Thread):
                 f"{len(registry.names())} tasks). A rolling deploy may not have reached it yet."
             )
             return Outcome(job, error, AttemptEnd.UNKNOWN_TASK)
+        for receiver, result in signals.job_started.send_robust(
+            self.sender,
+            job_id=job.id,
+            task_name=job.task_name,
+            queue_name=job.queue_name,
+            attempt=job.attempt,
+        ):
+            if isinstance(result, Exception):
+                logger.error("job_started receiver %r failed", receiver, exc_info=result)
         close_old_connections()
         token = set_current_job(
             JobContext(job.id, job.task_name, job.queue_name, job.attempt, job.max_attempts)

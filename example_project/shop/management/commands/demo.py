@@ -6,13 +6,14 @@ worker until each has reached a final state, and prints a summary.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from typing import Any
 
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Min
+from django.utils import timezone
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services.worker import Worker, WorkerOptions
@@ -45,24 +46,25 @@ class Command(BaseCommand):
         for job in enqueued:
             self.stdout.write(f"   job {job.pk}: {job.task_name.rsplit('.', 1)[-1]}")
 
-        self.stdout.write("\n" + heading("4. Running a worker (log lines are its transitions)"))
+        self.stdout.write("\n" + heading("4. Running burst workers (log lines are their transitions)"))
         self._run_worker_until_done(ids)
         self._summary(ids)
 
     def _run_worker_until_done(self, ids: list[int]) -> None:
-        worker = Worker(WorkerOptions(queues=["demo"], concurrency=4))
-        thread = threading.Thread(target=worker.run, name="demo-worker")
-        thread.start()
+        """Burst workers (like `runworker --burst`) until every demo job is final.
+
+        A burst worker exits once nothing is due; a retry is due a fraction of
+        a second later under the demo policy, so the next burst picks it up.
+        """
         deadline = time.monotonic() + DEADLINE_SECONDS
-        try:
-            live = [JobStatus.READY, JobStatus.RUNNING]
-            while Job.objects.filter(pk__in=ids, status__in=live).exists():
-                if time.monotonic() > deadline:
-                    raise CommandError(f"jobs still live after {DEADLINE_SECONDS}s; is the database slow?")
-                time.sleep(0.1)
-        finally:
-            worker.stop()
-            thread.join(timeout=DEADLINE_SECONDS)
+        live = Job.objects.filter(pk__in=ids, status__in=[JobStatus.READY, JobStatus.RUNNING])
+        while live.exists():
+            if time.monotonic() > deadline:
+                raise CommandError(f"jobs still live after {DEADLINE_SECONDS}s; is the database slow?")
+            Worker(WorkerOptions(queues=["demo"], concurrency=4, burst=True, listen=False)).run()
+            next_due = live.filter(status=JobStatus.READY).aggregate(at=Min("run_at"))["at"]
+            if next_due is not None:
+                time.sleep(min(max((next_due - timezone.now()).total_seconds(), 0), 1))
 
     def _summary(self, ids: list[int]) -> None:
         finished = list(Job.objects.filter(pk__in=ids).order_by("pk"))
