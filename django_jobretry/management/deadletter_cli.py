@@ -1,0 +1,364 @@
+"""Helpers of `manage.py deadletters`: argument types, selection, rendering, pacing, progress.
+
+Nothing here writes job state: the command acts through django_jobretry.deadletters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from django.core.management.base import DjangoHelpFormatter, OutputWrapper
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import DurationField, QuerySet, Value
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.deadletters import Page, filtered
+from django_jobretry.display import humanize_delay
+from django_jobretry.models import DeadLetter
+
+EXIT_OK = 0
+EXIT_PARTIAL = 1
+EXIT_USAGE = 2
+EXIT_NOTHING = 3
+EXIT_FAILED = 4
+EXIT_INTERRUPTED = 130
+
+EPILOG = """\
+exit codes:
+  0    done: every selected dead letter was acted on (list, show: printed;
+       list also when nothing matches)
+  1    partial: some named or selected dead letters were not acted on (or not
+       shown) because they are no longer dead letters - already requeued or
+       discarded by someone else, or never existed - or a requeue was refused
+       because a live job holds the same unique_key; the rest were acted on
+  2    usage error, or a destructive bulk action was not confirmed (answered
+       no, or stdin is not a terminal and --yes was not given): nothing changed
+  3    nothing matched: requeue/discard --all selected no dead letter
+  4    failed: invalid settings, database unreachable, unexpected error
+       (details with --traceback)
+  130  interrupted (Ctrl-C): batches finished before the interrupt stay done
+--dry-run changes nothing and exits with the code the real run would have
+(0, 1 or 3), without asking for confirmation.
+
+Django's common options go before the action:
+  manage.py deadletters -v 2 --traceback requeue --all --queue emails
+"""
+
+
+class HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Django's ordering of options, with the epilog's line breaks kept."""
+
+
+class Terminal(Protocol):
+    """What the confirmation prompt needs from stdin."""
+
+    def isatty(self) -> bool: ...
+
+    def readline(self) -> str: ...
+
+
+# --- argument types ------------------------------------------------------------------------------
+
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)\s*/\s*([sm])$")
+
+
+def rate(text: str) -> float:
+    """'10/s' or '30/m' -> items per second."""
+    match = _RATE.match(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate like 10/s or 30/m")
+    per_second = float(match.group(1)) / (60 if match.group(2) == "m" else 1)
+    if per_second <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive rate")
+    return per_second
+
+
+def limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and 1000")
+    return value
+
+
+def format_cursor(cursor: tuple[datetime, int]) -> str:
+    return f"{cursor[0].isoformat()},{cursor[1]}"
+
+
+def cursor(text: str) -> tuple[datetime, int]:
+    """A cursor printed by `deadletters list`: '<dead_at ISO 8601>,<id>'."""
+    stamp, _, pk = text.strip().rpartition(",")
+    try:
+        dead_at, last_id = datetime.fromisoformat(stamp), int(pk)
+    except ValueError:
+        dead_at, last_id = None, 0
+    if dead_at is None or timezone.is_naive(dead_at) or last_id < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a cursor printed by `deadletters list`")
+    return dead_at, last_id
+
+
+def default_actor() -> str:
+    """The OS user running the command, recorded as the requeue/discard actor."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry, e.g. in a container
+        return "unknown-os-user"
+
+
+# --- selection -----------------------------------------------------------------------------------
+
+#: The filter options (argparse dests) of list, requeue and discard.
+FILTERS = ("queue", "task", "reason", "error_class", "older_than")
+
+
+def select(
+    *,
+    queue: str | None,
+    task: str | None,
+    reason: str | None,
+    error_class: str | None,
+    older_than: timedelta | None,
+) -> QuerySet[DeadLetter]:
+    """Dead letters matching the filters, newest dead first; ages use the database clock."""
+    queryset = filtered(queue_name=queue, task_name=task, reason=reason)
+    if error_class is not None:
+        queryset = queryset.filter(last_error_class=error_class)
+    if older_than is not None:
+        queryset = queryset.filter(dead_at__lt=Now() - Value(older_than, output_field=DurationField()))
+    return queryset
+
+
+def page(queryset: QuerySet[DeadLetter], *, size: int, after: tuple[datetime, int] | None) -> Page:
+    """One keyset page on (dead_at, id) of a newest-first queryset, as list_dead does."""
+    if after is not None:
+        dead_at, last_id = after
+        queryset = queryset.filter(dead_at__lte=dead_at).exclude(dead_at=dead_at, id__gte=last_id)
+    items = list(queryset[: size + 1])
+    more = len(items) > size
+    items = items[:size]
+    return Page(items, (items[-1].dead_at, items[-1].pk) if more else None)
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+# Terminal control characters and bidi overrides from error texts must not drive the terminal.
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object, *, one_line: bool = False) -> str:
+    text = str(text)
+    if one_line:
+        text = text.replace("\n", "\\n").replace("\t", " ")
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else "?", text)
+
+
+def when(value: datetime | None) -> str:
+    return "-" if value is None else timezone.localtime(value).isoformat(sep=" ", timespec="seconds")
+
+
+def first_line(dead: DeadLetter) -> str:
+    lines = dead.last_error.strip().splitlines()
+    short_class = dead.last_error_class.rpartition(".")[2]
+    return ": ".join(part for part in (short_class, lines[0] if lines else "") if part)
+
+
+def clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], caps: Sequence[int]) -> list[str]:
+    cells = [
+        [clip(printable(cell, one_line=True), cap) for cell, cap in zip(row, caps, strict=True)]
+        for row in rows
+    ]
+    widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(headers)]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [list(headers), *cells]
+    ]
+
+
+LIST_HEADERS = ("id", "dead_at", "task", "queue", "reason", "attempts", "requeues", "last error")
+LIST_CAPS = (12, 25, 60, 30, 13, 9, 8, 80)
+
+
+def list_row(dead: DeadLetter) -> tuple[object, ...]:
+    attempts = f"{dead.attempts}/{dead.max_attempts}"
+    return (
+        dead.pk,
+        when(dead.dead_at),
+        dead.task_name,
+        dead.queue_name,
+        dead.reason,
+        attempts,
+        dead.requeue_count,
+        first_line(dead),
+    )
+
+
+def summary(dead: DeadLetter) -> dict[str, Any]:
+    """The machine form of a list row (no arguments)."""
+    return {
+        "id": dead.pk,
+        "job_id": dead.job_id,
+        "task": dead.task_name,
+        "queue": dead.queue_name,
+        "reason": dead.reason,
+        "attempts": dead.attempts,
+        "max_attempts": dead.max_attempts,
+        "requeue_count": dead.requeue_count,
+        "last_error_class": dead.last_error_class,
+        "last_error": dead.last_error,
+        "enqueued_at": dead.enqueued_at,
+        "dead_at": dead.dead_at,
+    }
+
+
+def payload(dead: DeadLetter) -> tuple[Any, Any, str | None]:
+    """(args, kwargs, why hidden): arguments through PAYLOAD_REDACTOR when one is configured."""
+    redactor = jobretry_settings.payload_redactor
+    if redactor is None:
+        return dead.args, dead.kwargs, None
+    try:
+        args, kwargs = redactor(dead.task_name, dead.args, dead.kwargs)
+    except Exception as exc:  # fail closed: a broken redactor must not leak the raw arguments
+        return None, None, f"hidden: PAYLOAD_REDACTOR raised {type(exc).__name__}"
+    return args, kwargs, None
+
+
+def detail(dead: DeadLetter) -> dict[str, Any]:
+    """Everything about one dead letter, arguments redacted."""
+    args, kwargs, hidden = payload(dead)
+    return {
+        **summary(dead),
+        "policy": dead.policy_name,
+        "priority": dead.priority,
+        "unique_key": dead.unique_key,
+        "first_attempt_at": dead.first_attempt_at,
+        "args": args,
+        "kwargs": kwargs,
+        **({"arguments_hidden": hidden} if hidden else {}),
+        "errors": dead.errors,
+        "requeue_history": dead.requeue_history,
+    }
+
+
+def show_lines(dead: DeadLetter) -> list[str]:
+    """The human form of `show`: fields, arguments, full error history, requeue history."""
+    fields = [
+        ("task", dead.task_name),
+        ("queue", dead.queue_name),
+        ("policy", dead.policy_name),
+        ("priority", dead.priority),
+        ("reason", f"{dead.reason} ({dead.get_reason_display()})"),
+        ("attempts", f"{dead.attempts} of {dead.max_attempts}"),
+        ("unique key", dead.unique_key or "-"),
+        ("enqueued at", when(dead.enqueued_at)),
+        ("first attempt", when(dead.first_attempt_at)),
+        ("dead at", when(dead.dead_at)),
+        ("requeued", f"{dead.requeue_count} time(s) before"),
+        ("last error", first_line(dead) or "-"),
+    ]
+    lines = [f"Dead letter {dead.pk} (job {dead.job_id})"]
+    lines += [f"  {name + ':':<15}{printable(value, one_line=True)}" for name, value in fields]
+    lines += ["", "Arguments"]
+    args, kwargs, hidden = payload(dead)
+    if hidden:
+        lines.append(f"  {hidden}")
+    else:
+        for name, value in (("args", args), ("kwargs", kwargs)):
+            text = json.dumps(value, indent=2, ensure_ascii=False, cls=DjangoJSONEncoder, sort_keys=True)
+            lines.append(f"  {name}: " + printable(text).replace("\n", "\n  "))
+    lines += ["", f"Error history ({len(dead.errors)} attempt(s) recorded)"]
+    for entry in dead.errors:
+        lines += _error_lines(entry)
+    lines += ["", f"Requeue history ({len(dead.requeue_history) or 'never requeued'})"]
+    for number, entry in enumerate(dead.requeue_history, 1):
+        lines.append(
+            f"  {number}. at {entry.get('at', '?')} by {entry.get('by') or '?'}: from dead letter "
+            f"{entry.get('dead_letter_id', '?')} (job {entry.get('job_id', '?')}, {entry.get('reason', '?')} "
+            f"after {entry.get('attempts', '?')} attempt(s), dead at {entry.get('dead_at', '?')})"
+        )
+        if entry.get("last_error"):
+            lines.append(f"     last error: {printable(entry['last_error'], one_line=True)}")
+    return [printable(line) for line in lines]
+
+
+def _error_lines(entry: dict[str, Any]) -> list[str]:
+    head = f"  attempt {entry.get('attempt', '?')} at {entry.get('at', '?')} on {entry.get('worker') or '?'}"
+    head += f": {entry.get('kind', '?')} error, ended {entry.get('ended', '?')}"
+    if isinstance(entry.get("delay"), int | float):
+        head += f", retried after {humanize_delay(timedelta(seconds=entry['delay']))}"
+    error = ": ".join(p for p in (entry.get("error_class", ""), entry.get("message", "")) if p)
+    lines = [head, *(f"    {line}" for line in str(error or "-").splitlines())]
+    lines += [f"    | {line}" for line in str(entry.get("traceback") or "").rstrip().splitlines()]
+    return lines
+
+
+# --- pacing and progress -------------------------------------------------------------------------
+
+
+class Pacer:
+    """Spaces batches so that at most ``per_second`` items start per second.
+
+    ``clock`` and ``sleep`` are injectable: tests count the sleeps instead of timing them.
+    """
+
+    def __init__(
+        self,
+        per_second: float | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        self.per_second, self.clock, self.sleep = per_second, clock, sleep
+        self._next: float | None = None
+
+    def batch_size(self, unpaced: int) -> int:
+        """Unpaced: ``unpaced``; paced: about ten small batches a second, at least one item each."""
+        return unpaced if self.per_second is None else max(1, min(unpaced, int(self.per_second / 10)))
+
+    def wait(self, count: int) -> None:
+        """Call before acting on ``count`` items: sleeps until they are due."""
+        if self.per_second is None:
+            return
+        now = self.clock()
+        start = now if self._next is None else max(self._next, now)
+        if start > now:
+            self.sleep(start - now)
+        self._next = start + count / self.per_second
+
+
+class Progress:
+    """A one-line text bar redrawn in place on stderr: `requeue [#####-----] 50/100`."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: OutputWrapper, total: int, label: str, *, enabled: bool) -> None:
+        self.stream, self.total, self.label, self.enabled = stream, total, label, enabled
+        self._drawn = False
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        filled = self.WIDTH * done // max(self.total, 1)
+        bar = "#" * filled + "-" * (self.WIDTH - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total}", style_func=str, ending="")
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("", style_func=str)
+            self._drawn = False
