@@ -1,0 +1,16 @@
+"""Django admin for jobs and dead letters; Django's autodiscovery imports this.
+
+Both admins are read-only; dead letters are requeued or discarded through
+actions that call django_jobretry.deadletters (spec §5).
+"""
+
+from django.contrib import admin
+
+from django_jobretry.admin.dead_letters import DeadLetterAdmin
+from django_jobretry.admin.jobs import JobAdmin
+from django_jobretry.models import DeadLetter, Job
+
+admin.site.register(Job, JobAdmin)
+admin.site.register(DeadLetter, DeadLetterAdmin)
+
+__all__ = ["DeadLetterAdmin", "JobAdmin"]

@@ -1,0 +1,202 @@
+"""The dead-letter admin: find, understand, then requeue or discard - nothing else.
+
+Dead letters are read-only here: no add, no edit, no delete. They leave the
+table only through the Requeue and Discard actions, which need their own
+permissions (checked on the server, not just by hiding buttons) and go
+through django_jobretry.deadletters, the guarded compare-and-swap service.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, override
+
+from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.utils.safestring import SafeString
+
+from django_jobretry.admin import dashboard, operations, rendering
+from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList, QueueFilter, TaskFilter
+from django_jobretry.models import DeadLetter
+
+if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    _Base = admin.ModelAdmin[DeadLetter]
+else:
+    _Base = admin.ModelAdmin
+
+
+class DeadLetterAdmin(_Base):
+    """Newest dead first, filterable, searchable; actions instead of edits."""
+
+    list_display = (
+        "id",
+        "task",
+        "queue_name",
+        "reason_code",
+        "attempts_display",
+        "died",
+        "requeues",
+        "last_error_line",
+    )
+    list_display_links = ("id", "task")
+    list_filter = (QueueFilter, TaskFilter, "reason")
+    date_hierarchy = "dead_at"
+    search_fields = ("task_name", "last_error")
+    search_help_text = "Task or error text; a number also matches a dead-letter id or job id."
+    # Newest dead first, the (dead_at, id) index's order: the first page is an index scan.
+    ordering = ("-dead_at", "-id")
+    sortable_by = ("id", "died")
+    list_per_page = 50
+    # Never COUNT(*) the whole table (millions of rows) just to draw the list.
+    show_full_result_count = False
+    paginator = CappedCountPaginator
+    actions = ("requeue_selected", "discard_selected")
+    fieldsets = (
+        (None, {"fields": ("task_name", "queue_name", "policy_name", "reason", "attempts_display")}),
+        ("Job", {"fields": ("job_id", "priority", "unique_key")}),
+        ("Times", {"fields": ("enqueued_at", "first_attempt_at", "dead_at")}),
+        ("Last error", {"fields": ("last_error_class", "last_error")}),
+        ("Attempt history", {"fields": ("attempt_history",)}),
+        ("Requeue history", {"fields": ("requeue_count", "requeue_history_table")}),
+    )
+    readonly_fields = flatten_fieldsets(fieldsets)
+    change_list_template = "admin/django_jobretry/deadletter/change_list.html"
+    change_form_template = "admin/django_jobretry/deadletter/change_form.html"
+
+    class Media:
+        css = {"all": ("django_jobretry/admin.css",)}
+
+    # -- list columns and detail renderings ---------------------------------------
+
+    @admin.display(description="task", ordering="task_name")
+    def task(self, obj: DeadLetter) -> SafeString:
+        return rendering.breakable(obj.task_name)
+
+    @admin.display(description="attempts", ordering="attempts")
+    def attempts_display(self, obj: DeadLetter) -> str:
+        return f"{obj.attempts}/{obj.max_attempts}"
+
+    @admin.display(description="reason", ordering="reason")
+    def reason_code(self, obj: DeadLetter) -> str:
+        # The short code keeps the column narrow; the filter and detail page spell it out.
+        return obj.reason
+
+    @admin.display(description="dead at", ordering="dead_at")
+    def died(self, obj: DeadLetter) -> str:
+        # Compact and to the second: operators line this up with logs.
+        return timezone.localtime(obj.dead_at).strftime("%Y-%m-%d %H:%M:%S")
+
+    @admin.display(description="requeues", ordering="requeue_count")
+    def requeues(self, obj: DeadLetter) -> int:
+        return obj.requeue_count
+
+    @admin.display(description="last error")
+    def last_error_line(self, obj: DeadLetter) -> str:
+        return rendering.first_line(obj.last_error)
+
+    @admin.display(description="attempts, oldest first")
+    def attempt_history(self, obj: DeadLetter) -> SafeString:
+        return rendering.attempt_history(obj.errors, obj.attempts)
+
+    @admin.display(description="requeues")
+    def requeue_history_table(self, obj: DeadLetter) -> SafeString:
+        return rendering.requeue_history(obj.requeue_history)
+
+    @override
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: DeadLetter | None = None,
+    ) -> HttpResponse:
+        """Adds what depends on the viewer: the arguments and the operator buttons."""
+        if obj is not None:
+            context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
+        context["can_requeue"] = self.has_requeue_permission(request, obj)
+        context["can_discard"] = self.has_discard_permission(request, obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter], search_term: str
+    ) -> tuple[QuerySet[DeadLetter], bool]:
+        """Text search, plus exact dead-letter id or job id when the term is a number."""
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term.isdigit() and len(term) < 19:  # bigint range
+            found |= queryset.filter(pk=int(term)) | queryset.filter(job_id=int(term))
+        return found, duplicates
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return LightChangeList
+
+    # -- permissions: read-only, plus the two operator rights -----------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        # Deleting is discarding, which has its own permission and action.
+        return False
+
+    def has_requeue_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        return self._has(request, "requeue")
+
+    def has_discard_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        return self._has(request, "discard")
+
+    def _has(self, request: HttpRequest, action: str) -> bool:
+        codename = get_permission_codename(action, self.opts)
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+
+    # -- actions and extra pages ------------------------------------------------------
+
+    @admin.action(permissions=["requeue"], description="Requeue selected dead letters")
+    def requeue_selected(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
+        self._require(request, self.has_requeue_permission(request))
+        operations.requeue_selected(self, request, queryset)
+
+    @admin.action(permissions=["discard"], description="Discard selected dead letters")
+    def discard_selected(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter]
+    ) -> TemplateResponse | None:
+        self._require(request, self.has_discard_permission(request))
+        return operations.discard_selected(self, request, queryset)
+
+    @staticmethod
+    def _require(request: HttpRequest, allowed: bool) -> None:
+        """Defence in depth: Django already refuses actions a user lacks, check again."""
+        if not allowed:
+            raise PermissionDenied
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        wrap = self.admin_site.admin_view  # login, staff, CSRF, never_cache
+        own = [
+            path("dashboard/", wrap(self.dashboard_view), name="{}_{}_dashboard".format(*info)),
+            path("<path:object_id>/requeue/", wrap(self.requeue_view), name="{}_{}_requeue".format(*info)),
+            path("<path:object_id>/discard/", wrap(self.discard_view), name="{}_{}_discard".format(*info)),
+        ]
+        # Before the defaults, whose "<path:object_id>/" would swallow these.
+        return own + super().get_urls()
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        return dashboard.dashboard_view(self, request)
+
+    def requeue_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return operations.requeue_one(self, request, object_id)
+
+    def discard_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return operations.discard_one(self, request, object_id)

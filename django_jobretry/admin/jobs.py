@@ -1,0 +1,121 @@
+"""The job admin: read-only, because jobs change state only through the services.
+
+Editing a status or an attempt count by hand would bypass the lease and
+compare-and-swap rules the worker relies on (spec §4), so this admin has no
+add, change or delete at all - it is for looking: what is queued, what ran,
+how each attempt ended, and where a requeued job came from.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, override
+
+from django.contrib import admin
+from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils.safestring import SafeString
+
+from django_jobretry.admin import rendering
+from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList, QueueFilter, TaskFilter
+from django_jobretry.models import Job
+
+if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    _Base = admin.ModelAdmin[Job]
+else:
+    _Base = admin.ModelAdmin
+
+
+class JobAdmin(_Base):
+    """Jobs newest first, filterable by status, queue and task; nothing editable."""
+
+    list_display = (
+        "id",
+        "status",
+        "task",
+        "queue_name",
+        "attempts_display",
+        "run_at",
+        "requeues",
+    )
+    list_display_links = ("id", "task")
+    list_filter = ("status", QueueFilter, TaskFilter)
+    search_fields = ("task_name",)
+    search_help_text = "Task name, or a job id."
+    ordering = ("-id",)
+    sortable_by = ("id", "run_at")
+    list_per_page = 50
+    # The table keeps succeeded jobs until pruned: never COUNT(*) all of it.
+    show_full_result_count = False
+    paginator = CappedCountPaginator
+    actions = None
+    fieldsets = (
+        (None, {"fields": ("task_name", "queue_name", "policy_name", "status", "priority", "unique_key")}),
+        ("Attempts", {"fields": ("attempts_display", "run_at", "lease_owner", "lease_expires_at")}),
+        ("Times", {"fields": ("enqueued_at", "first_attempt_at", "started_at", "finished_at")}),
+        ("Attempt history", {"fields": ("attempt_history",)}),
+        ("Requeue history", {"fields": ("requeue_count", "requeue_history_table")}),
+    )
+    readonly_fields = flatten_fieldsets(fieldsets)
+    change_form_template = "admin/django_jobretry/job/change_form.html"
+
+    class Media:
+        css = {"all": ("django_jobretry/admin.css",)}
+
+    @admin.display(description="task", ordering="task_name")
+    def task(self, obj: Job) -> SafeString:
+        return rendering.breakable(obj.task_name)
+
+    @admin.display(description="attempts", ordering="attempts")
+    def attempts_display(self, obj: Job) -> str:
+        return f"{obj.attempts}/{obj.max_attempts}"
+
+    @admin.display(description="requeues", ordering="requeue_count")
+    def requeues(self, obj: Job) -> int:
+        return obj.requeue_count
+
+    @admin.display(description="attempts, oldest first")
+    def attempt_history(self, obj: Job) -> SafeString:
+        return rendering.attempt_history(obj.errors, obj.attempts)
+
+    @admin.display(description="requeues")
+    def requeue_history_table(self, obj: Job) -> SafeString:
+        return rendering.requeue_history(obj.requeue_history)
+
+    @override
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Job | None = None,
+    ) -> HttpResponse:
+        """Adds the arguments, which depend on the viewer's rights."""
+        if obj is not None:
+            context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        """Task-name search, plus the exact job id when the term is a number."""
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        term = search_term.strip()
+        if term.isdigit() and len(term) < 19:  # bigint range
+            found |= queryset.filter(pk=int(term))
+        return found, duplicates
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return LightChangeList
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return False

@@ -1,0 +1,117 @@
+"""HTML renderings shared by the job and dead-letter detail pages.
+
+Histories are stored as JSON lists; shown raw they are unreadable at 3 a.m.,
+so they become tables. Arguments may hold personal data: they are shown only
+to holders of ``view_job_payload`` and always pass the project's redactor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.http import HttpRequest
+from django.template.loader import render_to_string
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.display import humanize_delay
+from django_jobretry.models import Job
+
+logger = logging.getLogger("django_jobretry")
+
+#: "app_label.codename" of the right to see arguments (Job.Meta.permissions).
+PAYLOAD_PERMISSION = "django_jobretry.view_job_payload"
+#: The permission's human name, so the hint always matches what the user admin shows.
+PAYLOAD_PERMISSION_NAME = dict(Job._meta.permissions)["view_job_payload"]
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    """The first non-empty line of ``text``, cut to ``limit`` characters for list columns."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def breakable(dotted: str) -> SafeString:
+    """A dotted path that may wrap after each dot, so long task names leave room in lists."""
+    return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in dotted.split(".")))
+
+
+def _when(value: Any) -> Any:
+    """History timestamps are ISO strings in JSON; datetimes format with the admin's locale."""
+    return (parse_datetime(value) if isinstance(value, str) else None) or value
+
+
+def _delay(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return humanize_delay(timedelta(seconds=value))
+    return ""
+
+
+def attempt_history(errors: Any, attempts: int) -> SafeString:
+    """The attempt history as a table, oldest first; tracebacks fold away."""
+    entries = [
+        {
+            "attempt": entry.get("attempt", ""),
+            "at": _when(entry.get("at")),
+            "ended": entry.get("ended", ""),
+            "kind": entry.get("kind", ""),
+            "error_class": entry.get("error_class", ""),
+            "message": entry.get("message", ""),
+            "traceback": entry.get("traceback", ""),
+            "delay": _delay(entry.get("delay")),
+            "worker": entry.get("worker", ""),
+        }
+        for entry in (errors if isinstance(errors, list) else [])
+        if isinstance(entry, dict)
+    ]
+    # ERROR_HISTORY_LIMIT keeps the latest entries; say so when some were dropped.
+    recorded = max((e["attempt"] for e in entries if isinstance(e["attempt"], int)), default=0)
+    dropped = max(min(attempts, recorded) - len(entries), 0)
+    return render_to_string(
+        "admin/django_jobretry/includes/attempts.html", {"entries": entries, "dropped": dropped}
+    )
+
+
+def requeue_history(history: Any) -> SafeString:
+    """Where this job came from: one row per earlier death and requeue."""
+    entries = [
+        {**entry, "at": _when(entry.get("at")), "dead_at": _when(entry.get("dead_at"))}
+        for entry in (history if isinstance(history, list) else [])
+        if isinstance(entry, dict)
+    ]
+    return render_to_string("admin/django_jobretry/includes/requeues.html", {"entries": entries})
+
+
+def can_view_payload(request: HttpRequest) -> bool:
+    """Whether this user may see job arguments at all (before redaction)."""
+    return request.user.has_perm(PAYLOAD_PERMISSION)
+
+
+def payload(request: HttpRequest, task_name: str, args: Any, kwargs: Any) -> SafeString:
+    """Arguments as pretty JSON for permitted users, after PAYLOAD_REDACTOR; else a hint.
+
+    A redactor that fails hides the arguments (fail closed) rather than
+    showing what it was meant to hide.
+    """
+    context: dict[str, Any] = {"permission_name": PAYLOAD_PERMISSION_NAME}
+    if not can_view_payload(request):
+        context["hidden"] = True
+        return render_to_string("admin/django_jobretry/includes/payload.html", context)
+    redactor = jobretry_settings.payload_redactor
+    if redactor is not None:
+        try:
+            args, kwargs = redactor(task_name, list(args), dict(kwargs))
+        except Exception as exc:
+            # The message names the class only: arguments must never reach the logs.
+            logger.warning("PAYLOAD_REDACTOR failed for a %s job: %s", task_name, type(exc).__name__)
+            context["redactor_failed"] = type(exc).__name__
+            return render_to_string("admin/django_jobretry/includes/payload.html", context)
+    context["args"] = json.dumps(args, indent=2, ensure_ascii=False, default=str)
+    context["kwargs"] = json.dumps(kwargs, indent=2, ensure_ascii=False, default=str, sort_keys=True)
+    context["redacted"] = redactor is not None
+    return render_to_string("admin/django_jobretry/includes/payload.html", context)
