@@ -153,12 +153,20 @@ class Worker:
 
     def _loop(self) -> None:
         backoff = Backoff()
+        poll = jobretry_settings.poll_seconds
+        woken, next_poll = True, 0.0
         while not self.stopping.is_set():
             self.wake.clear()
+            claimed: int | None = None  # None: no claim was due this round
             try:
                 self._record_outcomes()
                 self._maybe_recover()
-                claimed = self._claim()
+                # Claim when woken (NOTIFY, a finished job) or when the poll is
+                # due; waking only to recover leases does not claim, so
+                # POLL_SECONDS keeps its meaning.
+                if woken or time.monotonic() >= next_poll:
+                    claimed = self._claim()
+                    next_poll = time.monotonic() + poll
                 backoff.succeeded()
             except CONNECTION_ERRORS as exc:
                 delay = backoff.failed()
@@ -169,14 +177,17 @@ class Worker:
                 )
                 drop_connection()
                 self.stopping.wait(delay)
+                woken = True
                 continue
             if self._finished(claimed):
                 return
-            if not claimed:
-                # Wake for recovery too: a long POLL_SECONDS must not delay it.
-                self.wake.wait(min(jobretry_settings.poll_seconds, self.options.recover_every))
+            if claimed:
+                woken = True
+                continue
+            next_recovery = self._last_recovery + self.options.recover_every
+            woken = self.wake.wait(max(min(next_poll, next_recovery) - time.monotonic(), 0))
 
-    def _finished(self, claimed: int) -> bool:
+    def _finished(self, claimed: int | None) -> bool:
         idle = not self.running and not self.pending and self.outbox.empty()
         if self.options.max_jobs is not None and self.claimed_total >= self.options.max_jobs and idle:
             return True
