@@ -1,0 +1,1 @@
+"""Real-browser tests: Playwright driving Debian's Chromium, headless, against pytest-django's live_server."""
