@@ -81,5 +81,9 @@ mutation: $(STAMP)
 	$(BIN)/mutmut results --all true > .mutmut-results.txt
 	$(BIN)/python -m devtools.mutation_score .mutmut-results.txt
 
+# Throughput/latency benchmark, then the claim query's EXPLAIN (docs/performance.md); not part of make test.
+bench: $(STAMP)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
+
 clean:
 	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt

@@ -1,0 +1,1 @@
+"""Benchmarks of the worker engine (not part of the test suite); see docs/performance.md."""
