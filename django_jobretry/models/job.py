@@ -60,6 +60,16 @@ class Job(models.Model):
                 name="jobretry_job_claim",
                 condition=models.Q(status="ready"),
             ),
+            # The same for workers started with --queue: without queue_name in
+            # front, a rare queue with a backlog is found by scan and sort.
+            models.Index(
+                "queue_name",
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="jobretry_job_claim_queue",
+                condition=models.Q(status="ready"),
+            ),
             # Lease recovery: WHERE status = 'running' AND lease_expires_at < now().
             models.Index(
                 fields=["lease_expires_at"],

@@ -57,7 +57,10 @@ class Command(BaseCommand):
             help="only run jobs of this queue; repeat for several (default: all queues)",
         )
         parser.add_argument(
-            "--concurrency", type=positive_int, default=1, help="jobs in flight (default: %(default)s)"
+            "--concurrency",
+            type=positive_int,
+            default=10,
+            help="jobs run at once, each in its own thread (default: %(default)s)",
         )
         parser.add_argument("--burst", action="store_true", help="exit 0 once no job is due")
         parser.add_argument("--max-jobs", type=positive_int, help="exit after running this many jobs")

@@ -46,7 +46,7 @@ class WorkerOptions:
     """How one worker process runs; defaults come from JOBRETRY."""
 
     queues: Sequence[str] | None = None
-    concurrency: int = 1
+    concurrency: int = 10
     burst: bool = False
     max_jobs: int | None = None
     lease_seconds: float | None = None
@@ -195,6 +195,10 @@ class Worker:
 
     def _claim(self) -> int:
         free = self.options.concurrency - len(self.running)
+        # While busy, wait until half the slots are free: one claim of many
+        # jobs costs about what one claim of a single job does.
+        if self.running and free < max(1, self.options.concurrency // 2):
+            return 0
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self.claimed_total)
         if free <= 0:

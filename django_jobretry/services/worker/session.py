@@ -36,7 +36,9 @@ def unmark_bookkeeping_thread() -> None:
 def apply_timeouts(conn: Any) -> None:
     with conn.cursor() as cursor:
         for name, value in jobretry_settings.session_timeouts_ms.items():
-            cursor.execute(f"SET {name} = %s", [f"{value}ms"])
+            # set_config, not SET: SET cannot take a bound parameter, which
+            # breaks under OPTIONS={"server_side_binding": True}.
+            cursor.execute("SELECT set_config(%s, %s, false)", [name, f"{value}ms"])
 
 
 @receiver(connection_created)
