@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import DurationField, QuerySet, Value
@@ -240,6 +241,12 @@ def _max_attempts(dead: DeadLetter) -> int:
         return dead.max_attempts
 
 
+def _send(signal: Any, **kwargs: Any) -> None:
+    for receiver, result in signal.send_robust(DeadLetter, **kwargs):
+        if isinstance(result, Exception):
+            logger.error("signal receiver %r failed", receiver, exc_info=result)
+
+
 def _after_requeue(dead: DeadLetter, job: Job, actor: str | None) -> None:
     logger.info(
         "dead letter %s requeued as job %s",
@@ -256,8 +263,8 @@ def _after_requeue(dead: DeadLetter, job: Job, actor: str | None) -> None:
             "requeue_count": job.requeue_count,
         },
     )
-    signals.job_requeued.send_robust(
-        DeadLetter,
+    _send(
+        signals.job_requeued,
         dead_letter_id=dead.pk,
         job_id=job.pk,
         task_name=job.task_name,
@@ -281,8 +288,8 @@ def _after_discard(dead: DeadLetter, actor: str | None) -> None:
             "actor": actor or "",
         },
     )
-    signals.dead_letter_discarded.send_robust(
-        DeadLetter,
+    _send(
+        signals.dead_letter_discarded,
         dead_letter_id=dead.pk,
         job_id=dead.job_id,
         task_name=dead.task_name,

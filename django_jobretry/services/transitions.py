@@ -58,6 +58,7 @@ def claim_sql(*, filter_queues: bool) -> str:
         WITH picked AS (
             SELECT id FROM {JOB}
             WHERE status = 'ready' AND run_at <= statement_timestamp() {queue_filter}
+              AND attempts < max_attempts
             ORDER BY priority DESC, run_at, id
             LIMIT %(limit)s
             FOR UPDATE SKIP LOCKED

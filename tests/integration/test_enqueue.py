@@ -137,8 +137,8 @@ def test_unknown_policy_fails_at_enqueue_and_writes_nothing() -> None:
 
 
 def test_inline_policy_freezes_its_max_attempts() -> None:
-    row = jobs.budgeted_fatal.enqueue("x")
-    assert (row.policy_name, row.max_attempts) == (INLINE_POLICY, 2)
+    row = jobs.budgeted.enqueue("x")
+    assert (row.policy_name, row.max_attempts) == (INLINE_POLICY, 1)
 
 
 def test_using_takes_only_policy_names() -> None:

@@ -266,29 +266,42 @@ class TestRecorder:
 
 
 class TestAutomaticRequeue:
-    def test_budget_requeues_once_then_the_job_stays_dead(self) -> None:
-        from django_jobretry import FatalError
-
-        enqueued = jobs.budgeted_fatal.enqueue("budget")
+    def fail(self, error: BaseException) -> None:
         claimed = claim_one()
-        Recorder(OWNER, object).record_failure(Outcome(claimed, FatalError("x"), AttemptEnd.ERROR))
+        Recorder(OWNER, object).record_failure(Outcome(claimed, error, AttemptEnd.ERROR))
+
+    def test_budget_requeues_once_then_the_job_stays_dead(self) -> None:
+        enqueued = jobs.budgeted.enqueue("budget")
+        self.fail(ConnectionResetError("down"))
         [revived] = Job.objects.filter(args=["budget"])
         assert (revived.requeue_count, revived.requeue_history[0]["by"]) == (1, "automatic (requeue_budget)")
         assert revived.run_at > revived.enqueued_at  # after max_delay, not at once
         assert not DeadLetter.objects.exists()
         Job.objects.filter(pk=revived.pk).update(run_at=Now())
-        claimed = claim_one()
-        Recorder(OWNER, object).record_failure(Outcome(claimed, FatalError("x"), AttemptEnd.ERROR))
+        self.fail(ConnectionResetError("down"))
         dead = DeadLetter.objects.get()
-        assert (dead.requeue_count, dead.job_id) == (1, revived.pk)
+        assert (dead.requeue_count, dead.job_id, dead.reason) == (1, revived.pk, "exhausted")
         assert not Job.objects.exists()
         assert enqueued.pk != revived.pk
 
-    def test_without_a_budget_nothing_is_requeued(self) -> None:
+    def test_fatal_deaths_are_not_requeued_automatically(self) -> None:
         from django_jobretry import FatalError
 
-        jobs.fatal.enqueue("no-budget")
-        claimed = claim_one()
-        Recorder(OWNER, object).record_failure(Outcome(claimed, FatalError("x"), AttemptEnd.ERROR))
-        assert DeadLetter.objects.count() == 1
+        jobs.budgeted.enqueue("fatal", fatal=True)
+        self.fail(FatalError("bad payload"))
+        assert DeadLetter.objects.get().reason == "fatal"
         assert not Job.objects.exists()
+
+    def test_without_a_budget_nothing_is_requeued(self) -> None:
+        jobs.always_fails.using(policy="default").enqueue("no-budget")
+        Job.objects.update(max_attempts=1)
+        self.fail(ConnectionResetError("down"))
+        assert DeadLetter.objects.get().reason == "exhausted"
+        assert not Job.objects.exists()
+
+
+def test_a_row_that_could_never_run_is_not_claimed() -> None:
+    """attempts == max_attempts on a ready row (only raw SQL makes one) must not crash the claim."""
+    enqueued = jobs.record.enqueue("impossible")
+    Job.objects.filter(pk=enqueued.pk).update(attempts=3)
+    assert transitions.claim(OWNER, 10, 30, None) == []

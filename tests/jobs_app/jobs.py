@@ -60,11 +60,13 @@ def takes_anything(*args: object, **kwargs: object) -> None:
     """Accepts any arguments: for the enqueue validation tests."""
 
 
-#: Two attempts, then dead - and one automatic requeue, spent after 10 ms.
-BUDGETED = RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.01, jitter=0, requeue_budget=1)
+#: One attempt, then dead - and one automatic requeue, spent after 10 ms.
+BUDGETED = RetryPolicy(max_attempts=1, base_delay=0.01, max_delay=0.01, jitter=0, requeue_budget=1)
 
 
 @job(policy=BUDGETED)
-def budgeted_fatal(key: str) -> None:
+def budgeted(key: str, fatal: bool = False) -> None:
     _record(key)
-    raise FatalError(f"still broken: {key}")
+    if fatal:
+        raise FatalError(f"payload of {key} is invalid")
+    raise ConnectionResetError(f"still down: {key}")

@@ -29,7 +29,10 @@ def duration(text: str) -> timedelta:
 
 
 class Command(BaseCommand):
-    help = "Delete succeeded jobs finished longer ago than --older-than (dead letters are kept)."
+    help = (
+        "Delete succeeded jobs finished longer ago than --older-than; dead letters only when "
+        "DEAD_LETTER_RETENTION_DAYS or --dead-letters-older-than says so."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

@@ -45,6 +45,8 @@ def describe(policy: RetryPolicy) -> str:
     ]
     if policy.retry_for is not None:
         parts.append(f"gives up {humanize_delay(policy.retry_for)} after the first attempt")
+    if policy.requeue_budget:
+        parts.append(f"then requeued automatically up to {policy.requeue_budget}x")
     if policy.total_budget is not None:
         parts.append(f"budget {humanize_delay(policy.total_budget)}")
     return ", ".join(parts)

@@ -179,6 +179,22 @@ class Worker:
                 self.stopping.wait(delay)
                 woken = True
                 continue
+            except DatabaseError as exc:
+                # Any other database error must not kill the worker either. Log
+                # the class and SQLSTATE only: PostgreSQL's message may quote a
+                # row, i.e. job arguments, which never go to the logs.
+                delay = backoff.failed()
+                sqlstate = getattr(getattr(exc.__cause__, "diag", None), "sqlstate", None)
+                logger.error(
+                    "database error in the worker loop (%s, SQLSTATE %s); retrying in %.1fs",
+                    type(exc).__name__,
+                    sqlstate,
+                    delay,
+                    extra={"worker": self.id, "error_class": type(exc).__name__, "sqlstate": sqlstate},
+                )
+                self.stopping.wait(delay)
+                woken = True
+                continue
             if self._finished(claimed):
                 return
             if claimed:

@@ -133,7 +133,8 @@ class Recorder:
                 ),
             )
             self._send(signals.job_dead_lettered, job, reason=reason.value, dead_letter_id=dead_id)
-            if policy.requeue_budget:
+            # Fatal means retrying cannot help: the budget is for transient outages.
+            if policy.requeue_budget and reason is not DeadReason.FATAL:
                 self._auto_requeue(job, policy, dead_id)
         else:
             logger.info(
