@@ -12,6 +12,7 @@ from django_jobretry.services.deadletters import (
     discard_many,
     filtered,
     list_dead,
+    page_of,
     requeue,
     requeue_many,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "discard_many",
     "filtered",
     "list_dead",
+    "page_of",
     "requeue",
     "requeue_many",
 ]

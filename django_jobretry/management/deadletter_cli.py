@@ -16,12 +16,11 @@ from typing import Any, Protocol
 
 from django.core.management.base import DjangoHelpFormatter, OutputWrapper
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import DurationField, QuerySet, Value
-from django.db.models.functions import Now
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.deadletters import Page, filtered
+from django_jobretry.deadletters import filtered
 from django_jobretry.display import humanize_delay
 from django_jobretry.models import DeadLetter
 
@@ -130,24 +129,10 @@ def select(
     error_class: str | None,
     older_than: timedelta | None,
 ) -> QuerySet[DeadLetter]:
-    """Dead letters matching the filters, newest dead first; ages use the database clock."""
-    queryset = filtered(queue_name=queue, task_name=task, reason=reason)
-    if error_class is not None:
-        queryset = queryset.filter(last_error_class=error_class)
-    if older_than is not None:
-        queryset = queryset.filter(dead_at__lt=Now() - Value(older_than, output_field=DurationField()))
-    return queryset
-
-
-def page(queryset: QuerySet[DeadLetter], *, size: int, after: tuple[datetime, int] | None) -> Page:
-    """One keyset page on (dead_at, id) of a newest-first queryset, as list_dead does."""
-    if after is not None:
-        dead_at, last_id = after
-        queryset = queryset.filter(dead_at__lte=dead_at).exclude(dead_at=dead_at, id__gte=last_id)
-    items = list(queryset[: size + 1])
-    more = len(items) > size
-    items = items[:size]
-    return Page(items, (items[-1].dead_at, items[-1].pk) if more else None)
+    """Dead letters matching the command's filters, newest dead first."""
+    return filtered(
+        queue_name=queue, task_name=task, reason=reason, error_class=error_class, older_than=older_than
+    )
 
 
 # --- rendering -----------------------------------------------------------------------------------

@@ -77,9 +77,14 @@ class BulkResult:
 
 
 def filtered(
-    *, queue_name: str | None = None, task_name: str | None = None, reason: str | None = None
+    *,
+    queue_name: str | None = None,
+    task_name: str | None = None,
+    reason: str | None = None,
+    error_class: str | None = None,
+    older_than: timedelta | None = None,
 ) -> QuerySet[DeadLetter]:
-    """Dead letters matching the filters, newest dead first."""
+    """Dead letters matching the filters, newest dead first; ages use the database clock."""
     if reason is not None and reason not in DeadReason.values:
         raise ValueError(f"reason {reason!r} is invalid: one of {DeadReason.values}")
     queryset = DeadLetter.objects.order_by("-dead_at", "-id")
@@ -89,6 +94,10 @@ def filtered(
         queryset = queryset.filter(task_name=task_name)
     if reason is not None:
         queryset = queryset.filter(reason=reason)
+    if error_class is not None:
+        queryset = queryset.filter(last_error_class=error_class)
+    if older_than is not None:
+        queryset = queryset.filter(dead_at__lt=Now() - Value(older_than, output_field=DurationField()))
     return queryset
 
 
@@ -97,13 +106,26 @@ def list_dead(
     queue_name: str | None = None,
     task_name: str | None = None,
     reason: str | None = None,
+    error_class: str | None = None,
+    older_than: timedelta | None = None,
     limit: int = 50,
     after: tuple[datetime, int] | None = None,
 ) -> Page:
     """A page of dead letters, keyset-paginated on (dead_at, id): cheap at any depth."""
+    queryset = filtered(
+        queue_name=queue_name,
+        task_name=task_name,
+        reason=reason,
+        error_class=error_class,
+        older_than=older_than,
+    )
+    return page_of(queryset, limit=limit, after=after)
+
+
+def page_of(queryset: QuerySet[DeadLetter], *, limit: int, after: tuple[datetime, int] | None) -> Page:
+    """One keyset page of a newest-first queryset (see filtered())."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
         raise ValueError(f"limit {limit!r} is invalid: an integer from 1 to 1000")
-    queryset = filtered(queue_name=queue_name, task_name=task_name, reason=reason)
     if after is not None:
         dead_at, last_id = after
         queryset = queryset.filter(dead_at__lte=dead_at).exclude(dead_at=dead_at, id__gte=last_id)

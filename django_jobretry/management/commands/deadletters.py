@@ -135,7 +135,7 @@ class Command(BaseCommand):
         )
 
     def list_page(self) -> None:
-        page = cli.page(self.selection(), size=self.options["limit"], after=self.options["after"])
+        page = service.page_of(self.selection(), limit=self.options["limit"], after=self.options["after"])
         cursor = cli.format_cursor(page.next_cursor) if page.next_cursor else None
         if self.options["json"]:
             out = {"items": [cli.summary(dead) for dead in page.items], "next_cursor": cursor}
