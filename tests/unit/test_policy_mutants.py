@@ -162,3 +162,37 @@ def test_distinct_policies_do_not_all_share_one_hash() -> None:
     policies = [RetryPolicy(max_attempts=n) for n in range(1, 21)]
     assert len({hash(p) for p in policies}) > 1
     assert len(set(policies)) == 20
+
+
+@pytest.mark.parametrize("budget", [0, 1, 100])
+def test_requeue_budget_is_kept(budget: int) -> None:
+    assert RetryPolicy(requeue_budget=budget).requeue_budget == budget
+
+
+@pytest.mark.parametrize("budget", [-1, 101, 1.0, True, "1", None])
+def test_bad_requeue_budget_names_field_value_and_range(budget: object) -> None:
+    with pytest.raises(InvalidPolicy) as caught:
+        RetryPolicy(requeue_budget=budget)  # type: ignore[arg-type]
+    assert (caught.value.field, caught.value.value) == ("requeue_budget", budget)
+    assert caught.value.allowed == "an integer from 0 (never requeue automatically) to 100"
+
+
+def test_requeue_budget_is_part_of_equality() -> None:
+    assert RetryPolicy(requeue_budget=1) != RetryPolicy(requeue_budget=2)
+    assert "requeue_budget=3" in repr(RetryPolicy(requeue_budget=3))
+
+
+@pytest.mark.parametrize("elapsed", [timedelta(seconds=-1), 5])
+def test_bad_elapsed_names_field_and_value(elapsed: object) -> None:
+    with pytest.raises(InvalidPolicy) as caught:
+        POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, elapsed=elapsed)  # type: ignore[arg-type]
+    assert (caught.value.field, caught.value.value) == ("elapsed", elapsed)
+    assert caught.value.allowed == "a timedelta >= 0 (time since the first attempt), or None"
+
+
+def test_zero_elapsed_is_allowed() -> None:
+    assert isinstance(POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, elapsed=timedelta(0)), Retry)
+
+
+def test_no_automatic_requeue_by_default() -> None:
+    assert RetryPolicy().requeue_budget == 0
