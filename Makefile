@@ -28,6 +28,7 @@ help:
 	@echo "make docs       build the docs with warnings as errors"
 	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
 	@echo "make mutation   mutation testing of the policy module (slow; not part of make test)"
+	@echo "make bench      worker and dead-letter admin benchmarks (docs/performance.md)"
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python >= 3.12 found; install one or pass PYTHON=..." >&2; exit 1; }
@@ -81,9 +82,11 @@ mutation: $(STAMP)
 	$(BIN)/mutmut results --all true > .mutmut-results.txt
 	$(BIN)/python -m devtools.mutation_score .mutmut-results.txt
 
-# Throughput/latency benchmark, then the claim query's EXPLAIN (docs/performance.md); not part of make test.
+# Benchmarks (docs/performance.md), not part of make test: worker throughput and latency with the
+# claim's EXPLAIN, then the dead-letter admin on 1,000,000 rows.
 bench: $(STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/deadletters.py $(BENCH_DEADLETTER_ARGS)
 
 clean:
 	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt

@@ -153,7 +153,17 @@ class IndexedDatesQuerySet(_QuerySet):
 
 
 class LightChangeList(ChangeList):
-    """Leaves JSON columns (histories, arguments: up to megabytes a row) out of the list."""
+    """Leaves JSON columns (histories, arguments: up to megabytes a row) out of the list.
+
+    With a search active the date hierarchy is hidden: a substring search no
+    index can serve would make each of its probes walk the whole table
+    (seconds on a million rows when nothing matches).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.query:
+            self.date_hierarchy = None
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset = super().get_queryset(request, exclude_parameters)

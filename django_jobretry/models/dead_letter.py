@@ -50,6 +50,14 @@ class DeadLetter(models.Model):
         indexes = [
             # Listing: newest dead first, keyset-paginated on (dead_at, id).
             models.Index(models.F("dead_at").desc(), models.F("id").desc(), name="jobretry_dead_newest"),
+            # The same order within one queue, task or reason: a filter that
+            # matches few rows must not scan the table (admin, command, API).
+            *(
+                models.Index(
+                    field, models.F("dead_at").desc(), models.F("id").desc(), name=f"jobretry_dead_{short}"
+                )
+                for field, short in (("queue_name", "queue"), ("task_name", "task"), ("reason", "reason"))
+            ),
         ]
         constraints = [
             models.CheckConstraint(

@@ -605,3 +605,11 @@ def test_indexed_date_hierarchy_matches_djangos_distinct(zone: str) -> None:
                 for order in ("ASC", "DESC"):
                     expected = list(base.datetimes("dead_at", kind, order))
                     assert list(fast.datetimes("dead_at", kind, order)) == expected, (kind, order)
+
+
+@pytest.mark.django_db
+def test_a_search_hides_the_date_hierarchy(admin_client: Any) -> None:
+    """A substring search would make every date-hierarchy probe walk the table."""
+    url = reverse("admin:django_jobretry_deadletter_changelist")
+    assert admin_client.get(url).context["cl"].date_hierarchy == "dead_at"
+    assert admin_client.get(url, {"q": "timeout"}).context["cl"].date_hierarchy is None
