@@ -20,10 +20,10 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
-from django.utils.safestring import SafeString
 
 from django_jobretry.admin import dashboard, operations, rendering
 from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList, QueueFilter, TaskFilter
+from django_jobretry.admin.display import JobRecordDisplay
 from django_jobretry.models import DeadLetter
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -32,7 +32,7 @@ else:
     _Base = admin.ModelAdmin
 
 
-class DeadLetterAdmin(_Base):
+class DeadLetterAdmin(JobRecordDisplay, _Base):
     """Newest dead first, filterable, searchable; actions instead of edits."""
 
     list_display = (
@@ -70,18 +70,7 @@ class DeadLetterAdmin(_Base):
     change_list_template = "admin/django_jobretry/deadletter/change_list.html"
     change_form_template = "admin/django_jobretry/deadletter/change_form.html"
 
-    class Media:
-        css = {"all": ("django_jobretry/admin.css",)}
-
     # -- list columns and detail renderings ---------------------------------------
-
-    @admin.display(description="task", ordering="task_name")
-    def task(self, obj: DeadLetter) -> SafeString:
-        return rendering.breakable(obj.task_name)
-
-    @admin.display(description="attempts", ordering="attempts")
-    def attempts_display(self, obj: DeadLetter) -> str:
-        return f"{obj.attempts}/{obj.max_attempts}"
 
     @admin.display(description="reason", ordering="reason")
     def reason_code(self, obj: DeadLetter) -> str:
@@ -93,21 +82,9 @@ class DeadLetterAdmin(_Base):
         # Compact and to the second: operators line this up with logs.
         return timezone.localtime(obj.dead_at).strftime("%Y-%m-%d %H:%M:%S")
 
-    @admin.display(description="requeues", ordering="requeue_count")
-    def requeues(self, obj: DeadLetter) -> int:
-        return obj.requeue_count
-
     @admin.display(description="last error")
     def last_error_line(self, obj: DeadLetter) -> str:
         return rendering.first_line(obj.last_error)
-
-    @admin.display(description="attempts, oldest first")
-    def attempt_history(self, obj: DeadLetter) -> SafeString:
-        return rendering.attempt_history(obj.errors, obj.attempts)
-
-    @admin.display(description="requeues")
-    def requeue_history_table(self, obj: DeadLetter) -> SafeString:
-        return rendering.requeue_history(obj.requeue_history)
 
     @override
     def render_change_form(

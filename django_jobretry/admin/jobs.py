@@ -15,10 +15,10 @@ from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.utils.safestring import SafeString
 
 from django_jobretry.admin import rendering
 from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList, QueueFilter, TaskFilter
+from django_jobretry.admin.display import JobRecordDisplay
 from django_jobretry.models import Job
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -27,7 +27,7 @@ else:
     _Base = admin.ModelAdmin
 
 
-class JobAdmin(_Base):
+class JobAdmin(JobRecordDisplay, _Base):
     """Jobs newest first, filterable by status, queue and task; nothing editable."""
 
     list_display = (
@@ -59,29 +59,6 @@ class JobAdmin(_Base):
     )
     readonly_fields = flatten_fieldsets(fieldsets)
     change_form_template = "admin/django_jobretry/job/change_form.html"
-
-    class Media:
-        css = {"all": ("django_jobretry/admin.css",)}
-
-    @admin.display(description="task", ordering="task_name")
-    def task(self, obj: Job) -> SafeString:
-        return rendering.breakable(obj.task_name)
-
-    @admin.display(description="attempts", ordering="attempts")
-    def attempts_display(self, obj: Job) -> str:
-        return f"{obj.attempts}/{obj.max_attempts}"
-
-    @admin.display(description="requeues", ordering="requeue_count")
-    def requeues(self, obj: Job) -> int:
-        return obj.requeue_count
-
-    @admin.display(description="attempts, oldest first")
-    def attempt_history(self, obj: Job) -> SafeString:
-        return rendering.attempt_history(obj.errors, obj.attempts)
-
-    @admin.display(description="requeues")
-    def requeue_history_table(self, obj: Job) -> SafeString:
-        return rendering.requeue_history(obj.requeue_history)
 
     @override
     def render_change_form(

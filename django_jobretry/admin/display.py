@@ -1,0 +1,40 @@
+"""Columns and detail renderings the job and dead-letter pages share.
+
+A dead letter is the job it was, plus how it died: both pages show the
+same task, attempt count, histories and stylesheet, from this one place.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils.safestring import SafeString
+
+from django_jobretry.admin import rendering
+from django_jobretry.models import DeadLetter, Job
+
+
+class JobRecordDisplay:
+    """Display methods for a Job or a DeadLetter; mixed into both ModelAdmins."""
+
+    class Media:
+        css = {"all": ("django_jobretry/admin.css",)}
+
+    @admin.display(description="task", ordering="task_name")
+    def task(self, obj: Job | DeadLetter) -> SafeString:
+        return rendering.breakable(obj.task_name)
+
+    @admin.display(description="attempts", ordering="attempts")
+    def attempts_display(self, obj: Job | DeadLetter) -> str:
+        return f"{obj.attempts}/{obj.max_attempts}"
+
+    @admin.display(description="requeues", ordering="requeue_count")
+    def requeues(self, obj: Job | DeadLetter) -> int:
+        return obj.requeue_count
+
+    @admin.display(description="attempts, oldest first")
+    def attempt_history(self, obj: Job | DeadLetter) -> SafeString:
+        return rendering.attempt_history(obj.errors, obj.attempts)
+
+    @admin.display(description="requeues")
+    def requeue_history_table(self, obj: Job | DeadLetter) -> SafeString:
+        return rendering.requeue_history(obj.requeue_history)
