@@ -27,7 +27,8 @@ def many_dead() -> None:
             INSERT INTO {TABLE} (job_id, task_name, queue_name, policy_name, priority, args, kwargs, reason,
                                  attempts, max_attempts, errors, last_error_class, last_error, requeue_count,
                                  requeue_history, enqueued_at, dead_at)
-            SELECT g, 'shop.task' || (g % 20), CASE WHEN g % 1000 = 0 THEN 'rare' ELSE 'default' END,
+            SELECT g, CASE WHEN g % 1000 = 1 THEN 'shop.rare' ELSE 'shop.task' || (g % 20) END,
+                   CASE WHEN g % 1000 = 0 THEN 'rare' ELSE 'default' END,
                    'default', 0, '[]', '{{}}', CASE WHEN g % 2 = 0 THEN 'fatal' ELSE 'exhausted' END,
                    1, 3, '[]', 'builtins.ValueError', 'boom', 0, '[]', now(), now() - g * interval '1 second'
             FROM generate_series(1, 50000) AS g
@@ -46,11 +47,17 @@ def plan(queryset: Any) -> str:
     [
         ({}, "jobretry_dead_newest"),
         ({"queue_name": "rare"}, "jobretry_dead_queue"),
-        ({"task_name": "shop.task3"}, "jobretry_dead_task"),
+        ({"task_name": "shop.rare"}, "jobretry_dead_task"),
     ],
 )
-def test_first_page_is_an_ordered_index_scan(filters: dict[str, Any], index: str) -> None:
+def test_first_page_reads_an_index_not_the_table(filters: dict[str, Any], index: str) -> None:
+    """Rare values (0.1 %) are the case a shared index would serve by walking most of it.
+
+    The planner may sort the few rows a rare value matches; what must never
+    happen is reading the whole table.
+    """
     text = plan(service.filtered(**filters)[:50])
     assert index in text, text
     assert "Seq Scan" not in text, text
-    assert "Sort" not in text.replace("Sort Key", ""), text
+    if not filters:
+        assert "Sort" not in text.replace("Sort Key", ""), text
