@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.apps import AppConfig
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.settings_schema import validate
@@ -20,3 +20,23 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
     """Report every problem in settings.JOBRETRY, each with its own id and hint."""
     _, problems = validate(jobretry_settings.raw)
     return [Error(p.msg, hint=p.hint, id=f"django_jobretry.{p.id}") for p in problems]
+
+
+@register()
+def check_heartbeat(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """Warn when HEARTBEAT_SECONDS is too long for the lease: the worker would cap it silently."""
+    raw = jobretry_settings.raw
+    if validate(raw)[1] or not isinstance(raw, dict) or raw.get("HEARTBEAT_SECONDS") is None:
+        return []
+    lease, heartbeat = jobretry_settings.lease_seconds, float(raw["HEARTBEAT_SECONDS"])
+    if heartbeat <= lease / 3:
+        return []
+    return [
+        Warning(
+            f'JOBRETRY["HEARTBEAT_SECONDS"] = {raw["HEARTBEAT_SECONDS"]!r} is more than a third of '
+            f"LEASE_SECONDS ({lease:g}); workers beat every {lease / 3:g} s instead, so two heartbeats "
+            "can fail before a lease expires.",
+            hint="Set HEARTBEAT_SECONDS to at most LEASE_SECONDS / 3, or leave it unset (None).",
+            id="django_jobretry.W001",
+        )
+    ]

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.checks import Error
+from django.core.checks import Error, Warning
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from django_jobretry.checks import check_settings
+from django_jobretry.checks import check_heartbeat, check_settings
 
 
 def errors_for(jobretry: Any) -> list[Error]:
@@ -179,3 +179,19 @@ def test_e008_payload_redactor(value: Any, fragment: str) -> None:
 
 def test_e008_accepts_a_callable_path() -> None:
     assert errors_for({"PAYLOAD_REDACTOR": "builtins.print"}) == []
+
+
+def test_w001_heartbeat_longer_than_a_third_of_the_lease() -> None:
+    with override_settings(JOBRETRY={"LEASE_SECONDS": 30, "HEARTBEAT_SECONDS": 15}):
+        [warning] = check_heartbeat()
+    assert warning.id == "django_jobretry.W001"
+    assert "workers beat every 10 s instead" in warning.msg
+    assert isinstance(warning, Warning)
+
+
+@pytest.mark.parametrize(
+    "jobretry", [{"LEASE_SECONDS": 30, "HEARTBEAT_SECONDS": 10}, {}, {"LEASE_SECONDS": 0}]
+)
+def test_w001_silent_when_fine_or_already_an_error(jobretry: Any) -> None:
+    with override_settings(JOBRETRY=jobretry):
+        assert check_heartbeat() == []
