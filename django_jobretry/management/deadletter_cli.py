@@ -81,16 +81,6 @@ def rate(text: str) -> float:
     return per_second
 
 
-def limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{value} is not between 1 and 1000")
-    return value
-
-
 def format_cursor(cursor: tuple[datetime, int]) -> str:
     return f"{cursor[0].isoformat()},{cursor[1]}"
 

@@ -18,8 +18,7 @@ from django.db.models import QuerySet
 
 from django_jobretry import deadletters as service
 from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management.commands.prunejobs import duration
-from django_jobretry.management.commands.runworker import positive_int, queue_name
+from django_jobretry.management.arguments import duration, page_size, positive_int, queue_name
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 
 #: Dead letters acted on per service call when unpaced: the unit of progress and of Ctrl-C loss.
@@ -65,7 +64,7 @@ class Command(BaseCommand):
         )
         listing.description = "Dead letters matching the filters, newest dead first, a page at a time."
         _filters(listing)
-        listing.add_argument("--limit", type=cli.limit, default=50, help="page size, 1-1000 (default 50)")
+        listing.add_argument("--limit", type=page_size, default=50, help="page size, 1-1000 (default 50)")
         listing.add_argument("--after", type=cli.cursor, metavar="CURSOR", help="the next page's cursor")
         listing.add_argument("--json", action="store_true", help="machine-readable output")
         show = actions.add_parser(

@@ -7,25 +7,14 @@ is set or --dead-letters-older-than is given; then they are pruned by age
 
 from __future__ import annotations
 
-import argparse
-import re
 from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.management.arguments import duration
 from django_jobretry.services.retention import prune_dead_letters, prune_succeeded
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def duration(text: str) -> timedelta:
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30d, 12h, 15m or 90s")
-    return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
 
 
 class Command(BaseCommand):

@@ -5,44 +5,16 @@ A thin shell around services.worker.Worker, which is what tests drive.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.management.arguments import positive_int, queue_name, seconds
 from django_jobretry.services.worker import Worker, WorkerOptions
-from django_jobretry.validation import InvalidJob, check_queue_name
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not >= 1")
-    return value
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= value <= 86_400:
-        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 86400 seconds")
-    return value
-
-
-def queue_name(text: str) -> str:
-    try:
-        return check_queue_name(text)
-    except InvalidJob as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class Command(BaseCommand):
