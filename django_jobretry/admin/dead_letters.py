@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, override
 
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
-from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -22,8 +21,8 @@ from django.urls import URLPattern, path
 from django.utils import timezone
 
 from django_jobretry.admin import dashboard, operations, rendering
-from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList, QueueFilter, TaskFilter
-from django_jobretry.admin.display import JobRecordDisplay
+from django_jobretry.admin.changelist import CappedCountPaginator, QueueFilter, TaskFilter
+from django_jobretry.admin.display import JobRecordDisplay, exact_id
 from django_jobretry.models import DeadLetter
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -108,21 +107,11 @@ class DeadLetterAdmin(JobRecordDisplay, _Base):
     ) -> tuple[QuerySet[DeadLetter], bool]:
         """Text search, plus exact dead-letter id or job id when the term is a number."""
         found, duplicates = super().get_search_results(request, queryset, search_term)
-        term = search_term.strip()
-        if term.isdigit() and len(term) < 19:  # bigint range
-            found |= queryset.filter(pk=int(term)) | queryset.filter(job_id=int(term))
+        if (number := exact_id(search_term)) is not None:
+            found |= queryset.filter(pk=number) | queryset.filter(job_id=number)
         return found, duplicates
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return LightChangeList
-
     # -- permissions: read-only, plus the two operator rights -----------------------
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
-        return False
 
     def has_delete_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
         # Deleting is discarding, which has its own permission and action.

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any, override
 
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
-from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from django_jobretry.admin import rendering
-from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList, QueueFilter, TaskFilter
-from django_jobretry.admin.display import JobRecordDisplay
+from django_jobretry.admin.changelist import CappedCountPaginator, QueueFilter, TaskFilter
+from django_jobretry.admin.display import JobRecordDisplay, exact_id
 from django_jobretry.models import Job
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -80,19 +79,9 @@ class JobAdmin(JobRecordDisplay, _Base):
     ) -> tuple[QuerySet[Job], bool]:
         """Task-name search, plus the exact job id when the term is a number."""
         found, duplicates = super().get_search_results(request, queryset, search_term)
-        term = search_term.strip()
-        if term.isdigit() and len(term) < 19:  # bigint range
-            found |= queryset.filter(pk=int(term))
+        if (number := exact_id(search_term)) is not None:
+            found |= queryset.filter(pk=number)
         return found, duplicates
-
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return LightChangeList
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
-        return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         return False
