@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from django.db import connection
 
     from django_jobretry.models import Job
-    from django_jobretry.services.worker import Worker, WorkerOptions
+    from django_jobretry.worker import Worker, WorkerOptions
     from tests.jobs_app.jobs import noop
 
     if Job.objects.exists():

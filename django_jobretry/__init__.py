@@ -4,6 +4,7 @@ Only the pure policy layer is imported here, so ``import django_jobretry``
 works before Django settings are configured and has no side effects.
 """
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
@@ -19,33 +20,26 @@ from django_jobretry.policy import (
     RetryableError,
     RetryPolicy,
 )
-from django_jobretry.validation import InvalidJob
 
 if TYPE_CHECKING:
     from django_jobretry.context import current_job
     from django_jobretry.decorators import job
-    from django_jobretry.exceptions import UnknownPolicy
-    from django_jobretry.services.deadletters import NotDead
+    from django_jobretry.exceptions import InvalidJob, NotDead, UnknownPolicy
+
+#: Names that need Django, imported on first access so importing the package stays pure.
+_LAZY = {
+    "job": "django_jobretry.decorators",
+    "current_job": "django_jobretry.context",
+    "InvalidJob": "django_jobretry.exceptions",
+    "NotDead": "django_jobretry.exceptions",
+    "UnknownPolicy": "django_jobretry.exceptions",
+}
 
 
 def __getattr__(name: str) -> object:
     """Lazy access to the Django-dependent API, so importing the package stays pure."""
-    if name == "job":
-        from django_jobretry.decorators import job
-
-        return job
-    if name == "UnknownPolicy":
-        from django_jobretry.exceptions import UnknownPolicy
-
-        return UnknownPolicy
-    if name == "NotDead":
-        from django_jobretry.services.deadletters import NotDead
-
-        return NotDead
-    if name == "current_job":
-        from django_jobretry.context import current_job
-
-        return current_job
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'django_jobretry' has no attribute {name!r}")
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf import HEARTBEATS_PER_LEASE, jobretry_settings
 from django_jobretry.settings_schema import validate
 
 
@@ -29,14 +29,16 @@ def check_heartbeat(app_configs: Sequence[AppConfig] | None = None, **kwargs: An
     if validate(raw)[1] or not isinstance(raw, dict) or raw.get("HEARTBEAT_SECONDS") is None:
         return []
     lease, heartbeat = jobretry_settings.lease_seconds, float(raw["HEARTBEAT_SECONDS"])
-    if heartbeat <= lease / 3:
+    every = jobretry_settings.heartbeat_every(lease)
+    if heartbeat <= every:
         return []
     return [
         Warning(
             f'JOBRETRY["HEARTBEAT_SECONDS"] = {raw["HEARTBEAT_SECONDS"]!r} is more than a third of '
-            f"LEASE_SECONDS ({lease:g}); workers beat every {lease / 3:g} s instead, so two heartbeats "
+            f"LEASE_SECONDS ({lease:g}); workers beat every {every:g} s instead, so two heartbeats "
             "can fail before a lease expires.",
-            hint="Set HEARTBEAT_SECONDS to at most LEASE_SECONDS / 3, or leave it unset (None).",
+            hint=f"Set HEARTBEAT_SECONDS to at most LEASE_SECONDS / {HEARTBEATS_PER_LEASE}, "
+            "or leave it unset (None).",
             id="django_jobretry.W001",
         )
     ]

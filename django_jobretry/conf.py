@@ -18,6 +18,9 @@ from django_jobretry.exceptions import InvalidSettings, UnknownPolicy
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.settings_schema import LIMITS, validate
 
+#: Heartbeats a lease must have room for; see heartbeat_every().
+HEARTBEATS_PER_LEASE = 3
+
 
 class JobRetrySettings:
     """Access to JOBRETRY; raises :class:`InvalidSettings` when it is malformed."""
@@ -50,9 +53,20 @@ class JobRetrySettings:
         return float(self.value("LEASE_SECONDS"))
 
     @property
-    def heartbeat_seconds(self) -> float:
+    def heartbeat_seconds(self) -> float | None:
+        """HEARTBEAT_SECONDS as configured; None means "a third of the lease"."""
         configured = self.value("HEARTBEAT_SECONDS")
-        return self.lease_seconds / 3 if configured is None else float(configured)
+        return None if configured is None else float(configured)
+
+    def heartbeat_every(self, lease_seconds: float) -> float:
+        """How often a worker with this lease heartbeats: at most a third of it.
+
+        Three beats per lease let two fail before the lease expires; a longer
+        HEARTBEAT_SECONDS is capped here (and check W001 says so).
+        """
+        cap = lease_seconds / HEARTBEATS_PER_LEASE
+        configured = self.heartbeat_seconds
+        return cap if configured is None else min(configured, cap)
 
     @property
     def poll_seconds(self) -> float:
@@ -84,7 +98,7 @@ class JobRetrySettings:
 
     @property
     def session_timeouts_ms(self) -> dict[str, int]:
-        """PostgreSQL session settings for the worker's own connections (spec §4 rule 8)."""
+        """PostgreSQL session settings for the worker's own connections (docs/design.md#rule-8)."""
         return {
             "statement_timeout": int(self.value("STATEMENT_TIMEOUT_MS")),
             "lock_timeout": int(self.value("LOCK_TIMEOUT_MS")),

@@ -1,7 +1,9 @@
 """``current_job()``: which job and attempt the running handler is.
 
-Handlers use it for idempotency keys ("charge-{job_id}") or to behave
-differently on a last attempt; it is None outside a worker.
+Handlers use it for idempotency keys or to behave differently on a last
+attempt; it is None outside a worker. A requeue makes a new job with a new
+id: keys that must hold across requeues use ``original_job_id``
+(docs/decisions/0005-requeue-creates-a-new-job.md).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ class JobContext:
     queue_name: str
     attempt: int
     max_attempts: int
+    #: The job id the requeue chain started from; ``job_id`` when never requeued.
+    original_job_id: int
+    #: How many times this job's dead letters were requeued.
+    requeue_count: int = 0
 
     @property
     def is_last_attempt(self) -> bool:

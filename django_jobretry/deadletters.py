@@ -3,16 +3,16 @@
 See services/deadletters.py; this module is the stable import path.
 """
 
+from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.services.deadletters import (
     BulkResult,
-    NotDead,
     Page,
-    RequeueConflict,
     discard,
     discard_many,
     filtered,
     list_dead,
     page_of,
+    predicted_conflicts,
     requeue,
     requeue_many,
 )
@@ -27,6 +27,7 @@ __all__ = [
     "filtered",
     "list_dead",
     "page_of",
+    "predicted_conflicts",
     "requeue",
     "requeue_many",
 ]

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, overload
 
+from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
-from django_jobretry.registry import registry
+from django_jobretry.registry import registry, resolve_policy
 from django_jobretry.validation import (
-    InvalidJob,
     check_priority,
     check_queue_name,
     check_task_name,
@@ -24,10 +24,6 @@ from django_jobretry.validation import (
 
 if TYPE_CHECKING:
     from django_jobretry.models import Job
-
-#: policy_name stored for jobs whose policy is a RetryPolicy given inline to
-#: @job; it cannot collide with a settings policy name (no parentheses there).
-INLINE_POLICY = "(inline)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,11 +101,7 @@ class JobDefinition[**P]:
 
     def resolve_policy(self) -> tuple[str, RetryPolicy]:
         """(name stored on the job, policy) - named policies read from settings now."""
-        if isinstance(self.policy, RetryPolicy):
-            return INLINE_POLICY, self.policy
-        from django_jobretry.conf import jobretry_settings
-
-        return self.policy, jobretry_settings.policy(self.policy)
+        return resolve_policy(self.policy)
 
 
 @overload

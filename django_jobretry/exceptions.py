@@ -1,12 +1,39 @@
-"""Exceptions of the Django layer."""
+"""Every django-jobretry exception, in one place, all under :class:`JobRetryError`.
+
+The four the pure policy needs (``JobRetryError``, ``InvalidPolicy``,
+``FatalError``, ``RetryableError``) are defined in ``django_jobretry.policy``,
+which may not import Django, and re-exported here; the rest belong to the
+Django layer. Catch ``JobRetryError`` to catch any of them.
+"""
+
+from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
-from django_jobretry.policy.errors import JobRetryError
+from django_jobretry.policy.base import InvalidPolicy, JobRetryError
+from django_jobretry.policy.errors import FatalError, RetryableError
+
+__all__ = [
+    "DuplicateTaskName",
+    "FatalError",
+    "InvalidJob",
+    "InvalidPolicy",
+    "InvalidSettings",
+    "JobRetryError",
+    "NotDead",
+    "RequeueConflict",
+    "RetryableError",
+    "UnknownPolicy",
+    "UnknownTask",
+]
 
 
 class InvalidSettings(JobRetryError, ImproperlyConfigured):
     """settings.JOBRETRY is malformed; the message names the key and what is allowed."""
+
+
+class DuplicateTaskName(JobRetryError, ImproperlyConfigured):
+    """Two different functions were registered under one task name."""
 
 
 class UnknownPolicy(JobRetryError, LookupError):
@@ -16,3 +43,31 @@ class UnknownPolicy(JobRetryError, LookupError):
         self.name = name
         self.known = known
         super().__init__(f"unknown retry policy {name!r}; JOBRETRY['POLICIES'] defines {sorted(known)}")
+
+
+class InvalidJob(JobRetryError, ValueError):
+    """An enqueue was refused; the message names the field and what is allowed."""
+
+
+class UnknownTask(JobRetryError, LookupError):
+    """The job's task name is not registered in this worker (yet): a retryable failure."""
+
+
+class NotDead(JobRetryError, LookupError):
+    """The dead letter no longer exists: someone requeued or discarded it already."""
+
+    def __init__(self, dead_letter_id: int) -> None:
+        self.dead_letter_id = dead_letter_id
+        super().__init__(
+            f"dead letter {dead_letter_id} is not dead any more: it was already requeued or discarded"
+        )
+
+
+class RequeueConflict(JobRetryError):
+    """Requeueing would create a second live job for a unique_key that has one."""
+
+    def __init__(self, dead_letter_id: int, unique_key: str) -> None:
+        self.dead_letter_id, self.unique_key = dead_letter_id, unique_key
+        super().__init__(
+            f"dead letter {dead_letter_id} was not requeued: a live job holds unique_key {unique_key!r}"
+        )

@@ -2,32 +2,53 @@
 
 Filled when apps load (each installed app's ``jobs.py`` is imported, like
 ``admin.py``). The worker looks names up here and never imports a dotted
-path taken from a row (spec §4 rule 10).
+path taken from a row (docs/design.md#rule-10).
+
+It also owns the one lookup of a stored job's retry policy,
+:func:`policy_for`, used by the worker and by requeue alike.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-from django.core.exceptions import ImproperlyConfigured
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.exceptions import DuplicateTaskName, UnknownPolicy
+from django_jobretry.policy import RetryPolicy
 
-if TYPE_CHECKING:
-    from django_jobretry.decorators import JobDefinition
+logger = logging.getLogger("django_jobretry")
+
+#: policy_name stored for jobs whose policy is a RetryPolicy given inline to
+#: @job; it cannot collide with a settings policy name (no parentheses there).
+INLINE_POLICY = "(inline)"
+#: The policy every lookup falls back to; JOBRETRY always defines it.
+FALLBACK_POLICY = "default"
 
 
-class DuplicateTaskName(ImproperlyConfigured):
-    """Two different functions were registered under one task name."""
+class TaskDefinition(Protocol):
+    """What the registry needs of a registered task (``@job`` builds one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def func(self) -> Callable[..., Any]: ...
+
+    @property
+    def policy(self) -> str | RetryPolicy: ...
 
 
 class TaskRegistry:
-    """Task name -> job definition, safe to read from worker threads."""
+    """Task name -> task definition, safe to read from worker threads."""
 
     def __init__(self) -> None:
-        self._tasks: dict[str, JobDefinition[Any]] = {}
+        self._tasks: dict[str, TaskDefinition] = {}
         self._lock = threading.Lock()
 
-    def register(self, definition: JobDefinition[Any]) -> None:
+    def register(self, definition: TaskDefinition) -> None:
         with self._lock:
             existing = self._tasks.get(definition.name)
             # Re-importing a module (autoreload, tests) registers the same
@@ -39,19 +60,53 @@ class TaskRegistry:
                 )
             self._tasks[definition.name] = definition
 
-    def get(self, name: str) -> JobDefinition[Any] | None:
+    def get(self, name: str) -> TaskDefinition | None:
         return self._tasks.get(name)
 
     def names(self) -> list[str]:
         return sorted(self._tasks)
 
-    def unregister(self, name: str) -> None:
-        with self._lock:
-            self._tasks.pop(name, None)
 
-
-def _qualname(definition: JobDefinition[Any]) -> str:
+def _qualname(definition: TaskDefinition) -> str:
     return f"{definition.func.__module__}.{definition.func.__qualname__}"
 
 
 registry = TaskRegistry()
+
+
+def resolve_policy(policy: str | RetryPolicy) -> tuple[str, RetryPolicy]:
+    """(name to store on a new job, policy) for ``@job(policy=...)``; strict.
+
+    An unknown name raises :class:`UnknownPolicy`: a job is never stored
+    under a policy that does not exist.
+    """
+    if isinstance(policy, RetryPolicy):
+        return INLINE_POLICY, policy
+    return policy, jobretry_settings.policy(policy)
+
+
+def policy_for(task_name: str, policy_name: str) -> RetryPolicy:
+    """The policy of a stored job (or dead letter), found by the names on its row.
+
+    An inline policy is the registered task's. When the policy cannot be
+    found - a renamed settings policy, or a task that is not registered in
+    this process - the documented fallback is JOBRETRY's "default" policy,
+    and a warning says so: behaviour must never change silently.
+    """
+    if policy_name == INLINE_POLICY:
+        definition = registry.get(task_name)
+        if definition is not None and isinstance(definition.policy, RetryPolicy):
+            return definition.policy
+        why = f"task {task_name!r} with an inline policy is not registered in this process"
+    else:
+        try:
+            return jobretry_settings.policy(policy_name)
+        except UnknownPolicy:
+            why = f"JOBRETRY['POLICIES'] has no policy {policy_name!r}"
+    logger.warning(
+        "%s; using the %r policy",
+        why,
+        FALLBACK_POLICY,
+        extra={"task": task_name, "policy": policy_name, "outcome": "policy_fallback"},
+    )
+    return jobretry_settings.policy(FALLBACK_POLICY)

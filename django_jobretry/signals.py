@@ -1,12 +1,21 @@
 """Django signals for job lifecycle events, for metrics and alerts.
 
-Sent by the worker with the Worker class as sender, after the transition is
-committed; a failing receiver is logged and never disturbs the worker.
-Keyword arguments: ``job_id``, ``task_name``, ``queue_name``, ``attempt``
-and, per signal, ``delay`` (timedelta), ``reason`` and ``dead_letter_id``.
+Sent after the transition is committed; a failing receiver is logged (by
+:func:`send`, the one way this package sends them) and never disturbs the
+worker or the operator's action. The worker's signals have the Worker class
+as sender and the keyword arguments ``job_id``, ``task_name``,
+``queue_name``, ``attempt`` and, per signal, ``delay`` (timedelta),
+``reason`` and ``dead_letter_id``.
 """
 
+from __future__ import annotations
+
+import logging
+from typing import Any
+
 from django.dispatch import Signal
+
+logger = logging.getLogger("django_jobretry")
 
 job_started = Signal()
 job_succeeded = Signal()
@@ -20,3 +29,19 @@ dead_letter_discarded = Signal()
 #: Sent before retention deletes old dead letters; kwargs ``counts``
 #: ({(queue_name, reason): n}) and ``older_than`` (timedelta).
 dead_letters_pruning = Signal()
+
+
+def send(signal: Signal, sender: type, log_extra: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    """Send ``signal`` to every receiver; log each one that raised, with ``log_extra``.
+
+    No signal carries job arguments, so a receiver's traceback cannot leak one.
+    """
+    for receiver, result in signal.send_robust(sender, **kwargs):
+        if isinstance(result, Exception):
+            logger.error(
+                "signal receiver %r failed: %s",
+                receiver,
+                type(result).__name__,
+                exc_info=result,
+                extra={**(log_extra or {}), "outcome": "signal_error", "error_class": type(result).__name__},
+            )

@@ -12,16 +12,12 @@ import math
 import re
 from typing import Any
 
-from django_jobretry.policy.errors import JobRetryError
+from django_jobretry.exceptions import InvalidJob
 
 TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}$")
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 UNIQUE_KEY_MAX = 200
 PRIORITY_MIN, PRIORITY_MAX = -100, 100
-
-
-class InvalidJob(JobRetryError, ValueError):
-    """An enqueue was refused; the message names the field and what is allowed."""
 
 
 def check_task_name(name: object) -> str:

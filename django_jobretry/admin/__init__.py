@@ -1,7 +1,7 @@
 """Django admin for jobs and dead letters; Django's autodiscovery imports this.
 
 Both admins are read-only; dead letters are requeued or discarded through
-actions that call django_jobretry.deadletters (spec §5).
+actions that call django_jobretry.deadletters (docs/design.md#dead-letters).
 """
 
 from django.contrib import admin

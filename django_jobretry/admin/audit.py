@@ -1,7 +1,7 @@
 """Admin log (LogEntry) rows for operator actions.
 
 Every requeue and discard is an operator decision someone may have to
-explain later, so each one leaves a LogEntry (spec §5, issue 4). Django's
+explain later, so each one leaves a LogEntry (docs/design.md#dead-letters). Django's
 ``log_actions`` gives every object of a bulk call the same message; ours
 say which job each dead letter became, so the rows are built here and
 inserted in one statement whatever the version (Django 5.2 to 6.1).

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 
 if TYPE_CHECKING:
-    from django_jobretry.admin.dead_letters import DeadLetterAdmin
+    from django.contrib.admin import ModelAdmin
 
 #: Plot height of both charts, in SVG user units.
 PLOT_HEIGHT = 120
@@ -164,7 +164,7 @@ def summary() -> dict[str, Any]:
     }
 
 
-def dashboard_view(admin: DeadLetterAdmin, request: HttpRequest) -> TemplateResponse:
+def dashboard_view(admin: ModelAdmin[DeadLetter], request: HttpRequest) -> TemplateResponse:
     """The dashboard page; anyone who may view dead letters may see it."""
     if not admin.has_view_permission(request):
         raise PermissionDenied

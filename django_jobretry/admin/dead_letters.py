@@ -8,30 +8,23 @@ through django_jobretry.deadletters, the guarded compare-and-swap service.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, override
+from typing import Any, override
 
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
-from django.contrib.auth import get_permission_codename
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
 
-from django_jobretry.admin import dashboard, operations, rendering
-from django_jobretry.admin.changelist import CappedCountPaginator, QueueFilter, TaskFilter
-from django_jobretry.admin.display import JobRecordDisplay, exact_id
+from django_jobretry.admin import dashboard, rendering
+from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
+from django_jobretry.admin.changelist import QueueFilter, TaskFilter
+from django_jobretry.admin.operations import DeadLetterActions
 from django_jobretry.models import DeadLetter
 
-if TYPE_CHECKING:  # generic only in django-stubs, not at run time
-    _Base = admin.ModelAdmin[DeadLetter]
-else:
-    _Base = admin.ModelAdmin
 
-
-class DeadLetterAdmin(JobRecordDisplay, _Base):
+class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     """Newest dead first, filterable, searchable; actions instead of edits."""
 
     list_display = (
@@ -52,10 +45,6 @@ class DeadLetterAdmin(JobRecordDisplay, _Base):
     # Newest dead first, the (dead_at, id) index's order: the first page is an index scan.
     ordering = ("-dead_at", "-id")
     sortable_by = ("id", "died")
-    list_per_page = 50
-    # Never COUNT(*) the whole table (millions of rows) just to draw the list.
-    show_full_result_count = False
-    paginator = CappedCountPaginator
     actions = ("requeue_selected", "discard_selected")
     fieldsets = (
         (None, {"fields": ("task_name", "queue_name", "policy_name", "reason", "attempts_display")}),
@@ -111,58 +100,15 @@ class DeadLetterAdmin(JobRecordDisplay, _Base):
             found |= queryset.filter(pk=number) | queryset.filter(job_id=number)
         return found, duplicates
 
-    # -- permissions: read-only, plus the two operator rights -----------------------
-
-    def has_delete_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
-        # Deleting is discarding, which has its own permission and action.
-        return False
-
-    def has_requeue_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
-        return self._has(request, "requeue")
-
-    def has_discard_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
-        return self._has(request, "discard")
-
-    def _has(self, request: HttpRequest, action: str) -> bool:
-        codename = get_permission_codename(action, self.opts)
-        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
-
-    # -- actions and extra pages ------------------------------------------------------
-
-    @admin.action(permissions=["requeue"], description="Requeue selected dead letters")
-    def requeue_selected(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
-        self._require(request, self.has_requeue_permission(request))
-        operations.requeue_selected(self, request, queryset)
-
-    @admin.action(permissions=["discard"], description="Discard selected dead letters")
-    def discard_selected(
-        self, request: HttpRequest, queryset: QuerySet[DeadLetter]
-    ) -> TemplateResponse | None:
-        self._require(request, self.has_discard_permission(request))
-        return operations.discard_selected(self, request, queryset)
-
-    @staticmethod
-    def _require(request: HttpRequest, allowed: bool) -> None:
-        """Defence in depth: Django already refuses actions a user lacks, check again."""
-        if not allowed:
-            raise PermissionDenied
-
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
-        wrap = self.admin_site.admin_view  # login, staff, CSRF, never_cache
-        own = [
-            path("dashboard/", wrap(self.dashboard_view), name="{}_{}_dashboard".format(*info)),
-            path("<path:object_id>/requeue/", wrap(self.requeue_view), name="{}_{}_requeue".format(*info)),
-            path("<path:object_id>/discard/", wrap(self.discard_view), name="{}_{}_discard".format(*info)),
-        ]
+        dashboard_url = path(
+            "dashboard/",
+            self.admin_site.admin_view(self.dashboard_view),
+            name="{}_{}_dashboard".format(*info),
+        )
         # Before the defaults, whose "<path:object_id>/" would swallow these.
-        return own + super().get_urls()
+        return [dashboard_url, *self.action_urls(), *super().get_urls()]
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         return dashboard.dashboard_view(self, request)
-
-    def requeue_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return operations.requeue_one(self, request, object_id)
-
-    def discard_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        return operations.discard_one(self, request, object_id)

@@ -1,32 +1,26 @@
 """The job admin: read-only, because jobs change state only through the services.
 
 Editing a status or an attempt count by hand would bypass the lease and
-compare-and-swap rules the worker relies on (spec §4), so this admin has no
+compare-and-swap rules the worker relies on (docs/design.md), so this admin has no
 add, change or delete at all - it is for looking: what is queued, what ran,
 how each attempt ended, and where a requeued job came from.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, override
+from typing import Any, override
 
-from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from django_jobretry.admin import rendering
-from django_jobretry.admin.changelist import CappedCountPaginator, QueueFilter, TaskFilter
-from django_jobretry.admin.display import JobRecordDisplay, exact_id
+from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
+from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.models import Job
 
-if TYPE_CHECKING:  # generic only in django-stubs, not at run time
-    _Base = admin.ModelAdmin[Job]
-else:
-    _Base = admin.ModelAdmin
 
-
-class JobAdmin(JobRecordDisplay, _Base):
+class JobAdmin(ReadOnlyRecordAdmin):
     """Jobs newest first, filterable by status, queue and task; nothing editable."""
 
     list_display = (
@@ -44,10 +38,6 @@ class JobAdmin(JobRecordDisplay, _Base):
     search_help_text = "Task name, or a job id."
     ordering = ("-id",)
     sortable_by = ("id", "run_at")
-    list_per_page = 50
-    # The table keeps succeeded jobs until pruned: never COUNT(*) all of it.
-    show_full_result_count = False
-    paginator = CappedCountPaginator
     actions = None
     fieldsets = (
         (None, {"fields": ("task_name", "queue_name", "policy_name", "status", "priority", "unique_key")}),
@@ -82,6 +72,3 @@ class JobAdmin(JobRecordDisplay, _Base):
         if (number := exact_id(search_term)) is not None:
             found |= queryset.filter(pk=number)
         return found, duplicates
-
-    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
-        return False

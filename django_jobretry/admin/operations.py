@@ -1,9 +1,11 @@
-"""Requeue and discard from the admin: a thin layer over django_jobretry.deadletters.
+"""Requeue and discard from the admin: a mixin over django_jobretry.deadletters.
 
 Nothing here changes job state itself; it works out which dead letters the
 operator meant, calls the service (which locks and re-checks each row), then
 reports and logs what happened. Items handled by someone else between page
-render and click are reported as such, never silently dropped (spec §5).
+render and click are reported as such, never silently dropped
+(docs/design.md#dead-letters). Both rights are checked on the server, not
+just by hiding buttons.
 """
 
 from __future__ import annotations
@@ -12,14 +14,15 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
+from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.translation import ngettext
 
 from django_jobretry import deadletters
@@ -27,10 +30,12 @@ from django_jobretry.admin import audit
 from django_jobretry.admin.rendering import first_line
 from django_jobretry.models import DeadLetter
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     from django.db.models.options import Options
 
-    from django_jobretry.admin.dead_letters import DeadLetterAdmin
+    _Base = admin.ModelAdmin[DeadLetter]
+else:
+    _Base = admin.ModelAdmin
 
 #: The confirmation page pins the exact ids shown, in one field (a field per id
 #: would hit DATA_UPLOAD_MAX_NUMBER_FIELDS beyond 1,000 items).
@@ -43,19 +48,6 @@ CONFIRM_SHOWN = 100
 LOG_FIELDS = ("id", "job_id", "task_name", "reason")
 #: Columns the confirmation page lists.
 SHOWN_FIELDS = (*LOG_FIELDS, "queue_name", "dead_at", "last_error")
-
-
-def with_filters(admin: DeadLetterAdmin, request: HttpRequest, url: str) -> str:
-    """``url`` carrying the changelist filters the operator came from."""
-    context: dict[str, Options[Any] | str] = {
-        "preserved_filters": admin.get_preserved_filters(request),
-        "opts": admin.opts,
-    }
-    return add_preserved_filters(context, url)
-
-
-def _url(admin: DeadLetterAdmin, name: str, *args: object) -> str:
-    return reverse(f"admin:{admin.opts.app_label}_{admin.opts.model_name}_{name}", args=args)
 
 
 def actor(request: HttpRequest) -> str:
@@ -85,133 +77,14 @@ def target_ids(request: HttpRequest, queryset: QuerySet[DeadLetter]) -> list[int
     return sorted(wanted - elsewhere)
 
 
-def _too_many(admin: DeadLetterAdmin, request: HttpRequest, ids: list[int]) -> bool:
-    if len(ids) <= BULK_LIMIT:
-        return False
-    admin.message_user(
-        request,
-        f"More than {BULK_LIMIT:,} dead letters selected: nothing was done. Narrow the list with the "
-        "filters, or use `manage.py deadletters`, which paces bulk work.",
-        messages.ERROR,
-    )
-    return True
-
-
 def _summaries(ids: list[int], fields: tuple[str, ...] = LOG_FIELDS) -> dict[int, DeadLetter]:
     return {dead.pk: dead for dead in DeadLetter.objects.filter(pk__in=ids).only(*fields)}
 
 
-def report(
-    admin: DeadLetterAdmin, request: HttpRequest, *, requeue: bool, result: deadletters.BulkResult
-) -> None:
-    """One message: how many were acted on, already handled by someone else, refused."""
-    done, handled, conflicts = len(result.done), len(result.already_handled), len(result.conflicts)
-    if requeue:
-        text = ngettext("%(count)d dead letter requeued.", "%(count)d dead letters requeued.", done)
-    else:
-        text = ngettext("%(count)d dead letter discarded.", "%(count)d dead letters discarded.", done)
-    parts = [text % {"count": done}]
-    if handled:
-        parts.append(
-            ngettext(
-                "%(count)d was already handled by someone else.",
-                "%(count)d were already handled by someone else.",
-                handled,
-            )
-            % {"count": handled}
-        )
-    if conflicts:
-        parts.append(
-            ngettext(
-                "%(count)d not requeued: a live job holds the same unique key.",
-                "%(count)d not requeued: a live job holds the same unique key.",
-                conflicts,
-            )
-            % {"count": conflicts}
-        )
-    level = messages.SUCCESS if not (handled or conflicts) else messages.WARNING
-    admin.message_user(request, " ".join(parts), level)
-
-
-def requeue_selected(admin: DeadLetterAdmin, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
-    """The changelist action: requeue each still-dead letter, report the rest."""
-    ids = target_ids(request, queryset)
-    if _too_many(admin, request, ids):
-        return
-    before = _summaries(ids)
-    result = deadletters.requeue_many(ids, actor=actor(request))
-    # requeue_many appends to done and jobs together: they pair up in order.
-    pairs = zip(result.done, result.jobs, strict=True)
-    audit.log(request, [row for pk, job in pairs for row in audit.requeued(before[pk], job)])
-    report(admin, request, requeue=True, result=result)
-
-
-def discard_selected(
-    admin: DeadLetterAdmin, request: HttpRequest, queryset: QuerySet[DeadLetter]
-) -> TemplateResponse | None:
-    """The changelist action: a confirmation page first, then discard (like delete_selected)."""
-    ids = target_ids(request, queryset)
-    if _too_many(admin, request, ids):
-        return None
-    if request.POST.get("post") != "yes":
-        hidden = {
-            "action": request.POST.get("action", "discard_selected"),
-            "select_across": "1",
-            helpers.ACTION_CHECKBOX_NAME: str(ids[0]) if ids else "",
-            PINNED_FIELD: ",".join(map(str, ids)),
-            "post": "yes",
-        }
-        cancel = with_filters(admin, request, _url(admin, "changelist"))
-        return confirmation(admin, request, ids, hidden=hidden, form_url="", cancel_url=cancel)
-    before = _summaries(ids)
-    result = deadletters.discard_many(ids, actor=actor(request))
-    audit.log(request, [row for pk in result.done for row in audit.discarded(before[pk])])
-    report(admin, request, requeue=False, result=result)
-    return None
-
-
-def confirmation(
-    admin: DeadLetterAdmin,
-    request: HttpRequest,
-    ids: list[int],
-    *,
-    hidden: dict[str, str],
-    form_url: str,
-    cancel_url: str,
-) -> TemplateResponse:
-    """The "are you sure?" page listing what a discard will delete."""
-    found = _summaries(ids[:CONFIRM_SHOWN], SHOWN_FIELDS).values()
-    shown = sorted(found, key=lambda d: (d.dead_at, d.pk), reverse=True)
-    context = {
-        **admin.admin_site.each_context(request),
-        "title": "Are you sure?",
-        "subtitle": None,
-        "opts": admin.opts,
-        "items": [(dead, first_line(dead.last_error)) for dead in shown],
-        "count": len(ids),
-        "more": max(len(ids) - len(shown), 0),
-        "hidden_fields": hidden,
-        "form_url": form_url,
-        "cancel_url": cancel_url,
-        "media": admin.media,
-    }
-    request.current_app = admin.admin_site.name
-    return TemplateResponse(request, "admin/django_jobretry/deadletter/discard_confirmation.html", context)
-
-
-def changelist_redirect(admin: DeadLetterAdmin, request: HttpRequest) -> HttpResponseRedirect:
-    """Back to the list the operator came from, filters kept."""
-    return HttpResponseRedirect(with_filters(admin, request, _url(admin, "changelist")))
-
-
-def object_redirect(admin: DeadLetterAdmin, request: HttpRequest, pk: int) -> HttpResponse:
-    """Back to the detail page (e.g. after a refused requeue), filters kept."""
-    return HttpResponseRedirect(with_filters(admin, request, _url(admin, "change", pk)))
-
-
-def _already_handled(admin: DeadLetterAdmin, request: HttpRequest, pk: int) -> HttpResponse:
-    admin.message_user(request, f"Dead letter {pk} was already handled by someone else.", messages.WARNING)
-    return changelist_redirect(admin, request)
+def _require(allowed: bool) -> None:
+    """Defence in depth: Django already refuses actions a user lacks, check again."""
+    if not allowed:
+        raise PermissionDenied
 
 
 def _post_with(request: HttpRequest, allowed: bool, object_id: str) -> int:
@@ -224,45 +97,199 @@ def _post_with(request: HttpRequest, allowed: bool, object_id: str) -> int:
         raise Http404(f"no dead letter {object_id!r}") from None
 
 
-def requeue_one(admin: DeadLetterAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """The detail page's Requeue button."""
-    if request.method != "POST":
-        return HttpResponseNotAllowed(["POST"])
-    pk = _post_with(request, admin.has_requeue_permission(request), object_id)
-    dead = _summaries([pk]).get(pk)
-    try:
-        job = deadletters.requeue(pk, actor=actor(request))
-    except deadletters.NotDead:
-        return _already_handled(admin, request, pk)
-    except deadletters.RequeueConflict as exc:
-        admin.message_user(
+class DeadLetterActions(_Base):
+    """Requeue and discard, as changelist actions and as detail-page buttons.
+
+    Mixed into DeadLetterAdmin; each needs its own permission
+    (``requeue_deadletter``, ``discard_deadletter``).
+    """
+
+    def has_requeue_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        return self._has(request, "requeue")
+
+    def has_discard_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
+        return self._has(request, "discard")
+
+    def _has(self, request: HttpRequest, action: str) -> bool:
+        codename = get_permission_codename(action, self.opts)
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+
+    def action_urls(self) -> list[URLPattern]:
+        """The detail page's Requeue and Discard buttons post here."""
+        info = self.opts.app_label, self.opts.model_name
+        wrap = self.admin_site.admin_view  # login, staff, CSRF, never_cache
+        return [
+            path("<path:object_id>/requeue/", wrap(self.requeue_view), name="{}_{}_requeue".format(*info)),
+            path("<path:object_id>/discard/", wrap(self.discard_view), name="{}_{}_discard".format(*info)),
+        ]
+
+    def _with_filters(self, request: HttpRequest, url: str) -> str:
+        """``url`` carrying the changelist filters the operator came from."""
+        context: dict[str, Options[Any] | str] = {
+            "preserved_filters": self.get_preserved_filters(request),
+            "opts": self.opts,
+        }
+        return add_preserved_filters(context, url)
+
+    def _url(self, name: str, *args: object) -> str:
+        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{name}", args=args)
+
+    def _too_many(self, request: HttpRequest, ids: list[int]) -> bool:
+        if len(ids) <= BULK_LIMIT:
+            return False
+        self.message_user(
             request,
-            f"Dead letter {pk} was not requeued: a live job holds the same unique key {exc.unique_key!r}.",
+            f"More than {BULK_LIMIT:,} dead letters selected: nothing was done. Narrow the list with the "
+            "filters, or use `manage.py deadletters`, which paces bulk work.",
             messages.ERROR,
         )
-        return object_redirect(admin, request, pk)
-    if dead is not None:  # always: it existed until the service took it
-        audit.log(request, audit.requeued(dead, job))
-    admin.message_user(request, f"Dead letter {pk} requeued as job {job.pk}.", messages.SUCCESS)
-    return changelist_redirect(admin, request)
+        return True
 
+    def _report(self, request: HttpRequest, *, requeue: bool, result: deadletters.BulkResult) -> None:
+        """One message: how many were acted on, already handled by someone else, refused."""
+        done, handled, conflicts = len(result.done), len(result.already_handled), len(result.conflicts)
+        if requeue:
+            text = ngettext("%(count)d dead letter requeued.", "%(count)d dead letters requeued.", done)
+        else:
+            text = ngettext("%(count)d dead letter discarded.", "%(count)d dead letters discarded.", done)
+        parts = [text % {"count": done}]
+        if handled:
+            parts.append(
+                ngettext(
+                    "%(count)d was already handled by someone else.",
+                    "%(count)d were already handled by someone else.",
+                    handled,
+                )
+                % {"count": handled}
+            )
+        if conflicts:
+            parts.append(
+                ngettext(
+                    "%(count)d not requeued: a live job holds the same unique key.",
+                    "%(count)d not requeued: a live job holds the same unique key.",
+                    conflicts,
+                )
+                % {"count": conflicts}
+            )
+        level = messages.SUCCESS if not (handled or conflicts) else messages.WARNING
+        self.message_user(request, " ".join(parts), level)
 
-def discard_one(admin: DeadLetterAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
-    """The detail page's Discard button: a confirmation page, then the discard."""
-    if request.method != "POST":
-        return HttpResponseNotAllowed(["POST"])
-    pk = _post_with(request, admin.has_discard_permission(request), object_id)
-    dead = _summaries([pk]).get(pk)
-    if dead is not None and request.POST.get("post") != "yes":
-        back = with_filters(admin, request, _url(admin, "change", pk))
-        return confirmation(
-            admin, request, [pk], hidden={"post": "yes"}, form_url=request.get_full_path(), cancel_url=back
+    @admin.action(permissions=["requeue"], description="Requeue selected dead letters")
+    def requeue_selected(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> None:
+        """The changelist action: requeue each still-dead letter, report the rest."""
+        _require(self.has_requeue_permission(request))
+        ids = target_ids(request, queryset)
+        if self._too_many(request, ids):
+            return
+        before = _summaries(ids)
+        result = deadletters.requeue_many(ids, actor=actor(request))
+        # requeue_many appends to done and jobs together: they pair up in order.
+        pairs = zip(result.done, result.jobs, strict=True)
+        audit.log(request, [row for pk, job in pairs for row in audit.requeued(before[pk], job)])
+        self._report(request, requeue=True, result=result)
+
+    @admin.action(permissions=["discard"], description="Discard selected dead letters")
+    def discard_selected(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter]
+    ) -> TemplateResponse | None:
+        """The changelist action: a confirmation page first, then discard (like delete_selected)."""
+        _require(self.has_discard_permission(request))
+        ids = target_ids(request, queryset)
+        if self._too_many(request, ids):
+            return None
+        if request.POST.get("post") != "yes":
+            hidden = {
+                "action": request.POST.get("action", "discard_selected"),
+                "select_across": "1",
+                helpers.ACTION_CHECKBOX_NAME: str(ids[0]) if ids else "",
+                PINNED_FIELD: ",".join(map(str, ids)),
+                "post": "yes",
+            }
+            cancel = self._with_filters(request, self._url("changelist"))
+            return self._confirmation(request, ids, hidden=hidden, form_url="", cancel_url=cancel)
+        before = _summaries(ids)
+        result = deadletters.discard_many(ids, actor=actor(request))
+        audit.log(request, [row for pk in result.done for row in audit.discarded(before[pk])])
+        self._report(request, requeue=False, result=result)
+        return None
+
+    def _confirmation(
+        self,
+        request: HttpRequest,
+        ids: list[int],
+        *,
+        hidden: dict[str, str],
+        form_url: str,
+        cancel_url: str,
+    ) -> TemplateResponse:
+        """The "are you sure?" page listing what a discard will delete."""
+        found = _summaries(ids[:CONFIRM_SHOWN], SHOWN_FIELDS).values()
+        shown = sorted(found, key=lambda d: (d.dead_at, d.pk), reverse=True)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Are you sure?",
+            "subtitle": None,
+            "opts": self.opts,
+            "items": [(dead, first_line(dead.last_error)) for dead in shown],
+            "count": len(ids),
+            "more": max(len(ids) - len(shown), 0),
+            "hidden_fields": hidden,
+            "form_url": form_url,
+            "cancel_url": cancel_url,
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(
+            request, "admin/django_jobretry/deadletter/discard_confirmation.html", context
         )
-    try:
-        deadletters.discard(pk, actor=actor(request))
-    except deadletters.NotDead:
-        return _already_handled(admin, request, pk)
-    if dead is not None:
-        audit.log(request, audit.discarded(dead))
-    admin.message_user(request, f"Dead letter {pk} discarded.", messages.SUCCESS)
-    return changelist_redirect(admin, request)
+
+    def _changelist_redirect(self, request: HttpRequest) -> HttpResponseRedirect:
+        """Back to the list the operator came from, filters kept."""
+        return HttpResponseRedirect(self._with_filters(request, self._url("changelist")))
+
+    def _object_redirect(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Back to the detail page (e.g. after a refused requeue), filters kept."""
+        return HttpResponseRedirect(self._with_filters(request, self._url("change", pk)))
+
+    def _already_handled(self, request: HttpRequest, pk: int) -> HttpResponse:
+        self.message_user(request, f"Dead letter {pk} was already handled by someone else.", messages.WARNING)
+        return self._changelist_redirect(request)
+
+    def requeue_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The detail page's Requeue button."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        pk = _post_with(request, self.has_requeue_permission(request), object_id)
+        dead = _summaries([pk]).get(pk)
+        try:
+            job = deadletters.requeue(pk, actor=actor(request))
+        except deadletters.NotDead:
+            return self._already_handled(request, pk)
+        except deadletters.RequeueConflict as exc:
+            refused = f"Dead letter {pk} was not requeued: a live job holds the same unique key"
+            self.message_user(request, f"{refused} {exc.unique_key!r}.", messages.ERROR)
+            return self._object_redirect(request, pk)
+        if dead is not None:  # always: it existed until the service took it
+            audit.log(request, audit.requeued(dead, job))
+        self.message_user(request, f"Dead letter {pk} requeued as job {job.pk}.", messages.SUCCESS)
+        return self._changelist_redirect(request)
+
+    def discard_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The detail page's Discard button: a confirmation page, then the discard."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        pk = _post_with(request, self.has_discard_permission(request), object_id)
+        dead = _summaries([pk]).get(pk)
+        if dead is not None and request.POST.get("post") != "yes":
+            back = self._with_filters(request, self._url("change", pk))
+            return self._confirmation(
+                request, [pk], hidden={"post": "yes"}, form_url=request.get_full_path(), cancel_url=back
+            )
+        try:
+            deadletters.discard(pk, actor=actor(request))
+        except deadletters.NotDead:
+            return self._already_handled(request, pk)
+        if dead is not None:
+            audit.log(request, audit.discarded(dead))
+        self.message_user(request, f"Dead letter {pk} discarded.", messages.SUCCESS)
+        return self._changelist_redirect(request)

@@ -2,13 +2,13 @@
 
 Histories are stored as JSON lists; shown raw they are unreadable at 3 a.m.,
 so they become tables. Arguments may hold personal data: they are shown only
-to holders of ``view_job_payload`` and always pass the project's redactor.
+to holders of ``view_job_payload`` and always pass the project's redactor
+(django_jobretry.redaction).
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from datetime import timedelta
 from typing import Any
 
@@ -18,11 +18,9 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from django_jobretry.conf import jobretry_settings
-from django_jobretry.display import humanize_delay
+from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import Job
-
-logger = logging.getLogger("django_jobretry")
+from django_jobretry.redaction import redacted_payload
 
 #: "app_label.codename" of the right to see arguments (Job.Meta.permissions).
 PAYLOAD_PERMISSION = "django_jobretry.view_job_payload"
@@ -93,25 +91,16 @@ def can_view_payload(request: HttpRequest) -> bool:
 
 
 def payload(request: HttpRequest, task_name: str, args: Any, kwargs: Any) -> SafeString:
-    """Arguments as pretty JSON for permitted users, after PAYLOAD_REDACTOR; else a hint.
-
-    A redactor that fails hides the arguments (fail closed) rather than
-    showing what it was meant to hide.
-    """
+    """Arguments as pretty JSON for permitted users, after PAYLOAD_REDACTOR; else a hint."""
     context: dict[str, Any] = {"permission_name": PAYLOAD_PERMISSION_NAME}
     if not can_view_payload(request):
         context["hidden"] = True
         return render_to_string("admin/django_jobretry/includes/payload.html", context)
-    redactor = jobretry_settings.payload_redactor
-    if redactor is not None:
-        try:
-            args, kwargs = redactor(task_name, list(args), dict(kwargs))
-        except Exception as exc:
-            # The message names the class only: arguments must never reach the logs.
-            logger.warning("PAYLOAD_REDACTOR failed for a %s job: %s", task_name, type(exc).__name__)
-            context["redactor_failed"] = type(exc).__name__
-            return render_to_string("admin/django_jobretry/includes/payload.html", context)
-    context["args"] = json.dumps(args, indent=2, ensure_ascii=False, default=str)
-    context["kwargs"] = json.dumps(kwargs, indent=2, ensure_ascii=False, default=str, sort_keys=True)
-    context["redacted"] = redactor is not None
+    shown = redacted_payload(task_name, args, kwargs)
+    if shown.failed:
+        context["redactor_failed"] = shown.failed
+        return render_to_string("admin/django_jobretry/includes/payload.html", context)
+    context["args"] = json.dumps(shown.args, indent=2, ensure_ascii=False, default=str)
+    context["kwargs"] = json.dumps(shown.kwargs, indent=2, ensure_ascii=False, default=str, sort_keys=True)
+    context["redacted"] = shown.redacted
     return render_to_string("admin/django_jobretry/includes/payload.html", context)

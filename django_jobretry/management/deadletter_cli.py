@@ -5,7 +5,6 @@ Nothing here writes job state: the command acts through django_jobretry.deadlett
 
 from __future__ import annotations
 
-import argparse
 import getpass
 import json
 import re
@@ -14,15 +13,15 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from django.core.management.base import DjangoHelpFormatter, OutputWrapper
+from django.core.management.base import OutputWrapper
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from django_jobretry.conf import jobretry_settings
 from django_jobretry.deadletters import filtered
-from django_jobretry.display import humanize_delay
+from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import DeadLetter
+from django_jobretry.redaction import redacted_payload
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1
@@ -30,31 +29,6 @@ EXIT_USAGE = 2
 EXIT_NOTHING = 3
 EXIT_FAILED = 4
 EXIT_INTERRUPTED = 130
-
-EPILOG = """\
-exit codes:
-  0    done: every selected dead letter was acted on (list, show: printed;
-       list also when nothing matches)
-  1    partial: some named or selected dead letters were not acted on (or not
-       shown) because they are no longer dead letters - already requeued or
-       discarded by someone else, or never existed - or a requeue was refused
-       because a live job holds the same unique_key; the rest were acted on
-  2    usage error, or a destructive bulk action was not confirmed (answered
-       no, or stdin is not a terminal and --yes was not given): nothing changed
-  3    nothing matched: requeue/discard --all selected no dead letter
-  4    failed: invalid settings, database unreachable, unexpected error
-       (details with --traceback)
-  130  interrupted (Ctrl-C): batches finished before the interrupt stay done
---dry-run changes nothing and exits with the code the real run would have
-(0, 1 or 3), without asking for confirmation.
-
-Django's common options go before the action:
-  manage.py deadletters -v 2 --traceback requeue --all --queue emails
-"""
-
-
-class HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Django's ordering of options, with the epilog's line breaks kept."""
 
 
 class Terminal(Protocol):
@@ -65,36 +39,8 @@ class Terminal(Protocol):
     def readline(self) -> str: ...
 
 
-# --- argument types ------------------------------------------------------------------------------
-
-_RATE = re.compile(r"^(\d+(?:\.\d+)?)\s*/\s*([sm])$")
-
-
-def rate(text: str) -> float:
-    """'10/s' or '30/m' -> items per second."""
-    match = _RATE.match(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rate like 10/s or 30/m")
-    per_second = float(match.group(1)) / (60 if match.group(2) == "m" else 1)
-    if per_second <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive rate")
-    return per_second
-
-
 def format_cursor(cursor: tuple[datetime, int]) -> str:
     return f"{cursor[0].isoformat()},{cursor[1]}"
-
-
-def cursor(text: str) -> tuple[datetime, int]:
-    """A cursor printed by `deadletters list`: '<dead_at ISO 8601>,<id>'."""
-    stamp, _, pk = text.strip().rpartition(",")
-    try:
-        dead_at, last_id = datetime.fromisoformat(stamp), int(pk)
-    except ValueError:
-        dead_at, last_id = None, 0
-    if dead_at is None or timezone.is_naive(dead_at) or last_id < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a cursor printed by `deadletters list`")
-    return dead_at, last_id
 
 
 def default_actor() -> str:
@@ -201,15 +147,11 @@ def summary(dead: DeadLetter) -> dict[str, Any]:
 
 
 def payload(dead: DeadLetter) -> tuple[Any, Any, str | None]:
-    """(args, kwargs, why hidden): arguments through PAYLOAD_REDACTOR when one is configured."""
-    redactor = jobretry_settings.payload_redactor
-    if redactor is None:
-        return dead.args, dead.kwargs, None
-    try:
-        args, kwargs = redactor(dead.task_name, dead.args, dead.kwargs)
-    except Exception as exc:  # fail closed: a broken redactor must not leak the raw arguments
-        return None, None, f"hidden: PAYLOAD_REDACTOR raised {type(exc).__name__}"
-    return args, kwargs, None
+    """(args, kwargs, why hidden): arguments through PAYLOAD_REDACTOR, like the admin."""
+    shown = redacted_payload(dead.task_name, dead.args, dead.kwargs)
+    if shown.failed:
+        return None, None, f"hidden: PAYLOAD_REDACTOR raised {shown.failed}"
+    return shown.args, shown.kwargs, None
 
 
 def detail(dead: DeadLetter) -> dict[str, Any]:

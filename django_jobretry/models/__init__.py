@@ -5,6 +5,6 @@ indexes stay tiny whatever the backlog of failures.
 """
 
 from django_jobretry.models.dead_letter import DeadLetter, DeadReason
-from django_jobretry.models.job import Job, JobStatus
+from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
 
-__all__ = ["DeadLetter", "DeadReason", "Job", "JobStatus"]
+__all__ = ["LIVE_STATUSES", "DeadLetter", "DeadReason", "Job", "JobQuerySet", "JobStatus"]

@@ -16,6 +16,26 @@ class JobStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
 
 
+#: States of a job that may still run: what unique_key deduplicates against.
+LIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING)
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    """Named states, so "what counts as live" is written once."""
+
+    def live(self) -> JobQuerySet:
+        """Ready or running: not finished, not dead."""
+        return self.filter(status__in=LIVE_STATUSES)
+
+    def ready(self) -> JobQuerySet:
+        """Waiting to be claimed, now or at ``run_at``."""
+        return self.filter(status=JobStatus.READY)
+
+    def retrying(self) -> JobQuerySet:
+        """Ready again after a failed attempt: waiting for a retry."""
+        return self.ready().filter(attempts__gt=0)
+
+
 class Job(models.Model):
     """A job; state changes happen only in django_jobretry.services."""
 
@@ -45,6 +65,8 @@ class Job(models.Model):
     first_attempt_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         verbose_name = "job"
@@ -113,7 +135,7 @@ class Job(models.Model):
             # At most one live (ready or running) job per unique_key.
             models.UniqueConstraint(
                 fields=["unique_key"],
-                condition=models.Q(status__in=["ready", "running"]),
+                condition=models.Q(status__in=LIVE_STATUSES),
                 name="jobretry_job_unique_live_key",
             ),
         ]

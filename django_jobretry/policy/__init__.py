@@ -4,8 +4,9 @@ The import boundary is tested (tests/unit/test_policy_is_pure.py) so the
 policy stays usable and property-testable without a configured project.
 """
 
+from django_jobretry.policy.base import InvalidPolicy, JobRetryError
 from django_jobretry.policy.decisions import Decision, ErrorKind, GiveUp, GiveUpReason, Retry
-from django_jobretry.policy.errors import FatalError, InvalidPolicy, JobRetryError, RetryableError
+from django_jobretry.policy.errors import FatalError, RetryableError
 from django_jobretry.policy.retry import Classification, RetryPolicy, ScheduleRow
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from django_jobretry.policy.errors import InvalidPolicy
+from django_jobretry.policy.base import InvalidPolicy
 
 #: Longest single delay accepted. Anything longer is almost always a unit
 #: mistake (milliseconds given as seconds), and it keeps ``now + delay`` far
@@ -39,7 +39,7 @@ def to_seconds(
 
     The policy computes with these rather than with microsecond-rounded
     timedeltas: rounding base_delay first would be multiplied by
-    multiplier**(a-1) and drift from spec §3's formula.
+    multiplier**(a-1) and drift from the documented formula (docs/policy.md).
     """
     if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
         raise InvalidPolicy(field, value, "expected seconds (int or float) or a timedelta")

@@ -1,6 +1,7 @@
-"""Exceptions of the policy layer: what handlers raise and what bad input gets.
+"""What job handlers raise to steer the policy: FatalError and RetryableError.
 
 Kept free of Django so the policy can be imported and tested on its own.
+The stored error class of a handler's raise is ``django_jobretry.policy.errors.<Name>``.
 """
 
 from __future__ import annotations
@@ -8,23 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-
-class JobRetryError(Exception):
-    """Base class of every django-jobretry exception; do not raise it directly."""
-
-
-class InvalidPolicy(JobRetryError, ValueError):
-    """A retry policy parameter is out of range or of the wrong type.
-
-    ``field``, ``value`` and ``allowed`` let callers (system checks, admin
-    forms) point at the exact mistake instead of re-parsing the message.
-    """
-
-    def __init__(self, field: str, value: object, allowed: str) -> None:
-        self.field = field
-        self.value = value
-        self.allowed = allowed
-        super().__init__(f"{field}={value!r} is invalid: {allowed}")
+from django_jobretry.policy.base import JobRetryError
+from django_jobretry.policy.durations import to_timedelta
 
 
 class FatalError(JobRetryError):
@@ -46,7 +32,4 @@ class RetryableError(JobRetryError):
         super().__init__(*args)
         self.delay: timedelta | None = None
         if delay is not None:
-            # Imported here to avoid a cycle: durations raises InvalidPolicy.
-            from django_jobretry.policy.durations import to_timedelta
-
             self.delay = to_timedelta("delay", delay, allow_zero=True)

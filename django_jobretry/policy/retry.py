@@ -2,19 +2,29 @@
 
 Everything here is deterministic. The caller passes the jitter sample, so the
 worker draws it at random while tests choose it; no clock, no randomness and
-no Django are consulted, which is what makes spec §3's invariants testable.
+no Django are consulted, which is what makes the invariants of
+docs/design.md#invariant-1 to #invariant-5 testable.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django_jobretry.policy.base import InvalidPolicy
 from django_jobretry.policy.decisions import Decision, ErrorKind, GiveUp, GiveUpReason, Retry
 from django_jobretry.policy.durations import MAX_BUDGET, to_seconds, to_timedelta
-from django_jobretry.policy.errors import FatalError, InvalidPolicy, RetryableError
+from django_jobretry.policy.errors import FatalError, RetryableError
+from django_jobretry.policy.parameters import (
+    attempt_limit,
+    check_attempt,
+    error_classes,
+    error_kind,
+    number,
+    requeue_budget_value,
+)
 
 type Seconds = int | float | timedelta
 type ErrorClasses = Sequence[type[BaseException]]
@@ -37,12 +47,6 @@ class ScheduleRow:
     shortest: timedelta
     longest: timedelta
     cumulative_longest: timedelta
-
-
-#: Upper bound on ``max_attempts``. Far above any useful schedule (a job
-#: retried 10,000 times is a dead letter nobody looks at) and it keeps the
-#: construction-time budget check cheap.
-MAX_ATTEMPTS_LIMIT = 10_000
 
 
 class RetryPolicy:
@@ -99,23 +103,23 @@ class RetryPolicy:
         requeue_budget: int = 0,
     ) -> None:
         set_ = super().__setattr__
-        set_("max_attempts", _attempt_limit(max_attempts))
+        set_("max_attempts", attempt_limit(max_attempts))
         set_("_base_seconds", to_seconds("base_delay", base_delay))
         set_("_max_seconds", to_seconds("max_delay", max_delay))
         set_("base_delay", timedelta(seconds=self._base_seconds))
         set_("max_delay", timedelta(seconds=self._max_seconds))
-        set_("multiplier", _number("multiplier", multiplier, "a finite number >= 1.0", lambda v: v >= 1.0))
-        set_("jitter", _number("jitter", jitter, "a fraction in [0, 1]", lambda v: 0 <= v <= 1))
+        set_("multiplier", number("multiplier", multiplier, "a finite number >= 1.0", lambda v: v >= 1.0))
+        set_("jitter", number("jitter", jitter, "a fraction in [0, 1]", lambda v: 0 <= v <= 1))
         if self._max_seconds < self._base_seconds:
             raise InvalidPolicy("max_delay", max_delay, f"must be >= base_delay ({self.base_delay})")
         set_(
             "retry_for",
             None if retry_for is None else to_timedelta("retry_for", retry_for, maximum=MAX_BUDGET),
         )
-        set_("fatal_errors", _error_classes("fatal_errors", fatal_errors))
-        set_("retryable_errors", _error_classes("retryable_errors", retryable_errors))
-        set_("unknown_errors", _error_kind("unknown_errors", unknown_errors))
-        set_("requeue_budget", _requeue_budget(requeue_budget))
+        set_("fatal_errors", error_classes("fatal_errors", fatal_errors))
+        set_("retryable_errors", error_classes("retryable_errors", retryable_errors))
+        set_("unknown_errors", error_kind("unknown_errors", unknown_errors))
+        set_("requeue_budget", requeue_budget_value(requeue_budget))
         set_("_uncapped_retries", self._count_uncapped_retries())
         set_("total_budget", None)
         if total_budget is not None:
@@ -156,7 +160,7 @@ class RetryPolicy:
         return math.ceil(math.log(cap / base) / math.log(self.multiplier)) + 1
 
     def _nominal_seconds(self, attempt: int) -> float:
-        _check_attempt(attempt)
+        check_attempt(attempt)
         base, cap = self._base_seconds, self._max_seconds
         exponent = attempt - 1
         # Compare in log space first so no power is ever computed past the
@@ -201,8 +205,8 @@ class RetryPolicy:
         (a handler's ``RetryableError(delay=...)``); ``max_attempts`` is the
         limit frozen on a job at enqueue, which wins over a policy edited since.
         """
-        _check_attempt(attempt)
-        limit = self.max_attempts if max_attempts is None else _attempt_limit(max_attempts)
+        check_attempt(attempt)
+        limit = self.max_attempts if max_attempts is None else attempt_limit(max_attempts)
         if not isinstance(kind, ErrorKind):
             raise InvalidPolicy("kind", kind, f"an ErrorKind: one of {[k.value for k in ErrorKind]}")
         if elapsed is not None and (not isinstance(elapsed, timedelta) or elapsed < timedelta(0)):
@@ -254,54 +258,3 @@ class RetryPolicy:
         if retries > head:
             total += self.bounds(head + 1)[1] * (retries - head)
         return total
-
-
-def _check_attempt(attempt: int) -> None:
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
-        raise InvalidPolicy("attempt", attempt, "attempts are numbered from 1")
-
-
-def _attempt_limit(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidPolicy("max_attempts", value, "expected an integer >= 1")
-    if not 1 <= value <= MAX_ATTEMPTS_LIMIT:
-        raise InvalidPolicy("max_attempts", value, f"must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}")
-    return value
-
-
-#: Automatic requeues a job may get after dying; more is a loop, not a policy.
-MAX_REQUEUE_BUDGET = 100
-
-
-def _requeue_budget(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REQUEUE_BUDGET:
-        allowed = f"an integer from 0 (never requeue automatically) to {MAX_REQUEUE_BUDGET}"
-        raise InvalidPolicy("requeue_budget", value, allowed)
-    return value
-
-
-def _error_kind(name: str, value: object) -> ErrorKind:
-    if isinstance(value, str) and value in ErrorKind:
-        return ErrorKind(value)
-    raise InvalidPolicy(name, value, f"one of {[k.value for k in ErrorKind]}")
-
-
-def _number(name: str, value: object, allowed: str, ok: Callable[[float], bool]) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidPolicy(name, value, f"expected {allowed}")
-    try:
-        number = float(value)
-    except OverflowError:  # an int too large for a float
-        number = math.inf
-    if not math.isfinite(number) or not ok(number):
-        raise InvalidPolicy(name, value, f"must be {allowed}")
-    return number
-
-
-def _error_classes(name: str, value: object) -> tuple[type[BaseException], ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise InvalidPolicy(name, value, "expected a list of exception classes")
-    for item in value:
-        if not (isinstance(item, type) and issubclass(item, BaseException)):
-            raise InvalidPolicy(name, item, "expected an exception class")
-    return tuple(value)

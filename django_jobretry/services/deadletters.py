@@ -3,7 +3,8 @@
 Every operator surface (admin, `manage.py deadletters`, Python) calls this
 module. An action locks the dead-letter row with SELECT ... FOR UPDATE and
 acts only if the row still exists: when two operators race, exactly one
-wins and the other is told the item was already handled (spec §5).
+wins and the other is told the item was already handled
+(docs/design.md#dead-letters).
 """
 
 from __future__ import annotations
@@ -12,50 +13,26 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import DurationField, QuerySet, Value
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from django_jobretry import signals
-from django_jobretry.conf import jobretry_settings
-from django_jobretry.decorators import INLINE_POLICY
-from django_jobretry.exceptions import UnknownPolicy
+from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadReason, Job
-from django_jobretry.policy.errors import JobRetryError
+from django_jobretry.registry import policy_for
+from django_jobretry.services import transitions
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
 
 logger = logging.getLogger("django_jobretry")
 
-_STAMP_LAST_REQUEUE = (
-    "jsonb_set(requeue_history, ARRAY[(jsonb_array_length(requeue_history) - 1)::text, 'at'], "
-    "to_jsonb(statement_timestamp()))"
-)
+#: The columns an action reads under its lock: enough to log, signal and
+#: revive; arguments and histories are moved by SQL, never loaded here.
+LOCKED_FIELDS = ("id", "job_id", "task_name", "queue_name", "policy_name", "reason", "attempts", "unique_key")
 
 #: Bulk actions lock and act in chunks so one action never holds thousands of locks.
 CHUNK = 500
-
-
-class NotDead(JobRetryError, LookupError):
-    """The dead letter no longer exists: someone requeued or discarded it already."""
-
-    def __init__(self, dead_letter_id: int) -> None:
-        self.dead_letter_id = dead_letter_id
-        super().__init__(
-            f"dead letter {dead_letter_id} is not dead any more: it was already requeued or discarded"
-        )
-
-
-class RequeueConflict(JobRetryError):
-    """Requeueing would create a second live job for a unique_key that has one."""
-
-    def __init__(self, dead_letter_id: int, unique_key: str) -> None:
-        self.dead_letter_id, self.unique_key = dead_letter_id, unique_key
-        super().__init__(
-            f"dead letter {dead_letter_id} was not requeued: a live job holds unique_key {unique_key!r}"
-        )
 
 
 @dataclass(frozen=True)
@@ -138,7 +115,7 @@ def page_of(queryset: QuerySet[DeadLetter], *, limit: int, after: tuple[datetime
 def requeue(dead_letter_id: int, *, run_after: timedelta | None = None, actor: str | None = None) -> Job:
     """Turn a dead letter back into a ready job; raises NotDead if it is gone."""
     with transaction.atomic():
-        dead = DeadLetter.objects.select_for_update().filter(pk=dead_letter_id).first()
+        dead = DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk=dead_letter_id).first()
         if dead is None:
             raise NotDead(dead_letter_id)
         job = _revive(dead, run_after=run_after, actor=actor)
@@ -149,7 +126,7 @@ def requeue(dead_letter_id: int, *, run_after: timedelta | None = None, actor: s
 def discard(dead_letter_id: int, *, actor: str | None = None) -> None:
     """Delete a dead letter for good; raises NotDead if it is gone."""
     with transaction.atomic():
-        dead = DeadLetter.objects.select_for_update().filter(pk=dead_letter_id).first()
+        dead = DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk=dead_letter_id).first()
         if dead is None:
             raise NotDead(dead_letter_id)
         # Delete by id: Model.delete() would reset dead.pk, which the log needs.
@@ -167,8 +144,7 @@ def requeue_many(
         with transaction.atomic():
             for dead in _lock(chunk, result):
                 try:
-                    with transaction.atomic():
-                        revived.append((dead, _revive(dead, run_after=run_after, actor=actor)))
+                    revived.append((dead, _revive(dead, run_after=run_after, actor=actor)))
                 except RequeueConflict:
                     result.conflicts.append(dead.pk)
         for dead, job in revived:
@@ -191,6 +167,24 @@ def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None
     return result
 
 
+def predicted_conflicts(dead_letters: Iterable[DeadLetter]) -> set[int]:
+    """Ids of the dead letters whose requeue the unique-key guard would refuse.
+
+    A live job holds the key, or an earlier dead letter in the same batch
+    would take it first: what a dry run reports, without locking anything.
+    """
+    dead_letters = list(dead_letters)
+    keys = {dead.unique_key for dead in dead_letters if dead.unique_key}
+    held = set(Job.objects.live().filter(unique_key__in=keys).values_list("unique_key", flat=True))
+    conflicts = set()
+    for dead in dead_letters:
+        if dead.unique_key and dead.unique_key in held:
+            conflicts.add(dead.pk)
+        elif dead.unique_key:
+            held.add(dead.unique_key)
+    return conflicts
+
+
 def _ids(ids: Iterable[int] | QuerySet[DeadLetter]) -> list[int]:
     if isinstance(ids, QuerySet):
         return list(ids.values_list("pk", flat=True))
@@ -204,89 +198,53 @@ def _chunks(ids: list[int]) -> Iterable[list[int]]:
 
 def _lock(ids: list[int], result: BulkResult) -> list[DeadLetter]:
     # Lock in id order: two bulk actions over overlapping sets cannot deadlock.
-    locked = list(DeadLetter.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+    locked = list(
+        DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk__in=ids).order_by("pk")
+    )
     found = {dead.pk for dead in locked}
     result.already_handled += [i for i in ids if i not in found]
     return locked
 
 
 def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None) -> Job:
-    """Insert the new job and delete the dead letter; the caller holds the row lock."""
-    entry = {
-        "dead_letter_id": dead.pk,
-        "job_id": dead.job_id,
-        "reason": dead.reason,
-        "attempts": dead.attempts,
-        "last_error": dead.last_error[:500],
-        "dead_at": dead.dead_at.isoformat(),
-        "by": actor or "",
-    }
-    job = Job(
-        task_name=dead.task_name,
-        queue_name=dead.queue_name,
-        policy_name=dead.policy_name,
-        priority=dead.priority,
-        args=dead.args,
-        kwargs=dead.kwargs,
-        max_attempts=_max_attempts(dead),
-        unique_key=dead.unique_key,
-        requeue_count=dead.requeue_count + 1,
-        requeue_history=[*dead.requeue_history, entry],
-    )
-    if run_after is not None:
-        job.run_at = Now() + Value(run_after, output_field=DurationField())
+    """transitions.revive under the caller's row lock, in a savepoint a conflict rolls back.
+
+    max_attempts is the current policy's: an operator may have raised it
+    before requeueing.
+    """
+    max_attempts = policy_for(dead.task_name, dead.policy_name).max_attempts
     try:
         with transaction.atomic():
-            job.save(force_insert=True)
+            job_id = transitions.revive(
+                dead.pk, max_attempts=max_attempts, run_after=run_after, actor=actor or ""
+            )
     except IntegrityError as exc:
         if UNIQUE_CONSTRAINT in str(exc) and dead.unique_key:
             raise RequeueConflict(dead.pk, dead.unique_key) from exc
         raise
-    # The "requeued at" time is the database's, like every other timestamp.
-    Job.objects.filter(pk=job.pk).update(requeue_history=RawSQL(_STAMP_LAST_REQUEUE, []))  # noqa: S611 - constant SQL
-    DeadLetter.objects.filter(pk=dead.pk).delete()
+    if job_id is None:  # unreachable while the caller holds the lock
+        raise NotDead(dead.pk)
+    job = Job.objects.get(pk=job_id)
     notify([job.queue_name])
-    job.refresh_from_db()
     return job
 
 
-def _max_attempts(dead: DeadLetter) -> int:
-    """The current policy's limit: an operator may have raised it before requeueing."""
-    if dead.policy_name == INLINE_POLICY:
-        from django_jobretry.registry import registry
-
-        definition = registry.get(dead.task_name)
-        return definition.resolve_policy()[1].max_attempts if definition else dead.max_attempts
-    try:
-        return jobretry_settings.policy(dead.policy_name).max_attempts
-    except UnknownPolicy:
-        return dead.max_attempts
-
-
-def _send(signal: Any, **kwargs: Any) -> None:
-    for receiver, result in signal.send_robust(DeadLetter, **kwargs):
-        if isinstance(result, Exception):
-            logger.error("signal receiver %r failed", receiver, exc_info=result)
-
-
 def _after_requeue(dead: DeadLetter, job: Job, actor: str | None) -> None:
-    logger.info(
-        "dead letter %s requeued as job %s",
-        dead.pk,
-        job.pk,
-        extra={
-            "dead_letter_id": dead.pk,
-            "job_id": job.pk,
-            "task": job.task_name,
-            "queue": job.queue_name,
-            "attempt": 0,
-            "outcome": "requeued",
-            "actor": actor or "",
-            "requeue_count": job.requeue_count,
-        },
-    )
-    _send(
+    extra = {
+        "dead_letter_id": dead.pk,
+        "job_id": job.pk,
+        "task": job.task_name,
+        "queue": job.queue_name,
+        "attempt": 0,
+        "outcome": "requeued",
+        "actor": actor or "",
+        "requeue_count": job.requeue_count,
+    }
+    logger.info("dead letter %s requeued as job %s", dead.pk, job.pk, extra=extra)
+    signals.send(
         signals.job_requeued,
+        DeadLetter,
+        extra,
         dead_letter_id=dead.pk,
         job_id=job.pk,
         task_name=job.task_name,
@@ -297,21 +255,20 @@ def _after_requeue(dead: DeadLetter, job: Job, actor: str | None) -> None:
 
 
 def _after_discard(dead: DeadLetter, actor: str | None) -> None:
-    logger.info(
-        "dead letter %s discarded",
-        dead.pk,
-        extra={
-            "dead_letter_id": dead.pk,
-            "job_id": dead.job_id,
-            "task": dead.task_name,
-            "queue": dead.queue_name,
-            "attempt": dead.attempts,
-            "outcome": "discarded",
-            "actor": actor or "",
-        },
-    )
-    _send(
+    extra = {
+        "dead_letter_id": dead.pk,
+        "job_id": dead.job_id,
+        "task": dead.task_name,
+        "queue": dead.queue_name,
+        "attempt": dead.attempts,
+        "outcome": "discarded",
+        "actor": actor or "",
+    }
+    logger.info("dead letter %s discarded", dead.pk, extra=extra)
+    signals.send(
         signals.dead_letter_discarded,
+        DeadLetter,
+        extra,
         dead_letter_id=dead.pk,
         job_id=dead.job_id,
         task_name=dead.task_name,

@@ -12,8 +12,9 @@ from django.db.models import DurationField, Value
 from django.db.models.functions import Now
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.models import Job, JobStatus
-from django_jobretry.validation import InvalidJob, check_arguments
+from django_jobretry.exceptions import InvalidJob
+from django_jobretry.models import Job
+from django_jobretry.validation import check_arguments
 
 if TYPE_CHECKING:
     from django_jobretry.decorators import JobDefinition
@@ -116,9 +117,7 @@ def _enqueue_unique(job: Job) -> Job:
             if UNIQUE_CONSTRAINT not in str(exc):
                 raise
             job.pk = None
-            live = Job.objects.filter(
-                unique_key=job.unique_key, status__in=[JobStatus.READY, JobStatus.RUNNING]
-            ).first()
+            live = Job.objects.live().filter(unique_key=job.unique_key).first()
             if live is not None:
                 logger.info(
                     "job %s already live for unique_key",

@@ -1,15 +1,20 @@
-"""Attempt history entries: bounded, scrubbed, and impossible to fail to record.
+"""History entries: bounded, scrubbed, and impossible to fail to record.
 
 Whatever a handler raised - a 10 MB message, NUL bytes, lone surrogates, a
 ``__str__`` that itself raises - the worker must still record the failure
-(spec §4 rule 6), or a poison job would loop without a trace.
+(docs/design.md#rule-6), or a poison job would loop without a trace.
+
+The two entry shapes, :class:`AttemptEntry` (one per ended attempt, on
+``errors``) and :class:`RequeueEntry` (one per requeue, on
+``requeue_history``), are defined once here; the SQL that writes them and
+the admin and CLI that read them use these keys.
 """
 
 from __future__ import annotations
 
 import enum
 import traceback
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.policy import ErrorKind
@@ -24,6 +29,37 @@ class AttemptEnd(enum.StrEnum):
     LEASE_EXPIRED = "lease_expired"
     WORKER_EXIT = "worker_exit"
     SHUTDOWN = "shutdown"
+
+
+class AttemptEntry(TypedDict):
+    """One ended attempt. ``at`` is the database's time; ``delay`` (seconds) only on retries."""
+
+    attempt: int
+    error_class: str
+    message: str
+    traceback: str
+    kind: str
+    ended: str
+    worker: str
+    at: NotRequired[str]
+    delay: NotRequired[float]
+
+
+class RequeueEntry(TypedDict):
+    """One requeue: the dead letter a job came from, who requeued it and when (``at``)."""
+
+    dead_letter_id: int
+    job_id: int
+    reason: str
+    attempts: int
+    last_error: str
+    dead_at: str
+    by: str
+    at: str
+
+
+#: Characters of the dead letter's last error kept in a requeue entry.
+REQUEUE_ERROR_CHARS = 500
 
 
 def clean_text(text: str, limit: int, *, keep_end: bool = False) -> str:
@@ -58,48 +94,47 @@ def describe_error(error: BaseException) -> tuple[str, str]:
     return name, message
 
 
+def attempt_entry(
+    attempt: int,
+    ended: AttemptEnd,
+    kind: ErrorKind,
+    worker: str,
+    *,
+    error_class: str = "",
+    message: str = "",
+    traceback_text: str = "",
+) -> AttemptEntry:
+    """The one constructor of an attempt entry; every text is cleaned and bounded."""
+    return {
+        "attempt": attempt,
+        "error_class": clean_text(error_class, 200),
+        "message": clean_text(message, jobretry_settings.error_message_chars),
+        "traceback": clean_text(traceback_text, jobretry_settings.traceback_chars, keep_end=True),
+        "kind": kind.value,
+        "ended": ended.value,
+        "worker": clean_text(worker, 200),
+    }
+
+
 def error_entry(
     attempt: int, error: BaseException, kind: ErrorKind, ended: AttemptEnd, worker: str
-) -> dict[str, Any]:
-    """One history entry for a failed attempt; ``at`` is set by the database."""
+) -> AttemptEntry:
+    """The entry for a failed attempt; ``at`` is set by the database."""
     name, message = describe_error(error)
     try:
         trace = "".join(traceback.format_exception(error))
     except Exception:
         trace = ""
-    trace = clean_text(trace, jobretry_settings.traceback_chars, keep_end=True)
-    return {
-        "attempt": attempt,
-        "error_class": clean_text(name, 200),
-        "message": clean_text(message, jobretry_settings.error_message_chars),
-        "traceback": trace,
-        "kind": kind.value,
-        "ended": ended.value,
-        "worker": clean_text(worker, 200),
-    }
+    return attempt_entry(
+        attempt, ended, kind, worker, error_class=name, message=message, traceback_text=trace
+    )
 
 
-def minimal_entry(attempt: int, ended: AttemptEnd, kind: ErrorKind, worker: str) -> dict[str, Any]:
+def minimal_entry(attempt: int, ended: AttemptEnd, kind: ErrorKind, worker: str) -> AttemptEntry:
     """The fallback when even a cleaned entry could not be stored."""
-    return {
-        "attempt": attempt,
-        "error_class": "",
-        "message": "the error could not be recorded",
-        "traceback": "",
-        "kind": kind.value,
-        "ended": ended.value,
-        "worker": clean_text(worker, 200),
-    }
+    return attempt_entry(attempt, ended, kind, worker, message="the error could not be recorded")
 
 
-def event_entry(attempt: int, ended: AttemptEnd, message: str, worker: str) -> dict[str, Any]:
+def event_entry(attempt: int, ended: AttemptEnd, message: str, worker: str) -> AttemptEntry:
     """An entry for an attempt that ended without an exception (lease lost, shutdown)."""
-    return {
-        "attempt": attempt,
-        "error_class": "",
-        "message": clean_text(message, jobretry_settings.error_message_chars),
-        "traceback": "",
-        "kind": ErrorKind.RETRYABLE.value,
-        "ended": ended.value,
-        "worker": clean_text(worker, 200),
-    }
+    return attempt_entry(attempt, ended, ErrorKind.RETRYABLE, worker, message=message)

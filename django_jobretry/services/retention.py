@@ -56,6 +56,12 @@ def prune_dead_letters(older_than: timedelta, *, dry_run: bool = False) -> Count
                 "counts": {f"{q}/{r}": n for (q, r), n in counts.items()},
             },
         )
-        signals.dead_letters_pruning.send_robust(DeadLetter, counts=dict(counts), older_than=older_than)
+        signals.send(
+            signals.dead_letters_pruning,
+            DeadLetter,
+            {"outcome": "dead_letters_pruning"},
+            counts=dict(counts),
+            older_than=older_than,
+        )
         DeadLetter.objects.filter(pk__in=ids).delete()
     return counts

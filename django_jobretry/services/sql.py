@@ -1,7 +1,8 @@
-"""SQL fragments shared by the worker transitions.
+"""SQL fragments shared by the job transitions.
 
 Raw SQL here is deliberate: each transition is one statement that both picks
-and changes its rows (claim, heartbeat, recovery), which the ORM cannot say.
+and changes its rows (claim, heartbeat, recovery, bury, revive), which the
+ORM cannot say.
 """
 
 from __future__ import annotations
@@ -10,15 +11,98 @@ import json
 from typing import Any
 
 from django_jobretry.models import DeadLetter, Job
+from django_jobretry.services.history import REQUEUE_ERROR_CHARS
 
 JOB = Job._meta.db_table
 DEAD = DeadLetter._meta.db_table
 
-#: The fence every worker write carries (spec §4 rule 3): same job, still
-#: running, same attempt, same lease token.
+#: The fence every worker write carries (docs/design.md#rule-3): same job,
+#: still running, same attempt, same lease token.
 FENCE = "j.status = 'running' AND j.attempts = d.attempts AND j.lease_token = d.token"
 
 CLEAR_LEASE = "lease_owner = '', lease_token = NULL, lease_expires_at = NULL"
+
+#: What a job is, whichever table it is in: copied as-is when a job dies
+#: (bury) and when its dead letter is requeued (revive).
+CARRIED_COLUMNS = ("task_name", "queue_name", "policy_name", "priority", "args", "kwargs", "unique_key")
+
+#: A DeadLetter row, in the order :func:`dead_letter_select` gives its values.
+DEAD_COLUMNS = ", ".join(
+    (
+        "job_id",
+        *CARRIED_COLUMNS,
+        "reason",
+        "attempts",
+        "max_attempts",
+        "errors",
+        "last_error_class",
+        "last_error",
+        "requeue_count",
+        "requeue_history",
+        "enqueued_at",
+        "first_attempt_at",
+        "dead_at",
+    )
+)
+
+#: The Job row a requeue inserts, in the order :func:`revived_job_select` gives its values.
+REVIVED_COLUMNS = ", ".join(
+    (
+        *CARRIED_COLUMNS,
+        "status",
+        "run_at",
+        "attempts",
+        "max_attempts",
+        "errors",
+        "lease_owner",
+        "requeue_count",
+        "requeue_history",
+        "enqueued_at",
+    )
+)
+
+
+def _carried(source: str) -> str:
+    return ", ".join(f"{source}.{column}" for column in CARRIED_COLUMNS)
+
+
+def dead_letter_select(source: str, *, errors: str, reason: str, error_class: str, message: str) -> str:
+    """The SELECT list burying the job row ``source``: DEAD_COLUMNS, in order."""
+    return (
+        f"{source}.id, {_carried(source)}, {reason}, {source}.attempts, {source}.max_attempts, {errors}, "
+        f"{error_class}, {message}, {source}.requeue_count, {source}.requeue_history, "
+        f"{source}.enqueued_at, {source}.first_attempt_at, statement_timestamp()"
+    )
+
+
+def revived_job_select(source: str, *, run_at: str, max_attempts: str, actor: str) -> str:
+    """The SELECT list turning the dead-letter row ``source`` into a ready job: REVIVED_COLUMNS."""
+    entry = requeue_entry_sql(source, actor)
+    return (
+        f"{_carried(source)}, 'ready', {run_at}, 0, {max_attempts}, '[]'::jsonb, '', "
+        f"{source}.requeue_count + 1, {source}.requeue_history || jsonb_build_array({entry}), "
+        "statement_timestamp()"
+    )
+
+
+def requeue_entry_sql(source: str, actor: str) -> str:
+    """A history.RequeueEntry built from the dead-letter row ``source``, stamped by the database."""
+    return stamped(
+        f"jsonb_build_object('dead_letter_id', {source}.id, 'job_id', {source}.job_id, "
+        f"'reason', {source}.reason, 'attempts', {source}.attempts, "
+        f"'last_error', left({source}.last_error, {REQUEUE_ERROR_CHARS}), "
+        f"'dead_at', {source}.dead_at, 'by', {actor})"
+    )
+
+
+def lease_expired_entry_sql(source: str) -> str:
+    """A history.AttemptEntry for an attempt whose worker stopped heartbeating."""
+    message = f"'lease expired: worker ' || {source}.lease_owner || ' stopped heartbeating'"
+    return stamped(
+        f"jsonb_build_object('attempt', {source}.attempts, 'error_class', '', 'traceback', '', "
+        f"'message', {message}, 'kind', 'retryable', 'ended', 'lease_expired', "
+        f"'worker', {source}.lease_owner)"
+    )
 
 
 def trimmed(array_sql: str, limit_sql: str) -> str:
@@ -33,14 +117,6 @@ def trimmed(array_sql: str, limit_sql: str) -> str:
 def stamped(entry_sql: str) -> str:
     """A history entry with the database's time of the event added."""
     return f"({entry_sql} || jsonb_build_object('at', statement_timestamp()))"
-
-
-#: Columns copied from a Job row into its DeadLetter row.
-DEAD_COLUMNS = (
-    "job_id, task_name, queue_name, policy_name, priority, args, kwargs, reason, attempts, "
-    "max_attempts, errors, last_error_class, last_error, unique_key, requeue_count, "
-    "requeue_history, enqueued_at, first_attempt_at, dead_at"
-)
 
 
 def as_json(value: Any) -> Any:

@@ -1,8 +1,11 @@
-"""The worker's database transitions: claim, finish, fail, release, heartbeat, recover.
+"""A job's database transitions: claim, finish, fail, release, heartbeat; bury and revive.
 
-Every write after the claim is fenced by (id, running, attempt, lease token),
-so a worker that lost its lease changes nothing (spec §4 rule 3). Times are
-always the database's ``statement_timestamp()`` (rule 5).
+Every worker write after the claim is fenced by (id, running, attempt, lease
+token), so a worker that lost its lease changes nothing
+(docs/design.md#rule-3). Times are always the database's
+``statement_timestamp()`` (docs/design.md#rule-5). Burying a job and
+reviving its dead letter are inverses, one statement each, side by side.
+Lease recovery is in recovery.py.
 """
 
 from __future__ import annotations
@@ -14,16 +17,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import connection
 
 from django_jobretry.models import DeadReason
+from django_jobretry.services.history import AttemptEntry
 from django_jobretry.services.sql import (
     CLEAR_LEASE,
     DEAD,
     DEAD_COLUMNS,
     FENCE,
     JOB,
+    REVIVED_COLUMNS,
     as_json,
+    dead_letter_select,
+    revived_job_select,
     stamped,
     trimmed,
 )
@@ -42,6 +49,9 @@ class ClaimedJob:
     attempt: int
     max_attempts: int
     token: uuid.UUID
+    #: The job id the requeue chain started from; ``id`` when never requeued.
+    original_job_id: int
+    requeue_count: int
 
 
 @dataclass(frozen=True)
@@ -71,12 +81,14 @@ def claim_sql(*, filter_queues: bool) -> str:
             first_attempt_at = COALESCE(j.first_attempt_at, statement_timestamp())
         FROM picked WHERE j.id = picked.id
         RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args, j.kwargs, j.attempts,
-                  j.max_attempts, j.lease_token, j.priority, j.run_at
+                  j.max_attempts, j.lease_token,
+                  COALESCE((j.requeue_history -> 0 ->> 'job_id')::bigint, j.id), j.requeue_count,
+                  j.priority, j.run_at
     """
 
 
 def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None) -> list[ClaimedJob]:
-    """Claim up to ``limit`` due jobs; the attempt is counted here (rule 1)."""
+    """Claim up to ``limit`` due jobs; the attempt is counted here (docs/design.md#rule-1)."""
     sql = claim_sql(filter_queues=bool(queues))
     params: dict[str, Any] = {
         "queues": list(queues or []),
@@ -87,9 +99,21 @@ def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | 
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    rows.sort(key=lambda row: (-row[9], row[10], row[0]))
+    rows.sort(key=lambda row: (-row[11], row[12], row[0]))
     return [
-        ClaimedJob(row[0], row[1], row[2], row[3], as_json(row[4]), as_json(row[5]), row[6], row[7], row[8])
+        ClaimedJob(
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            as_json(row[4]),
+            as_json(row[5]),
+            row[6],
+            row[7],
+            row[8],
+            row[9],
+            row[10],
+        )
         for row in rows
     ]
 
@@ -170,7 +194,7 @@ def lock_failed(job: ClaimedJob) -> Failure | None:
     return None if row is None else Failure(elapsed=row[0])
 
 
-def schedule_retry(job: ClaimedJob, entry: dict[str, Any], delay: timedelta, history_limit: int) -> None:
+def schedule_retry(job: ClaimedJob, entry: AttemptEntry, delay: timedelta, history_limit: int) -> None:
     """Back to ready with a future run_at (durable backoff); the row is locked by lock_failed."""
     errors = f"(j.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
     sql = f"""
@@ -190,26 +214,28 @@ def schedule_retry(job: ClaimedJob, entry: dict[str, Any], delay: timedelta, his
         cursor.execute(sql, params)
 
 
-def bury(job: ClaimedJob, entry: dict[str, Any], reason: DeadReason, history_limit: int) -> int:
+def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit: int) -> int:
     """Move the job into the dead letters in one statement; returns the dead letter id."""
     errors = f"(gone.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
+    values = dead_letter_select(
+        "gone",
+        errors=trimmed(errors, "%(limit)s"),
+        reason="%(reason)s",
+        error_class="%(error_class)s",
+        message="%(message)s",
+    )
     sql = f"""
         WITH gone AS (DELETE FROM {JOB} WHERE id = %(id)s RETURNING *)
-        INSERT INTO {DEAD} ({DEAD_COLUMNS})
-        SELECT gone.id, gone.task_name, gone.queue_name, gone.policy_name, gone.priority, gone.args,
-               gone.kwargs, %(reason)s, gone.attempts, gone.max_attempts, {trimmed(errors, "%(limit)s")},
-               %(error_class)s, %(message)s, gone.unique_key, gone.requeue_count, gone.requeue_history,
-               gone.enqueued_at, gone.first_attempt_at, statement_timestamp()
-        FROM gone
+        INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
         RETURNING id
     """
-    params = {
+    params: dict[str, Any] = {
         "id": job.id,
         "entry": json.dumps(entry),
         "reason": reason.value,
         "limit": history_limit,
-        "error_class": entry.get("error_class", ""),
-        "message": entry.get("message", ""),
+        "error_class": entry["error_class"],
+        "message": entry["message"],
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -219,71 +245,29 @@ def bury(job: ClaimedJob, entry: dict[str, Any], reason: DeadReason, history_lim
     return int(row[0])
 
 
-#: Running jobs whose lease ran out; the lock re-checks the condition on the
-#: row's latest version, so a job heartbeated meanwhile is skipped.
-EXPIRED_LEASES = f"""
-    SELECT id FROM {JOB}
-    WHERE status = 'running' AND lease_expires_at < statement_timestamp()
-    ORDER BY lease_expires_at
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-"""
+def revive(dead_letter_id: int, *, max_attempts: int, run_after: timedelta | None, actor: str) -> int | None:
+    """The inverse of bury: the dead letter becomes a ready job, in one statement.
 
-
-@dataclass(frozen=True)
-class Recovered:
-    """A job whose lease had expired: made ready again, or buried when out of attempts."""
-
-    id: int
-    task_name: str
-    queue_name: str
-    attempt: int
-    buried: bool
-    dead_letter_id: int | None
-
-
-def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
-    """One statement (rule 4): pick expired leases with SKIP LOCKED, retry or bury each.
-
-    The lost attempt was counted at claim; its history entry says the lease
-    expired and which worker held it.
+    The new job carries the history of its dead letter plus one
+    :class:`~django_jobretry.services.history.RequeueEntry`. Returns the new
+    job's id, or None when the dead letter no longer exists. A live job
+    holding the same unique_key makes the INSERT fail (IntegrityError) and
+    nothing changes.
     """
-    entry = stamped(
-        "jsonb_build_object('attempt', j.attempts, 'error_class', '', 'traceback', '', "
-        "'message', 'lease expired: worker ' || j.lease_owner || ' stopped heartbeating', "
-        "'kind', 'retryable', 'ended', 'lease_expired', 'worker', j.lease_owner)"
-    )
-    errors = f"(j.errors || jsonb_build_array({entry}))"
+    run_at = "statement_timestamp() + make_interval(secs => %(delay)s)"
+    values = revived_job_select("dead", run_at=run_at, max_attempts="%(max_attempts)s", actor="%(actor)s")
     sql = f"""
-        WITH expired AS ({EXPIRED_LEASES}),
-        retried AS (
-            UPDATE {JOB} AS j SET status = 'ready', run_at = statement_timestamp(), {CLEAR_LEASE},
-                   errors = {trimmed(errors, "%(history)s")}
-            FROM expired WHERE j.id = expired.id AND j.attempts < j.max_attempts
-            RETURNING j.id, j.task_name, j.queue_name, j.attempts
-        ),
-        gone AS (
-            DELETE FROM {JOB} AS j USING expired
-            WHERE j.id = expired.id AND j.attempts >= j.max_attempts
-            RETURNING j.*, {trimmed(errors, "%(history)s")} AS final_errors
-        ),
-        buried AS (
-            INSERT INTO {DEAD} ({DEAD_COLUMNS})
-            SELECT id, task_name, queue_name, policy_name, priority, args, kwargs, %(reason)s, attempts,
-                   max_attempts, final_errors, '',
-                   'lease expired: worker ' || lease_owner || ' stopped heartbeating', unique_key,
-                   requeue_count, requeue_history, enqueued_at, first_attempt_at, statement_timestamp()
-            FROM gone
-            RETURNING id, job_id, task_name, queue_name, attempts
-        )
-        SELECT id, task_name, queue_name, attempts, false, NULL::bigint FROM retried
-        UNION ALL SELECT job_id, task_name, queue_name, attempts, true, id FROM buried
+        WITH dead AS (DELETE FROM {DEAD} WHERE id = %(id)s RETURNING *)
+        INSERT INTO {JOB} ({REVIVED_COLUMNS}) SELECT {values} FROM dead
+        RETURNING id
     """
     params: dict[str, Any] = {
-        "limit": limit,
-        "history": history_limit,
-        "reason": DeadReason.LEASE_EXPIRED.value,
+        "id": dead_letter_id,
+        "delay": run_after.total_seconds() if run_after is not None else 0,
+        "max_attempts": max_attempts,
+        "actor": actor,
     }
-    with transaction.atomic(), connection.cursor() as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [Recovered(*row) for row in cursor.fetchall()]
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])

@@ -30,8 +30,7 @@ from django_jobretry.admin.changelist import CappedCountPaginator, IndexedDatesQ
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import transitions
 from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.worker.recorder import Recorder
-from django_jobretry.services.worker.runner import Outcome
+from django_jobretry.services.outcomes import Failed, Recorder
 from tests.factories import DeadLetterFactory, JobFactory, error_history
 from tests.integration.test_deadletters import kill
 
@@ -195,7 +194,7 @@ class TestDeadLetterPages:
         first = kill(key="again")
         service.requeue(first.pk, actor="alice")
         [claimed] = transitions.claim("w", 1, 30, None)
-        Recorder("w", object).record_failure(Outcome(claimed, FatalError("still bad"), AttemptEnd.ERROR))
+        Recorder("w", object).record_failure(Failed(claimed, FatalError("still bad"), AttemptEnd.ERROR))
         second = DeadLetter.objects.get(job_id=claimed.id)
         html = superuser.get(change_url(second)).text
         assert "still bad" in html

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from django_jobretry.services.recovery import EXPIRED_LEASES
 from django_jobretry.services.sql import JOB
-from django_jobretry.services.transitions import EXPIRED_LEASES, claim_sql
+from django_jobretry.services.transitions import claim_sql
 
 pytestmark = pytest.mark.django_db
 

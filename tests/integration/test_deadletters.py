@@ -15,8 +15,7 @@ from django_jobretry import deadletters as service
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import transitions
 from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.worker.recorder import Recorder
-from django_jobretry.services.worker.runner import Outcome
+from django_jobretry.services.outcomes import Failed, Recorder
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +26,7 @@ def kill(definition: Any = jobs.fatal, key: str = "k") -> DeadLetter:
     definition.enqueue(key)
     [claimed] = transitions.claim("test-worker", 1, 30, None)
     Recorder("test-worker", object).record_failure(
-        Outcome(claimed, FatalError(f"bad {key}"), AttemptEnd.ERROR)
+        Failed(claimed, FatalError(f"bad {key}"), AttemptEnd.ERROR)
     )
     return DeadLetter.objects.get(job_id=claimed.id)
 
@@ -92,7 +91,7 @@ class TestRequeue:
         first = kill(key="twice")
         service.requeue(first.pk, actor="alice")
         [claimed] = transitions.claim("w", 1, 30, None)
-        Recorder("w", object).record_failure(Outcome(claimed, FatalError("still bad"), AttemptEnd.ERROR))
+        Recorder("w", object).record_failure(Failed(claimed, FatalError("still bad"), AttemptEnd.ERROR))
         second = DeadLetter.objects.get(job_id=claimed.id)
         assert second.requeue_count == 1
         assert [e["dead_letter_id"] for e in second.requeue_history] == [first.pk]

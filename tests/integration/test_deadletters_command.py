@@ -24,11 +24,11 @@ from django.db.models.functions import Now
 
 from django_jobretry import FatalError
 from django_jobretry.management import deadletter_cli as cli
+from django_jobretry.management.arguments import rate
 from django_jobretry.models import DeadLetter, DeadReason, Job
 from django_jobretry.services import transitions
 from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.worker.recorder import Recorder
-from django_jobretry.services.worker.runner import Outcome
+from django_jobretry.services.outcomes import Failed, Recorder
 from tests.factories import DeadLetterFactory
 from tests.jobs_app import jobs
 from tests.processes import ROOT, test_database_url
@@ -208,11 +208,11 @@ class TestShow:
     def test_requeue_history_of_a_job_that_died_again(self) -> None:
         jobs.fatal.enqueue("twice")
         [claimed] = transitions.claim("w", 1, 30, None)
-        Recorder("w", object).record_failure(Outcome(claimed, FatalError("first"), AttemptEnd.ERROR))
+        Recorder("w", object).record_failure(Failed(claimed, FatalError("first"), AttemptEnd.ERROR))
         first = DeadLetter.objects.get()
         cli_run("requeue", str(first.pk), "--actor", "alice")
         [claimed] = transitions.claim("w", 1, 30, None)
-        Recorder("w", object).record_failure(Outcome(claimed, FatalError("second"), AttemptEnd.ERROR))
+        Recorder("w", object).record_failure(Failed(claimed, FatalError("second"), AttemptEnd.ERROR))
         second = DeadLetter.objects.get()
         out, _ = cli_run("show", str(second.pk))
         assert "requeued:      1 time(s) before" in out
@@ -543,7 +543,7 @@ class TestUsage:
         assert "django_jobretry.E" in message
 
     def test_rate_parsing(self) -> None:
-        assert (cli.rate("10/s"), cli.rate("30/m"), cli.rate(" 2.5 / s ")) == (10, 0.5, 2.5)
+        assert (rate("10/s"), rate("30/m"), rate(" 2.5 / s ")) == (10, 0.5, 2.5)
 
 
 # --- real processes: exit codes and terminals as a shell script sees them ------------------------

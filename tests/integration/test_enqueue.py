@@ -11,11 +11,10 @@ from django.db import connection, connections, transaction
 from django.db.models.functions import Now
 
 from django_jobretry import RetryPolicy
-from django_jobretry.decorators import INLINE_POLICY, JobDefinition, job
-from django_jobretry.exceptions import UnknownPolicy
+from django_jobretry.decorators import JobDefinition, job
+from django_jobretry.exceptions import InvalidJob, UnknownPolicy
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.registry import registry
-from django_jobretry.validation import InvalidJob
+from django_jobretry.registry import INLINE_POLICY, registry
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
@@ -162,7 +161,7 @@ def test_job_decorator_registers_by_dotted_path_and_calls_through() -> None:
 
 
 def test_a_second_function_under_one_name_is_refused() -> None:
-    from django_jobretry.registry import DuplicateTaskName
+    from django_jobretry.exceptions import DuplicateTaskName
 
     with pytest.raises(DuplicateTaskName, match=r"tests\.jobs_app\.jobs\.record"):
         job(name="tests.jobs_app.jobs.record")(lambda: None)

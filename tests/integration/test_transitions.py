@@ -17,11 +17,12 @@ from django.db.models import DurationField, Value
 from django.db.models.functions import Now
 
 from django_jobretry import signals
+from django_jobretry.exceptions import UnknownTask
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import transitions
+from django_jobretry.services import recovery, transitions
 from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.worker.recorder import Recorder
-from django_jobretry.services.worker.runner import Outcome, Runner, UnknownTask
+from django_jobretry.services.outcomes import Failed, Recorder
+from django_jobretry.worker.runner import Runner
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
@@ -90,11 +91,11 @@ class TestFencing:
         jobs.always_fails.enqueue("a")
         old = claim_one()
         expire_leases()
-        transitions.recover_expired(10, 100)
+        recovery.recover_expired(10, 100)
         new = claim_one()
         assert new.attempt == 2
         caplog.set_level(logging.WARNING, "django_jobretry")
-        Recorder(OWNER, object).record_failure(Outcome(old, ConnectionResetError("late"), AttemptEnd.ERROR))
+        Recorder(OWNER, object).record_failure(Failed(old, ConnectionResetError("late"), AttemptEnd.ERROR))
         row = Job.objects.get(pk=new.id)
         assert (row.status, row.attempts, row.lease_token) == (JobStatus.RUNNING, 2, new.token)
         assert [e["ended"] for e in row.errors] == ["lease_expired"]
@@ -128,7 +129,7 @@ class TestRecovery:
         jobs.record.enqueue("a")
         claimed = claim_one()
         expire_leases()
-        [recovered] = transitions.recover_expired(10, 100)
+        [recovered] = recovery.recover_expired(10, 100)
         assert (recovered.id, recovered.attempt, recovered.buried) == (claimed.id, 1, False)
         row = Job.objects.get(pk=claimed.id)
         assert (row.status, row.attempts) == (JobStatus.READY, 1)
@@ -139,14 +140,14 @@ class TestRecovery:
     def test_live_leases_are_left_alone(self) -> None:
         jobs.record.enqueue("a")
         claim_one()
-        assert transitions.recover_expired(10, 100) == []
+        assert recovery.recover_expired(10, 100) == []
 
     def test_last_attempt_lost_buries_the_job(self) -> None:
         enqueued = jobs.record.enqueue("a")
         for _ in range(3):
             claim_one()
             expire_leases()
-            transitions.recover_expired(10, 100)
+            recovery.recover_expired(10, 100)
         assert not Job.objects.filter(pk=enqueued.pk).exists()
         dead = DeadLetter.objects.get(job_id=enqueued.pk)
         assert (dead.reason, dead.attempts, dead.args) == ("lease_expired", 3, ["a"])
@@ -157,7 +158,7 @@ class TestRecovery:
 class TestRecorder:
     def fail(self, error: BaseException, ended: AttemptEnd = AttemptEnd.ERROR) -> transitions.ClaimedJob:
         claimed = claim_one()
-        Recorder(OWNER, object).record_failure(Outcome(claimed, error, ended))
+        Recorder(OWNER, object).record_failure(Failed(claimed, error, ended))
         return claimed
 
     def test_retryable_failure_is_a_durable_backoff(self) -> None:
@@ -203,10 +204,11 @@ class TestRecorder:
     def test_unknown_task_is_retryable_then_dead_with_that_reason(self) -> None:
         enqueued = jobs.record.enqueue("a")
         Job.objects.filter(pk=enqueued.pk).update(task_name="gone.from.this.deploy")
-        runner = Runner(0, inbox=None, outbox=None, wake=None, started=set(), sender=object)  # type: ignore[arg-type]
+        runner = Runner(0, inbox=None, outbox=None, wake=None, sender=object)  # type: ignore[arg-type]
         for _ in range(3):
             claimed = claim_one()
             outcome = runner.execute(claimed)
+            assert isinstance(outcome, Failed)
             assert isinstance(outcome.error, UnknownTask)
             Recorder(OWNER, object).record_failure(outcome)
             Job.objects.filter(pk=enqueued.pk).update(run_at=Now())
@@ -268,7 +270,7 @@ class TestRecorder:
 class TestAutomaticRequeue:
     def fail(self, error: BaseException) -> None:
         claimed = claim_one()
-        Recorder(OWNER, object).record_failure(Outcome(claimed, error, AttemptEnd.ERROR))
+        Recorder(OWNER, object).record_failure(Failed(claimed, error, AttemptEnd.ERROR))
 
     def test_budget_requeues_once_then_the_job_stays_dead(self) -> None:
         enqueued = jobs.budgeted.enqueue("budget")

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 Workers = list[subprocess.Popen[str]]
 
-# The last query of a worker's LISTEN session (services/worker/listener.py).
+# The last query of a worker's LISTEN session (worker/listener.py).
 LISTEN_QUERY = "LISTEN django_jobretry"
 
 
@@ -385,7 +385,7 @@ def claimed_since(moment: datetime) -> bool:
 # process runs the same engine with that interval raised as well.
 IDLE_FOR_MINUTES = (
     "import django; django.setup(); "
-    "from django_jobretry.services.worker import Worker, WorkerOptions; "
+    "from django_jobretry.worker import Worker, WorkerOptions; "
     "raise SystemExit(Worker(WorkerOptions(recover_every=300)).run())"
 )
 

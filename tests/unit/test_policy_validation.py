@@ -10,7 +10,7 @@ import pytest
 
 from django_jobretry import InvalidPolicy, RetryPolicy
 from django_jobretry.policy import ErrorKind
-from django_jobretry.policy.retry import MAX_ATTEMPTS_LIMIT
+from django_jobretry.policy.parameters import MAX_ATTEMPTS_LIMIT
 
 
 @pytest.mark.parametrize(

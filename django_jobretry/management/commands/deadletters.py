@@ -2,7 +2,7 @@
 
 Every change goes through django_jobretry.deadletters (guarded compare-and-swap):
 a dead letter someone else handled meanwhile is reported, never silently
-skipped. The exit codes are part of the interface: see deadletter_cli.EPILOG.
+skipped. The exit codes are part of the interface: see management/arguments.py EPILOG.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from django.db.models import QuerySet
 
 from django_jobretry import deadletters as service
 from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management.arguments import duration, page_size, positive_int, queue_name
-from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
+from django_jobretry.management.arguments import EPILOG, HelpFormatter, add_deadletters_arguments
+from django_jobretry.models import DeadLetter
 
 #: Dead letters acted on per service call when unpaced: the unit of progress and of Ctrl-C loss.
 BATCH = 100
@@ -27,79 +27,17 @@ BATCH = 100
 DRY_RUN_SHOWN = 50
 
 
-def _filters(parser: CommandParser) -> None:
-    group = parser.add_argument_group("filters (all must match)")
-    group.add_argument("--queue", type=queue_name, help="queue name")
-    group.add_argument("--task", help="task name, e.g. shop.tasks.send_receipt")
-    group.add_argument("--reason", choices=DeadReason.values, help="why the job died")
-    group.add_argument("--error-class", help="exact last error class, e.g. builtins.ConnectionResetError")
-    group.add_argument(
-        "--older-than", type=duration, metavar="DURATION", help="dead for longer than this: 7d, 12h, 15m, 90s"
-    )
-
-
-def _bulk(parser: CommandParser, verb: str) -> None:
-    parser.add_argument("ids", nargs="*", type=positive_int, metavar="ID", help=f"dead letter ids to {verb}")
-    parser.add_argument("--all", action="store_true", help=f"{verb} every dead letter matching the filters")
-    _filters(parser)
-    parser.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
-    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    parser.add_argument("--progress", action="store_true", help="draw the progress bar even if not a TTY")
-    parser.add_argument("--actor", help="who acts, recorded with the action (default: the OS user)")
-
-
 class Command(BaseCommand):
     help = "List, inspect, requeue or discard dead letters: jobs that will not be retried again."
     stealth_options = ("stdin", "clock", "sleep")
 
     def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
-        kwargs.setdefault("formatter_class", cli.HelpFormatter)
-        kwargs.setdefault("epilog", cli.EPILOG)
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("epilog", EPILOG)
         return super().create_parser(prog_name, subcommand, **kwargs)
 
     def add_arguments(self, parser: CommandParser) -> None:
-        actions = parser.add_subparsers(dest="action", required=True, metavar="{list,show,requeue,discard}")
-        listing = actions.add_parser(
-            "list", help="dead letters, newest first", formatter_class=cli.HelpFormatter, epilog=cli.EPILOG
-        )
-        listing.description = "Dead letters matching the filters, newest dead first, a page at a time."
-        _filters(listing)
-        listing.add_argument("--limit", type=page_size, default=50, help="page size, 1-1000 (default 50)")
-        listing.add_argument("--after", type=cli.cursor, metavar="CURSOR", help="the next page's cursor")
-        listing.add_argument("--json", action="store_true", help="machine-readable output")
-        show = actions.add_parser(
-            "show", help="everything about dead letters", formatter_class=cli.HelpFormatter, epilog=cli.EPILOG
-        )
-        show.description = "Every field, the arguments (through PAYLOAD_REDACTOR), errors and requeues."
-        show.add_argument("ids", nargs="+", type=positive_int, metavar="ID")
-        show.add_argument("--json", action="store_true", help="machine-readable output")
-        requeue = actions.add_parser(
-            "requeue",
-            help="turn dead letters back into ready jobs",
-            formatter_class=cli.HelpFormatter,
-            epilog=cli.EPILOG,
-        )
-        requeue.description = (
-            "Turn dead letters back into ready jobs; each new job records who requeued it and when. "
-            "--all asks for confirmation unless --yes."
-        )
-        _bulk(requeue, "requeue")
-        requeue.add_argument(
-            "--rate", type=cli.rate, metavar="N/s", help="at most N/s or N/m, for a recovering downstream"
-        )
-        requeue.add_argument(
-            "--run-after", type=duration, metavar="DURATION", help="the new jobs wait this long: 10m, 1h"
-        )
-        discard = actions.add_parser(
-            "discard",
-            help="delete dead letters for good",
-            formatter_class=cli.HelpFormatter,
-            epilog=cli.EPILOG,
-        )
-        discard.description = (
-            "Delete dead letters for good. More than one id, or --all, asks for confirmation unless --yes."
-        )
-        _bulk(discard, "discard")
+        add_deadletters_arguments(parser)
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:
@@ -274,7 +212,9 @@ class Command(BaseCommand):
         found = DeadLetter.objects.in_bulk(ids)
         missing = [pk for pk in ids if pk not in found]
         conflicts = (
-            _predicted_conflicts([found[pk] for pk in ids if pk in found]) if action == "requeue" else set()
+            service.predicted_conflicts(found[pk] for pk in ids if pk in found)
+            if action == "requeue"
+            else set()
         )
         acting = [found[pk] for pk in ids if pk in found and pk not in conflicts]
         limit = len(acting) if self.options["verbosity"] >= 2 else DRY_RUN_SHOWN
@@ -299,23 +239,6 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{len(missing) + len(conflicts)} would not be {action}d", returncode=cli.EXIT_PARTIAL
             )
-
-
-def _predicted_conflicts(dead_letters: list[DeadLetter]) -> set[int]:
-    """Dead letters whose requeue the unique-key guard would refuse (a live job, or an earlier one here)."""
-    keys = {dead.unique_key for dead in dead_letters if dead.unique_key}
-    held = set(
-        Job.objects.filter(unique_key__in=keys, status__in=[JobStatus.READY, JobStatus.RUNNING]).values_list(
-            "unique_key", flat=True
-        )
-    )
-    conflicts = set()
-    for dead in dead_letters:
-        if dead.unique_key and dead.unique_key in held:
-            conflicts.add(dead.pk)
-        elif dead.unique_key:
-            held.add(dead.unique_key)
-    return conflicts
 
 
 def _count(count: int) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.management.arguments import positive_int, queue_name, seconds
-from django_jobretry.services.worker import Worker, WorkerOptions
+from django_jobretry.management.arguments import add_runworker_arguments
+from django_jobretry.worker import Worker, WorkerOptions
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 
@@ -21,30 +21,7 @@ class Command(BaseCommand):
     help = "Run background jobs from the database until stopped (SIGTERM/SIGINT stop gracefully)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--queue",
-            action="append",
-            type=queue_name,
-            dest="queues",
-            help="only run jobs of this queue; repeat for several (default: all queues)",
-        )
-        parser.add_argument(
-            "--concurrency",
-            type=positive_int,
-            default=10,
-            help="jobs run at once, each in its own thread (default: %(default)s)",
-        )
-        parser.add_argument("--burst", action="store_true", help="exit 0 once no job is due")
-        parser.add_argument("--max-jobs", type=positive_int, help="exit after running this many jobs")
-        parser.add_argument(
-            "--lease", type=seconds, help="lease in seconds (default: JOBRETRY LEASE_SECONDS)"
-        )
-        parser.add_argument(
-            "--shutdown-timeout",
-            type=seconds,
-            help="grace period for running jobs on SIGTERM (default: JOBRETRY SHUTDOWN_TIMEOUT_SECONDS)",
-        )
-        parser.add_argument("--no-listen", action="store_true", help="poll only, without LISTEN/NOTIFY")
+        add_runworker_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         logger = logging.getLogger("django_jobretry")

@@ -11,8 +11,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.display import humanize_delay
 from django_jobretry.exceptions import UnknownPolicy
+from django_jobretry.humanize import humanize_delay
+from django_jobretry.management.arguments import add_showpolicies_arguments
 from django_jobretry.policy import RetryPolicy
 
 _HEADER = ("after attempt", "nominal", "min (jitter)", "max (jitter)", "cumulative worst")
@@ -22,7 +23,7 @@ class Command(BaseCommand):
     help = "Print the retry schedule (delays and worst-case totals) of each configured policy."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("names", nargs="*", metavar="POLICY", help="policies to show (default: all)")
+        add_showpolicies_arguments(parser)
 
     def handle(self, *args: Any, names: list[str], **options: Any) -> None:
         try:

@@ -16,7 +16,7 @@ from django.db.models import Min
 from django.utils import timezone
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services.worker import Worker, WorkerOptions
+from django_jobretry.worker import Worker, WorkerOptions
 from example_project.shop import jobs
 
 #: The demo must finish in under a minute; its own policy retries in < 1 s.

@@ -1,12 +1,14 @@
-"""Columns and detail renderings the job and dead-letter pages share.
+"""The read-only admin base of the job and dead-letter pages.
 
-A dead letter is the job it was, plus how it died: both pages show the
-same task, attempt count, histories and stylesheet, from this one place.
+A dead letter is the job it was, plus how it died: both pages show the same
+task, attempt count, histories and stylesheet, with the same changelist
+(light, capped count) and the same rule - nothing is added or edited here,
+because state changes only through the services.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
@@ -14,16 +16,26 @@ from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import rendering
-from django_jobretry.admin.changelist import LightChangeList
+from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList
 from django_jobretry.models import DeadLetter, Job
 
+if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    _Base = admin.ModelAdmin[Any]
+else:
+    _Base = admin.ModelAdmin
 
-class JobRecordDisplay:
-    """Display methods for a Job or a DeadLetter; mixed into both ModelAdmins.
 
-    Both pages are read-only: state changes only through the services, so
-    nothing can be added or edited here (deleting is each admin's own call).
+class ReadOnlyRecordAdmin(_Base):
+    """The base of JobAdmin and DeadLetterAdmin: shared columns, read-only rights.
+
+    Nothing can be added, edited or deleted here; the dead-letter admin's
+    requeue and discard go through the dead-letter service.
     """
+
+    list_per_page = 50
+    # The tables can hold millions of rows: never COUNT(*) all of them just to draw a list.
+    show_full_result_count = False
+    paginator = CappedCountPaginator
 
     class Media:
         css = {"all": ("django_jobretry/admin.css",)}
@@ -55,6 +67,10 @@ class JobRecordDisplay:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Deleting a dead letter is discarding, which has its own permission and action.
         return False
 
 

@@ -1,6 +1,6 @@
 """LISTEN/NOTIFY: wakes the worker as soon as a job is enqueued.
 
-Only a wake-up (spec §4 rule 9): if the listener is down the worker still
+Only a wake-up (docs/design.md#rule-9): if the listener is down the worker still
 polls every POLL_SECONDS, and the listener reconnects with backoff.
 """
 
@@ -14,7 +14,7 @@ import psycopg
 from django.db import connection
 
 from django_jobretry.services.enqueue import CHANNEL
-from django_jobretry.services.worker.session import Backoff
+from django_jobretry.worker.session import Backoff
 
 logger = logging.getLogger("django_jobretry")
 

@@ -19,26 +19,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.services import transitions
-from django_jobretry.services.history import AttemptEnd
+from django_jobretry.services import recovery, transitions
+from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded, log_extra
 from django_jobretry.services.transitions import ClaimedJob
-from django_jobretry.services.worker.listener import Listener
-from django_jobretry.services.worker.recorder import Recorder, log_extra
-from django_jobretry.services.worker.runner import Outcome, Runner
-from django_jobretry.services.worker.session import (
+from django_jobretry.worker.heartbeat import Heartbeat
+from django_jobretry.worker.listener import Listener
+from django_jobretry.worker.runner import Runner
+from django_jobretry.worker.session import (
     Backoff,
     drop_connection,
     mark_bookkeeping_thread,
+    pause_after,
     unmark_bookkeeping_thread,
 )
 
 logger = logging.getLogger("django_jobretry")
-
-#: Errors that mean "the database connection is gone": reconnect, do not exit.
-CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
 @dataclass(frozen=True)
@@ -62,7 +60,7 @@ class Worker:
         self.options = options or WorkerOptions()
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease = self.options.lease_seconds or jobretry_settings.lease_seconds
-        self.heartbeat_every = min(jobretry_settings.heartbeat_seconds, self.lease / 3)
+        self.heartbeat_every = jobretry_settings.heartbeat_every(self.lease)
         self.grace = (
             jobretry_settings.shutdown_timeout_seconds
             if self.options.shutdown_timeout is None
@@ -72,10 +70,11 @@ class Worker:
         self.heartbeat_stop = threading.Event()
         self.wake = threading.Event()
         self.inbox: queue.Queue[ClaimedJob | None] = queue.Queue()
-        self.outbox: queue.Queue[Outcome] = queue.Queue()
+        self.outbox: queue.Queue[Succeeded | Failed] = queue.Queue()
         self.running: dict[int, ClaimedJob] = {}  # claimed, outcome not yet recorded
-        self.started: set[int] = set()
-        self.pending: list[Outcome] = []  # outcomes waiting for a working connection
+        # Outcomes taken from the outbox, kept until recorded (across a reconnect).
+        self.succeeded: list[ClaimedJob] = []
+        self.failed: list[Failed] = []
         self.recorder = Recorder(self.id, type(self))
         self.claimed_total = 0
         self.finished_total = 0
@@ -93,17 +92,18 @@ class Worker:
         mark_bookkeeping_thread()
         self._install_signal_handlers()
         threads: list[threading.Thread] = [
-            Runner(
-                i,
-                inbox=self.inbox,
-                outbox=self.outbox,
-                wake=self.wake,
-                started=self.started,
-                sender=type(self),
-            )
+            Runner(i, inbox=self.inbox, outbox=self.outbox, wake=self.wake, sender=type(self))
             for i in range(self.options.concurrency)
         ]
-        threads.append(threading.Thread(target=self._heartbeat_loop, name="jobretry-heartbeat", daemon=True))
+        threads.append(
+            Heartbeat(
+                worker_id=self.id,
+                running=lambda: list(self.running.values()),
+                lease_seconds=self.lease,
+                every=self.heartbeat_every,
+                stop=self.heartbeat_stop,
+            )
+        )
         if self.options.listen:
             threads.append(Listener(self.wake, self.stopping, self.options.queues))
         for thread in threads:
@@ -168,31 +168,8 @@ class Worker:
                     claimed = self._claim()
                     next_poll = time.monotonic() + poll
                 backoff.succeeded()
-            except CONNECTION_ERRORS as exc:
-                delay = backoff.failed()
-                logger.warning(
-                    "database unavailable; reconnecting in %.1fs",
-                    delay,
-                    extra={"worker": self.id, "error": str(exc)},
-                )
-                drop_connection()
-                self.stopping.wait(delay)
-                woken = True
-                continue
-            except DatabaseError as exc:
-                # Any other database error must not kill the worker either. Log
-                # the class and SQLSTATE only: PostgreSQL's message may quote a
-                # row, i.e. job arguments, which never go to the logs.
-                delay = backoff.failed()
-                sqlstate = getattr(getattr(exc.__cause__, "diag", None), "sqlstate", None)
-                logger.error(
-                    "database error in the worker loop (%s, SQLSTATE %s); retrying in %.1fs",
-                    type(exc).__name__,
-                    sqlstate,
-                    delay,
-                    extra={"worker": self.id, "error_class": type(exc).__name__, "sqlstate": sqlstate},
-                )
-                self.stopping.wait(delay)
+            except (DatabaseError, InterfaceError) as exc:  # never fatal: wait, reconnect if needed, go on
+                self.stopping.wait(pause_after(exc, backoff, self.id))
                 woken = True
                 continue
             if self._finished(claimed):
@@ -204,7 +181,7 @@ class Worker:
             woken = self.wake.wait(max(min(next_poll, next_recovery) - time.monotonic(), 0))
 
     def _finished(self, claimed: int | None) -> bool:
-        idle = not self.running and not self.pending and self.outbox.empty()
+        idle = not self.running and not self._unrecorded() and self.outbox.empty()
         if self.options.max_jobs is not None and self.claimed_total >= self.options.max_jobs and idle:
             return True
         return self.options.burst and claimed == 0 and idle
@@ -226,27 +203,31 @@ class Worker:
         self.claimed_total += len(jobs)
         return len(jobs)
 
+    def _unrecorded(self) -> bool:
+        return bool(self.succeeded or self.failed)
+
     def _record_outcomes(self) -> None:
         while True:
             try:
-                self.pending.append(self.outbox.get_nowait())
+                outcome = self.outbox.get_nowait()
             except queue.Empty:
                 break
-        if not self.pending:
-            return
-        successes = [o.job for o in self.pending if o.error is None and o.ended is AttemptEnd.ERROR]
-        if successes:
-            self.recorder.record_successes(successes)
-            self._forget(successes)
-            self.pending = [o for o in self.pending if o.error is not None or o.ended is not AttemptEnd.ERROR]
-        while self.pending:
-            self.recorder.record_failure(self.pending[0])
-            self._forget([self.pending.pop(0).job])
+            if isinstance(outcome, Succeeded):
+                self.succeeded.append(outcome.job)
+            else:
+                self.failed.append(outcome)
+        if self.succeeded:
+            # All successes in one statement; failures one by one, each its own decision.
+            self.recorder.record_successes(self.succeeded)
+            self._forget(self.succeeded)
+            self.succeeded = []
+        while self.failed:
+            self.recorder.record_failure(self.failed[0])
+            self._forget([self.failed.pop(0).job])
 
     def _forget(self, jobs: Sequence[ClaimedJob]) -> None:
         for job in jobs:
             self.running.pop(job.id, None)
-            self.started.discard(job.id)
         self.finished_total += len(jobs)
 
     def _maybe_recover(self) -> None:
@@ -254,7 +235,7 @@ class Worker:
         if now - self._last_recovery < self.options.recover_every:
             return
         self._last_recovery = now
-        for item in transitions.recover_expired(100, jobretry_settings.error_history_limit):
+        for item in recovery.recover_expired(100, jobretry_settings.error_history_limit):
             self.recorder.announce_recovery(item)
 
     # -- shutdown ----------------------------------------------------------------------
@@ -280,7 +261,7 @@ class Worker:
                     logger.warning(
                         "%d unstarted jobs had already lost their lease", len(not_started) - len(released)
                     )
-            while (self.running or self.pending) and time.monotonic() < deadline:
+            while (self.running or self._unrecorded()) and time.monotonic() < deadline:
                 self._record_outcomes()
                 if self.running:
                     self.wake.wait(min(0.1, max(deadline - time.monotonic(), 0)))
@@ -289,37 +270,7 @@ class Worker:
             for job in list(self.running.values()):
                 # Still running after the grace period: end the attempt as
                 # "shutdown" so the job is retried now, not after the lease.
-                self.recorder.record_failure(Outcome(job, None, AttemptEnd.SHUTDOWN))
+                self.recorder.record_failure(Interrupted(job))
                 self.running.pop(job.id, None)
         except DatabaseError:
             logger.exception("database error during shutdown; leases will expire and be recovered")
-
-    # -- heartbeat -----------------------------------------------------------------------
-
-    def _heartbeat_loop(self) -> None:
-        """Extend leases every heartbeat interval, including during the drain (rule 7)."""
-        mark_bookkeeping_thread()
-        lost: set[int] = set()
-        try:
-            # Runs until run() has finished draining, so leases of jobs still
-            # running during a graceful shutdown keep being extended.
-            while not self.heartbeat_stop.wait(self.heartbeat_every):
-                jobs = [job for job in list(self.running.values()) if job.id not in lost]
-                try:
-                    alive = transitions.heartbeat(jobs, self.lease)
-                except DatabaseError as exc:
-                    logger.warning("heartbeat failed: %s", exc, extra={"worker": self.id})
-                    drop_connection()
-                    continue
-                for job in jobs:
-                    if job.id not in alive:
-                        lost.add(job.id)
-                        logger.warning(
-                            "job %s attempt %s lost its lease while running",
-                            job.id,
-                            job.attempt,
-                            extra=log_extra(job, "lease_lost"),
-                        )
-        finally:
-            unmark_bookkeeping_thread()
-            drop_connection()

@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Any
 
-from django.db import connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 
@@ -23,7 +23,7 @@ _bookkeeping_threads: set[int] = set()
 
 
 def mark_bookkeeping_thread() -> None:
-    """Give this thread's (next) connection the worker session settings (spec §4 rule 8)."""
+    """Give this thread's (next) connection the worker session settings (docs/design.md#rule-8)."""
     _bookkeeping_threads.add(threading.get_ident())
     if connection.connection is not None:
         apply_timeouts(connection)
@@ -68,3 +68,34 @@ def drop_connection() -> None:
         connection.close()
     except Exception:  # closing a dead socket may itself fail; the handle is gone either way
         logger.debug("closing a broken connection failed", exc_info=True)
+
+
+#: Errors that mean "the database connection is gone": reconnect, do not exit.
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
+
+
+def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id: str) -> float:
+    """Log a database error of the main loop; returns the seconds to wait before going on.
+
+    A lost connection is dropped so the next query reconnects. Any other
+    error is logged by class and SQLSTATE only: PostgreSQL's message may
+    quote a row, i.e. job arguments, which never go to the logs.
+    """
+    delay = backoff.failed()
+    if isinstance(exc, CONNECTION_ERRORS):
+        logger.warning(
+            "database unavailable; reconnecting in %.1fs",
+            delay,
+            extra={"worker": worker_id, "error": str(exc)},
+        )
+        drop_connection()
+        return delay
+    sqlstate = getattr(getattr(exc.__cause__, "diag", None), "sqlstate", None)
+    logger.error(
+        "database error in the worker loop (%s, SQLSTATE %s); retrying in %.1fs",
+        type(exc).__name__,
+        sqlstate,
+        delay,
+        extra={"worker": worker_id, "error_class": type(exc).__name__, "sqlstate": sqlstate},
+    )
+    return delay

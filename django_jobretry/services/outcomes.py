@@ -1,8 +1,11 @@
 """Recording attempt outcomes: success, durable retry, or dead letter.
 
-The policy decides; this module writes the decision in one fenced
-transaction. A stale outcome (the lease was lost and someone else owns the
-job now) changes nothing and never enters the retry path (spec §4 rule 3).
+An attempt ends as one of three values - :class:`Succeeded`, :class:`Failed`
+(the handler raised) or :class:`Interrupted` (the worker shut down first).
+The policy decides what a failure means; this module writes the decision in
+one fenced transaction. A stale outcome (the lease was lost and someone else
+owns the job now) changes nothing and never enters the retry path
+(docs/design.md#rule-3).
 """
 
 from __future__ import annotations
@@ -10,22 +13,23 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.db import DataError, transaction
+from django.dispatch import Signal
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.decorators import INLINE_POLICY
-from django_jobretry.exceptions import UnknownPolicy
+from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadReason
 from django_jobretry.policy import Classification, ErrorKind, GiveUp, RetryPolicy
-from django_jobretry.registry import registry
-from django_jobretry.services import transitions
-from django_jobretry.services.history import AttemptEnd, error_entry, event_entry, minimal_entry
+from django_jobretry.registry import policy_for
+from django_jobretry.services import deadletters, transitions
+from django_jobretry.services.history import AttemptEnd, AttemptEntry, error_entry, event_entry, minimal_entry
+from django_jobretry.services.recovery import Recovered
 from django_jobretry.services.transitions import ClaimedJob
-from django_jobretry.services.worker.runner import Outcome
 
 logger = logging.getLogger("django_jobretry")
 
@@ -35,6 +39,33 @@ AUTO_REQUEUE_ACTOR = "automatic (requeue_budget)"
 # A random.Random of our own: handlers reseeding the global one must not
 # synchronise every worker's jitter.
 _jitter = random.Random()  # noqa: S311 - jitter, not security
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    """The handler returned."""
+
+    job: ClaimedJob
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The handler raised ``error``; ``ended`` says how the attempt is recorded."""
+
+    job: ClaimedJob
+    error: BaseException
+    ended: AttemptEnd = AttemptEnd.ERROR
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """The worker shut down before the handler finished: not the job's fault."""
+
+    job: ClaimedJob
+    ended: AttemptEnd = AttemptEnd.SHUTDOWN
+
+
+type Outcome = Succeeded | Failed | Interrupted
 
 
 def log_extra(job: ClaimedJob, outcome: str, **more: Any) -> dict[str, Any]:
@@ -47,6 +78,20 @@ def log_extra(job: ClaimedJob, outcome: str, **more: Any) -> dict[str, Any]:
         "outcome": outcome,
         **more,
     }
+
+
+def send_job_signal(sender: type, signal: Signal, job: ClaimedJob, **more: Any) -> None:
+    """A worker signal about ``job``, with the keyword arguments every worker signal carries."""
+    signals.send(
+        signal,
+        sender,
+        log_extra(job, "signal_error"),
+        job_id=job.id,
+        task_name=job.task_name,
+        queue_name=job.queue_name,
+        attempt=job.attempt,
+        **more,
+    )
 
 
 class Recorder:
@@ -62,12 +107,12 @@ class Recorder:
                 self._stale(job, "succeeded")
                 continue
             logger.info("job %s attempt %s succeeded", job.id, job.attempt, extra=log_extra(job, "succeeded"))
-            self._send(signals.job_succeeded, job)
+            send_job_signal(self.sender, signals.job_succeeded, job)
 
-    def record_failure(self, outcome: Outcome) -> None:
-        job, error = outcome.job, outcome.error
-        policy = self._policy(job)
-        if error is None:  # interrupted by shutdown: not the job's fault, retry at once
+    def record_failure(self, outcome: Failed | Interrupted) -> None:
+        job = outcome.job
+        policy = policy_for(job.task_name, job.policy_name)
+        if isinstance(outcome, Interrupted):  # retry at once
             classification = Classification(ErrorKind.RETRYABLE, timedelta(0))
             entry = event_entry(
                 job.attempt, outcome.ended, "worker shut down before the job finished", self.worker_id
@@ -76,14 +121,14 @@ class Recorder:
             classification = (
                 Classification(ErrorKind.RETRYABLE)
                 if outcome.ended is AttemptEnd.UNKNOWN_TASK
-                else policy.classify(error)
+                else policy.classify(outcome.error)
             )
             ended = AttemptEnd.FATAL if classification.kind is ErrorKind.FATAL else outcome.ended
-            entry = error_entry(job.attempt, error, classification.kind, ended, self.worker_id)
+            entry = error_entry(job.attempt, outcome.error, classification.kind, ended, self.worker_id)
         try:
             self._write_failure(job, policy, classification, entry)
         except DataError:
-            # Rule 6: recording cannot fail. Whatever in the entry PostgreSQL
+            # Recording cannot fail (docs/design.md#rule-6). Whatever in the entry PostgreSQL
             # refused, a minimal entry still ends the attempt.
             logger.exception(
                 "could not store the error of job %s; storing a minimal record",
@@ -94,7 +139,7 @@ class Recorder:
             self._write_failure(job, policy, classification, fallback)
 
     def _write_failure(
-        self, job: ClaimedJob, policy: RetryPolicy, classification: Classification, entry: dict[str, Any]
+        self, job: ClaimedJob, policy: RetryPolicy, classification: Classification, entry: AttemptEntry
     ) -> None:
         history = jobretry_settings.error_history_limit
         with transaction.atomic():
@@ -132,7 +177,9 @@ class Recorder:
                     error_class=entry["error_class"],
                 ),
             )
-            self._send(signals.job_dead_lettered, job, reason=reason.value, dead_letter_id=dead_id)
+            send_job_signal(
+                self.sender, signals.job_dead_lettered, job, reason=reason.value, dead_letter_id=dead_id
+            )
             # Fatal means retrying cannot help: the budget is for transient outages.
             if policy.requeue_budget and reason is not DeadReason.FATAL:
                 self._auto_requeue(job, policy, dead_id)
@@ -149,17 +196,16 @@ class Recorder:
                     error_class=entry["error_class"],
                 ),
             )
-            self._send(signals.job_retry_scheduled, job, delay=decision.delay)
+            send_job_signal(self.sender, signals.job_retry_scheduled, job, delay=decision.delay)
 
-    def announce_recovery(self, item: transitions.Recovered) -> None:
+    def announce_recovery(self, item: Recovered) -> None:
         """Log and signal a lease recovery like any other retry or dead letter."""
-        outcome = "lease_expired_dead" if item.buried else "lease_expired_retry"
         extra = {
             "job_id": item.id,
             "task": item.task_name,
             "queue": item.queue_name,
             "attempt": item.attempt,
-            "outcome": outcome,
+            "outcome": "lease_expired_dead" if item.buried else "lease_expired_retry",
         }
         logger.warning(
             "job %s attempt %s lost its lease; %s",
@@ -175,25 +221,28 @@ class Recorder:
             "attempt": item.attempt,
         }
         if item.buried:
-            signals.job_dead_lettered.send_robust(
+            signals.send(
+                signals.job_dead_lettered,
                 self.sender,
+                extra,
                 reason=DeadReason.LEASE_EXPIRED.value,
                 dead_letter_id=item.dead_letter_id,
                 **common,
             )
         else:
-            signals.job_retry_scheduled.send_robust(self.sender, delay=timedelta(0), **common)
+            signals.send(signals.job_retry_scheduled, self.sender, extra, delay=timedelta(0), **common)
 
     def _auto_requeue(self, job: ClaimedJob, policy: RetryPolicy, dead_id: int) -> None:
-        """Spend one unit of the policy's requeue budget, after max_delay (spec §5: opt-in only)."""
-        from django_jobretry.services import deadletters
+        """Spend one unit of the policy's requeue budget, after max_delay.
 
+        Opt-in only (docs/design.md#dead-letters): nothing requeues itself otherwise.
+        """
         used = DeadLetter.objects.filter(pk=dead_id).values_list("requeue_count", flat=True).first()
         if used is None or used >= policy.requeue_budget:
             return
         try:
             revived = deadletters.requeue(dead_id, run_after=policy.max_delay, actor=AUTO_REQUEUE_ACTOR)
-        except (deadletters.NotDead, deadletters.RequeueConflict) as exc:
+        except (NotDead, RequeueConflict) as exc:
             logger.info(
                 "automatic requeue of dead letter %s skipped: %s",
                 dead_id,
@@ -210,18 +259,6 @@ class Recorder:
             extra=log_extra(job, "auto_requeued", dead_letter_id=dead_id, new_job_id=revived.pk),
         )
 
-    def _policy(self, job: ClaimedJob) -> RetryPolicy:
-        """The policy named on the job; an inline one is the registered @job's."""
-        if job.policy_name == INLINE_POLICY:
-            definition = registry.get(job.task_name)
-            if definition is not None and isinstance(definition.policy, RetryPolicy):
-                return definition.policy
-            return jobretry_settings.policy("default")
-        try:
-            return jobretry_settings.policy(job.policy_name)
-        except UnknownPolicy:
-            return jobretry_settings.policy("default")
-
     def _stale(self, job: ClaimedJob, what: str) -> None:
         logger.warning(
             "job %s attempt %s %s after losing its lease; outcome ignored",
@@ -230,20 +267,3 @@ class Recorder:
             what,
             extra=log_extra(job, "stale_ignored", stale_outcome=what),
         )
-
-    def _send(self, signal: Any, job: ClaimedJob, **more: Any) -> None:
-        for receiver, result in signal.send_robust(
-            self.sender,
-            job_id=job.id,
-            task_name=job.task_name,
-            queue_name=job.queue_name,
-            attempt=job.attempt,
-            **more,
-        ):
-            if isinstance(result, Exception):
-                logger.error(
-                    "signal receiver %r failed",
-                    receiver,
-                    exc_info=result,
-                    extra=log_extra(job, "signal_error"),
-                )

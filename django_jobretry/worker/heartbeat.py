@@ -1,0 +1,69 @@
+"""The heartbeat thread: keeps the leases of running jobs alive.
+
+It runs until the worker has finished draining, so jobs still running
+during a graceful shutdown keep their leases (docs/design.md#rule-7). A job
+whose lease could not be extended has lost it: it is logged once and left
+to whoever recovers it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from django.db import DatabaseError
+
+from django_jobretry.services import transitions
+from django_jobretry.services.outcomes import log_extra
+from django_jobretry.services.transitions import ClaimedJob
+from django_jobretry.worker.session import drop_connection, mark_bookkeeping_thread, unmark_bookkeeping_thread
+
+logger = logging.getLogger("django_jobretry")
+
+
+class Heartbeat(threading.Thread):
+    """Every ``every`` seconds, extends the lease of each job ``running()`` returns."""
+
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        running: Callable[[], Sequence[ClaimedJob]],
+        lease_seconds: float,
+        every: float,
+        stop: threading.Event,
+    ) -> None:
+        super().__init__(name="jobretry-heartbeat", daemon=True)
+        self.worker_id, self.running, self.lease, self.every, self.stop = (
+            worker_id,
+            running,
+            lease_seconds,
+            every,
+            stop,
+        )
+
+    def run(self) -> None:
+        mark_bookkeeping_thread()
+        lost: set[int] = set()
+        try:
+            while not self.stop.wait(self.every):
+                jobs = [job for job in self.running() if job.id not in lost]
+                try:
+                    alive = transitions.heartbeat(jobs, self.lease)
+                except DatabaseError as exc:
+                    logger.warning("heartbeat failed: %s", exc, extra={"worker": self.worker_id})
+                    drop_connection()
+                    continue
+                for job in jobs:
+                    if job.id not in alive:
+                        lost.add(job.id)
+                        logger.warning(
+                            "job %s attempt %s lost its lease while running",
+                            job.id,
+                            job.attempt,
+                            extra=log_extra(job, "lease_lost"),
+                        )
+        finally:
+            unmark_bookkeeping_thread()
+            drop_connection()

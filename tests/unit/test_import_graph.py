@@ -1,0 +1,226 @@
+"""The package's imports point one way, down the layers, and never in a circle.
+
+Layers (docs/design.md#layers): the pure policy; then models, registry and
+settings; then the services that change job state; then the worker; then
+the adapters (``@job``, admin, management commands, the public API). A
+module may import its own layer or any layer below it. The graph is built
+from the source with ``ast``: every import a module runs, at the top or
+inside a function, counts; imports under ``if TYPE_CHECKING:`` do not.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "django_jobretry"
+ROOT = Path(__file__).resolve().parents[2] / PACKAGE
+
+#: Layer of each module, by the longest matching dotted prefix; lower is deeper.
+LAYERS: dict[str, int] = {
+    f"{PACKAGE}.policy": 1,
+    f"{PACKAGE}.exceptions": 2,
+    f"{PACKAGE}.validation": 2,
+    f"{PACKAGE}.settings_schema": 2,
+    f"{PACKAGE}.conf": 2,
+    f"{PACKAGE}.checks": 2,
+    f"{PACKAGE}.signals": 2,
+    f"{PACKAGE}.context": 2,
+    f"{PACKAGE}.humanize": 2,
+    f"{PACKAGE}.redaction": 2,
+    f"{PACKAGE}.registry": 2,
+    f"{PACKAGE}.models": 2,
+    f"{PACKAGE}.migrations": 2,
+    f"{PACKAGE}.services": 3,
+    f"{PACKAGE}.worker": 4,
+    f"{PACKAGE}.admin": 5,
+    f"{PACKAGE}.management": 5,
+    f"{PACKAGE}.decorators": 5,
+    f"{PACKAGE}.deadletters": 5,
+    f"{PACKAGE}.apps": 5,
+    PACKAGE: 6,  # the package's __init__: the lazy public API over everything
+}
+LAYER_NAMES = {1: "policy", 2: "models/registry/conf", 3: "services", 4: "worker", 5: "adapters", 6: "root"}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int:
+    matches = [prefix for prefix in LAYERS if module == prefix or module.startswith(prefix + ".")]
+    if not matches:
+        raise AssertionError(f"{module} has no layer: add it to LAYERS in {__name__}")
+    return LAYERS[max(matches, key=len)]
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for branch in child.orelse:
+                yield from _runtime_imports(branch)
+            continue
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        yield from _runtime_imports(child)
+
+
+def imported_modules(path: Path, module: str, known: set[str]) -> set[str]:
+    """The package modules ``module`` imports (``from pkg import sub`` counts as ``pkg.sub``)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _runtime_imports(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names
+            ]
+        found |= {target for target in targets if target in known and target != module}
+    return found
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    paths = {module_name(path, root): path for path in root.rglob("*.py")}
+    known = set(paths)
+    return {module: imported_modules(path, module, known) for module, path in sorted(paths.items())}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (depth-first search, three colours)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*stack[stack.index(target) :], target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return [
+        f"{source} ({LAYER_NAMES[layer_of(source)]}) imports {target} ({LAYER_NAMES[layer_of(target)]})"
+        for source, targets in graph.items()
+        for target in sorted(targets)
+        if layer_of(target) > layer_of(source)
+    ]
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    cycle = find_cycle(import_graph(ROOT))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    assert upward_imports(import_graph(ROOT)) == []
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in import_graph(ROOT):
+        layer_of(module)
+
+
+# -- negative controls: the checks above must catch a planted problem -----------------------------
+
+
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / PACKAGE
+    for name, text in {"__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_planted_cycle_is_found_even_inside_a_function(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "services/__init__.py": "",
+            "services/a.py": "from django_jobretry.services import b\n",
+            "services/b.py": "def later():\n    from django_jobretry.services.a import thing\n",
+        },
+    )
+    cycle = find_cycle(import_graph(root))
+    assert cycle == ["django_jobretry.services.a", "django_jobretry.services.b", "django_jobretry.services.a"]
+
+
+def test_a_planted_relative_cycle_is_found(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path, {"models/__init__.py": "from . import job\n", "models/job.py": "from .. import models\n"}
+    )
+    assert find_cycle(import_graph(root)) is not None
+
+
+def test_a_planted_upward_import_is_found(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "policy/__init__.py": "",
+            "policy/retry.py": "import django_jobretry.models\n",
+            "models/__init__.py": "",
+        },
+    )
+    assert upward_imports(import_graph(root)) == [
+        "django_jobretry.policy.retry (policy) imports django_jobretry.models (models/registry/conf)"
+    ]
+
+
+def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "registry.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from django_jobretry import decorators\n"
+            ),
+            "decorators.py": "from django_jobretry import registry\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph["django_jobretry.registry"] == set()
+    assert find_cycle(graph) is None
+
+
+@pytest.mark.parametrize(
+    ("module", "layer"),
+    [
+        ("django_jobretry.policy.retry", 1),
+        ("django_jobretry.models.job", 2),
+        ("django_jobretry.services.transitions", 3),
+        ("django_jobretry.worker.engine", 4),
+        ("django_jobretry.admin.dead_letters", 5),
+        ("django_jobretry", 6),
+    ],
+)
+def test_layers_by_longest_prefix(module: str, layer: int) -> None:
+    assert layer_of(module) == layer
