@@ -1,0 +1,118 @@
+"""``Worker(...).run()`` in this process, in burst mode, with a query budget per job.
+
+The process tests (test_worker_processes.py) prove the worker's semantics
+under kills and pauses; this one watches the main loop's own queries, so a
+change that makes the claim loop pay a query per job more (an N+1) fails
+here. The main loop runs on this test's thread and connection, which is
+what CaptureQueriesContext records; handlers run on runner threads with
+connections of their own.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.services.outcomes import Recorder
+from django_jobretry.services.transitions import ClaimedJob
+from django_jobretry.worker import Worker, WorkerOptions
+from tests.jobs_app import jobs
+from tests.jobs_app.models import Execution
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Seconds a burst may take before the watchdog stops the worker and the test fails.
+DEADLINE = 60
+#: Round trips a run spends besides its per-job work: the worker session's
+#: three timeouts, the first lease recovery (BEGIN, the statement, COMMIT)
+#: and the last, empty claim that ends the burst.
+FIXED_QUERIES = 7
+
+
+@pytest.fixture(autouse=True)
+def _keep_signal_handlers() -> Iterator[None]:
+    """Worker.run() installs SIGTERM/SIGINT handlers on the main thread; put ours back."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def run_burst(**options: Any) -> list[str]:
+    """Run a burst worker here; returns every statement of its main loop, BEGIN and COMMIT included.
+
+    Lease recovery runs once, at the start: on a timer it would add
+    statements by the second, not by the job.
+    """
+    worker = Worker(WorkerOptions(burst=True, listen=False, recover_every=3600, **options))
+    overdue = threading.Event()
+
+    def stop_overdue() -> None:
+        overdue.set()
+        worker.stop()
+
+    watchdog = threading.Timer(DEADLINE, stop_overdue)
+    watchdog.start()
+    try:
+        with CaptureQueriesContext(connection) as captured:
+            assert worker.run() == 0
+    finally:
+        watchdog.cancel()
+    assert not overdue.is_set(), f"the burst did not end within {DEADLINE} s"
+    return [" ".join(q["sql"].split()) for q in captured.captured_queries]
+
+
+def test_one_at_a_time_a_job_costs_a_claim_and_an_ack() -> None:
+    count = 30
+    for index in range(count):
+        jobs.record.enqueue(f"job-{index}")
+    queries = run_burst(concurrency=1)
+    assert Execution.objects.count() == count
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == count
+    assert len(queries) <= 2 * count + FIXED_QUERIES, "\n".join(queries)
+
+
+def test_concurrent_claims_and_acks_are_batched() -> None:
+    count = 60
+    jobs.noop.bulk_enqueue([((), {})] * count)
+    queries = run_burst(concurrency=10)
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == count
+    # A claim waits for half the slots to be free, so each takes at least five
+    # jobs while there are five to take; at the tail a few claims find nothing.
+    claims = [q for q in queries if q.startswith("WITH picked AS")]
+    assert len(claims) <= count // 5 + 10, "\n".join(claims)
+    # Never more than a claim share and one ack per job (in practice acks are batched too).
+    assert len(queries) <= 2 * count + FIXED_QUERIES, "\n".join(queries)
+
+
+def test_a_failure_costs_a_fenced_lock_and_one_write() -> None:
+    jobs.fatal.enqueue("dies")
+    jobs.record.enqueue("lives")
+    queries = run_burst(concurrency=1)
+    assert DeadLetter.objects.get().reason == "fatal"
+    assert Job.objects.get().status == JobStatus.SUCCEEDED
+    # The fatal job: its claim, then BEGIN, the fenced lock, the bury, COMMIT.
+    # The other: its claim and its ack.
+    assert len(queries) <= 5 + 2 + FIXED_QUERIES, "\n".join(queries)
+
+
+def test_the_budget_catches_a_planted_query_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: one extra statement per success must break the budget above."""
+    acknowledge = Recorder.record_successes
+
+    def one_more_query_per_job(self: Recorder, claimed: Sequence[ClaimedJob]) -> None:
+        for job in claimed:
+            Job.objects.filter(pk=job.id).exists()
+        acknowledge(self, claimed)
+
+    monkeypatch.setattr(Recorder, "record_successes", one_more_query_per_job)
+    # The budget assertion fails, listing the statements: the planted one among them.
+    with pytest.raises(AssertionError, match=r"SELECT 1 AS \"a\" FROM \"django_jobretry_job\""):
+        test_one_at_a_time_a_job_costs_a_claim_and_an_ack()
