@@ -1,4 +1,4 @@
-"""Real `manage.py runworker` processes against real PostgreSQL: the worker semantics of spec §4.
+"""Real `manage.py runworker` processes against real PostgreSQL: the worker semantics of docs/design.md (rules 1-9).
 
 Every wait is a database (or process) condition with a hard deadline; nothing
 sleeps and hopes. Assertions are about counts, orders and final states, never
@@ -68,7 +68,7 @@ def session_alive(backend_pid: int) -> bool:
 
 
 def lease_expired(job_id: int) -> bool:
-    """By the database clock (rule 5), like the worker's recovery."""
+    """By the database clock (docs/design.md#rule-5), like the worker's recovery."""
     return Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, lease_expires_at__lt=Now()).exists()
 
 
@@ -380,9 +380,9 @@ def claimed_since(moment: datetime) -> bool:
 
 
 # runworker's idle loop wakes at least every second to recover expired leases
-# (WorkerOptions.recover_every), whatever POLL_SECONDS says, and claims on
-# each wake. To leave a notification as the only thing that can wake it, this
-# process runs the same engine with that interval raised as well.
+# (WorkerOptions.recover_every), whatever POLL_SECONDS says. Such a wake does
+# not claim, but to leave a notification as the only thing that wakes the
+# loop at all, this process runs the same engine with that interval raised too.
 IDLE_FOR_MINUTES = (
     "import django; django.setup(); "
     "from django_jobretry.worker import Worker, WorkerOptions; "

@@ -1,4 +1,4 @@
-"""Spec §3's formulas written out literally, independent of the implementation.
+"""The policy's documented formulas (docs/policy.md) written out literally, independent of the implementation.
 
 The properties compare the policy against these, so a policy that agrees with
 itself but not with the spec (its own bounds() broken as well) still fails.
