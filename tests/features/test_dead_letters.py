@@ -13,7 +13,7 @@ from pytest_bdd import given, parsers, scenarios, then, when
 from django_jobretry import NotDead
 from django_jobretry import deadletters as service
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import transitions
+from tests.attempts import claim_one
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
 from tests.processes import finish, spawn_worker
@@ -76,7 +76,7 @@ def flaky_died(desk: Desk, workers: list[subprocess.Popen[str]], failures: int, 
 def ready_and_running() -> None:
     jobs.record.enqueue("running")
     jobs.record.enqueue("ready")
-    [claimed] = transitions.claim("bdd-worker", 1, 300, None)
+    claimed = claim_one(owner="bdd-worker", lease=300)
     assert Job.objects.get(pk=claimed.id).status == JobStatus.RUNNING
     assert Job.objects.filter(status=JobStatus.READY).count() == 1
 

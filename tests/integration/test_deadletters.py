@@ -13,22 +13,10 @@ from django.db import connections
 from django_jobretry import FatalError, NotDead, signals
 from django_jobretry import deadletters as service
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import transitions
-from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.outcomes import Failed, Recorder
+from tests.attempts import claim_one, fail_attempt, kill
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
-
-
-def kill(definition: Any = jobs.fatal, key: str = "k") -> DeadLetter:
-    """A dead letter made the real way: a claimed attempt fails fatally."""
-    definition.enqueue(key)
-    [claimed] = transitions.claim("test-worker", 1, 30, None)
-    Recorder("test-worker", object).record_failure(
-        Failed(claimed, FatalError(f"bad {key}"), AttemptEnd.ERROR)
-    )
-    return DeadLetter.objects.get(job_id=claimed.id)
 
 
 class TestList:
@@ -62,7 +50,7 @@ class TestList:
     def test_only_live_jobs_means_an_empty_list(self) -> None:
         jobs.record.enqueue("ready")
         jobs.record.enqueue("running")
-        transitions.claim("w", 1, 30, None)
+        claim_one()
         assert service.list_dead().items == []
 
 
@@ -90,8 +78,7 @@ class TestRequeue:
     def test_a_job_that_dies_again_carries_its_history(self) -> None:
         first = kill(key="twice")
         service.requeue(first.pk, actor="alice")
-        [claimed] = transitions.claim("w", 1, 30, None)
-        Recorder("w", object).record_failure(Failed(claimed, FatalError("still bad"), AttemptEnd.ERROR))
+        claimed = fail_attempt(FatalError("still bad"))
         second = DeadLetter.objects.get(job_id=claimed.id)
         assert second.requeue_count == 1
         assert [e["dead_letter_id"] for e in second.requeue_history] == [first.pk]

@@ -20,19 +20,12 @@ from django_jobretry import signals
 from django_jobretry.exceptions import UnknownTask
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import recovery, transitions
-from django_jobretry.services.history import AttemptEnd
 from django_jobretry.services.outcomes import Failed, Recorder
 from django_jobretry.worker.runner import Runner
+from tests.attempts import OWNER, claim_one, fail_attempt, record_failure
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
-
-OWNER = "test-worker"
-
-
-def claim_one(**kwargs: Any) -> transitions.ClaimedJob:
-    [claimed] = transitions.claim(OWNER, 1, 30, kwargs.get("queues"))
-    return claimed
 
 
 def expire_leases() -> None:
@@ -95,7 +88,7 @@ class TestFencing:
         new = claim_one()
         assert new.attempt == 2
         caplog.set_level(logging.WARNING, "django_jobretry")
-        Recorder(OWNER, object).record_failure(Failed(old, ConnectionResetError("late"), AttemptEnd.ERROR))
+        record_failure(old, ConnectionResetError("late"))
         row = Job.objects.get(pk=new.id)
         assert (row.status, row.attempts, row.lease_token) == (JobStatus.RUNNING, 2, new.token)
         assert [e["ended"] for e in row.errors] == ["lease_expired"]
@@ -156,14 +149,9 @@ class TestRecovery:
 
 
 class TestRecorder:
-    def fail(self, error: BaseException, ended: AttemptEnd = AttemptEnd.ERROR) -> transitions.ClaimedJob:
-        claimed = claim_one()
-        Recorder(OWNER, object).record_failure(Failed(claimed, error, ended))
-        return claimed
-
     def test_retryable_failure_is_a_durable_backoff(self) -> None:
         jobs.always_fails.enqueue("a")
-        claimed = self.fail(ConnectionResetError("reset"))
+        claimed = fail_attempt(ConnectionResetError("reset"))
         row = Job.objects.get(pk=claimed.id)
         assert (row.status, row.attempts, row.lease_token) == (JobStatus.READY, 1, None)
         assert row.run_at > row.started_at  # the policy's delay, on the database clock
@@ -181,7 +169,7 @@ class TestRecorder:
         from django_jobretry import FatalError
 
         enqueued = jobs.fatal.enqueue("a")
-        self.fail(FatalError("bad payload"))
+        fail_attempt(FatalError("bad payload"))
         dead = DeadLetter.objects.get(job_id=enqueued.pk)
         assert (dead.reason, dead.attempts, dead.last_error, dead.last_error_class) == (
             "fatal",
@@ -196,7 +184,7 @@ class TestRecorder:
         from django_jobretry import RetryableError
 
         jobs.always_fails.enqueue("a")
-        claimed = self.fail(RetryableError("429", delay=120))
+        claimed = fail_attempt(RetryableError("429", delay=120))
         row = Job.objects.get(pk=claimed.id)
         assert row.errors[0]["delay"] == 120.0
         assert timedelta(seconds=119) < row.run_at - row.started_at < timedelta(seconds=125)
@@ -228,20 +216,20 @@ class TestRecorder:
                 raise RuntimeError("no")
 
         jobs.always_fails.enqueue("a")
-        claimed = self.fail(ValueError("nul\x00 and lone surrogate \udcff " + "x" * 10_000))
+        claimed = fail_attempt(ValueError("nul\x00 and lone surrogate \udcff " + "x" * 10_000))
         [entry] = Job.objects.get(pk=claimed.id).errors
         assert "\x00" not in entry["message"]
         assert len(entry["message"]) == 100
         assert entry["message"].endswith("characters cut]")
         Job.objects.filter(pk=claimed.id).update(run_at=Now())
-        claimed = self.fail(Unprintable())
+        claimed = fail_attempt(Unprintable())
         assert Job.objects.get(pk=claimed.id).errors[-1]["message"].endswith(".Unprintable>")
 
     def test_history_keeps_only_the_newest_entries(self, settings: Any) -> None:
         settings.JOBRETRY = {**settings.JOBRETRY, "ERROR_HISTORY_LIMIT": 2}
         enqueued = jobs.always_fails.using(policy="default").enqueue("a")
         for attempt in range(1, 5):
-            self.fail(ConnectionResetError(f"attempt {attempt}"))
+            fail_attempt(ConnectionResetError(f"attempt {attempt}"))
             Job.objects.filter(pk=enqueued.pk).update(run_at=Now())
         errors = Job.objects.get(pk=enqueued.pk).errors
         assert [e["message"] for e in errors] == ["attempt 3", "attempt 4"]
@@ -256,7 +244,7 @@ class TestRecorder:
         try:
             caplog.set_level(logging.INFO, "django_jobretry")
             jobs.always_fails.enqueue("secret-payload-123")
-            claimed = self.fail(ConnectionResetError("reset"))
+            claimed = fail_attempt(ConnectionResetError("reset"))
         finally:
             signals.job_retry_scheduled.disconnect(receiver)
         [sent] = received
@@ -268,19 +256,15 @@ class TestRecorder:
 
 
 class TestAutomaticRequeue:
-    def fail(self, error: BaseException) -> None:
-        claimed = claim_one()
-        Recorder(OWNER, object).record_failure(Failed(claimed, error, AttemptEnd.ERROR))
-
     def test_budget_requeues_once_then_the_job_stays_dead(self) -> None:
         enqueued = jobs.budgeted.enqueue("budget")
-        self.fail(ConnectionResetError("down"))
+        fail_attempt(ConnectionResetError("down"))
         [revived] = Job.objects.filter(args=["budget"])
         assert (revived.requeue_count, revived.requeue_history[0]["by"]) == (1, "automatic (requeue_budget)")
         assert revived.run_at > revived.enqueued_at  # after max_delay, not at once
         assert not DeadLetter.objects.exists()
         Job.objects.filter(pk=revived.pk).update(run_at=Now())
-        self.fail(ConnectionResetError("down"))
+        fail_attempt(ConnectionResetError("down"))
         dead = DeadLetter.objects.get()
         assert (dead.requeue_count, dead.job_id, dead.reason) == (1, revived.pk, "exhausted")
         assert not Job.objects.exists()
@@ -290,14 +274,14 @@ class TestAutomaticRequeue:
         from django_jobretry import FatalError
 
         jobs.budgeted.enqueue("fatal", fatal=True)
-        self.fail(FatalError("bad payload"))
+        fail_attempt(FatalError("bad payload"))
         assert DeadLetter.objects.get().reason == "fatal"
         assert not Job.objects.exists()
 
     def test_without_a_budget_nothing_is_requeued(self) -> None:
         jobs.always_fails.using(policy="default").enqueue("no-budget")
         Job.objects.update(max_attempts=1)
-        self.fail(ConnectionResetError("down"))
+        fail_attempt(ConnectionResetError("down"))
         assert DeadLetter.objects.get().reason == "exhausted"
         assert not Job.objects.exists()
 
