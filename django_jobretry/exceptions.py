@@ -23,6 +23,7 @@ __all__ = [
     "NotDead",
     "RequeueConflict",
     "RetryableError",
+    "UndecodableArguments",
     "UnknownPolicy",
     "UnknownTask",
 ]
@@ -51,6 +52,10 @@ class InvalidJob(JobRetryError, ValueError):
 
 class UnknownTask(JobRetryError, LookupError):
     """The job's task name is not registered in this worker (yet): a retryable failure."""
+
+
+class UndecodableArguments(JobRetryError, ValueError):
+    """A claimed job's stored arguments cannot be turned back into a call: a retryable failure."""
 
 
 class NotDead(JobRetryError, LookupError):

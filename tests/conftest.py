@@ -6,9 +6,10 @@ import os
 
 import pytest
 
+from tests.inprocess import keep_signal_handlers
 from tests.processes import workers
 
-__all__ = ["workers"]
+__all__ = ["keep_signal_handlers", "workers"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -128,6 +128,11 @@ class Job(models.Model):
                 ),
                 name="jobretry_job_lease_iff_running",
             ),
+            # A ready job can still run: one with no attempts left would wait forever.
+            models.CheckConstraint(
+                condition=~models.Q(status="ready") | models.Q(attempts__lt=models.F("max_attempts")),
+                name="jobretry_job_ready_has_attempts_left",
+            ),
             models.CheckConstraint(
                 condition=~models.Q(status="succeeded") | models.Q(finished_at__isnull=False),
                 name="jobretry_job_finished_when_succeeded",

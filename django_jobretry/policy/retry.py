@@ -230,7 +230,7 @@ class RetryPolicy:
         if isinstance(error, FatalError):
             return Classification(ErrorKind.FATAL)
         if isinstance(error, RetryableError):
-            return Classification(ErrorKind.RETRYABLE, error.delay)
+            return Classification(ErrorKind.RETRYABLE, requested_delay(error))
         # Walk the MRO so a subclass listed as retryable wins over a listed base
         # class that is fatal (and vice versa), whatever the list order.
         for klass in type(error).__mro__:
@@ -258,3 +258,18 @@ class RetryPolicy:
         if retries > head:
             total += self.bounds(head + 1)[1] * (retries - head)
         return total
+
+
+def requested_delay(error: RetryableError) -> timedelta | None:
+    """The delay a RetryableError asked for, when it is a valid one; else None (the policy's backoff).
+
+    The error is the handler's object: a subclass may skip ``__init__`` (no
+    ``delay`` at all), store a string, a negative or a century-long delay, or
+    make ``delay`` a property that raises. None of that may stop the worker
+    recording the failure, so an unusable delay is ignored, never trusted.
+    """
+    try:
+        delay = getattr(error, "delay", None)
+        return None if delay is None else to_timedelta("delay", delay, allow_zero=True)
+    except Exception:
+        return None

@@ -13,7 +13,9 @@ the admin and CLI that read them use these keys.
 from __future__ import annotations
 
 import enum
+import threading
 import traceback
+from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
 from django_jobretry.conf import jobretry_settings
@@ -80,18 +82,65 @@ def clean_text(text: str, limit: int, *, keep_end: bool = False) -> str:
     return text[: max(limit - len(marker), 0)] + marker
 
 
-def describe_error(error: BaseException) -> tuple[str, str]:
-    """(dotted class name, message) of ``error``, even if its __str__ raises."""
-    klass = type(error)
-    name = f"{klass.__module__}.{klass.__qualname__}"
+@dataclass(frozen=True)
+class RenderedError:
+    """The text of a handler's exception, rendered once, off the worker's main loop."""
+
+    error_class: str
+    message: str
+    traceback: str
+
+
+#: Seconds a handler's exception gets to render its text (``__str__``, traceback).
+RENDER_SECONDS = 2.0
+
+
+def render_error(error: BaseException, timeout: float | None = None) -> RenderedError:
+    """Class, message and traceback of ``error``, whatever its ``__str__`` does.
+
+    The exception is user code: its ``__str__`` may raise (even
+    ``SystemExit``), or take minutes. It runs in a helper thread bounded by
+    ``timeout`` (default RENDER_SECONDS); past that the failure is recorded
+    with a placeholder message, and the helper thread is left to finish on
+    its own.
+    """
+    timeout = RENDER_SECONDS if timeout is None else timeout
+    done: list[RenderedError] = []
+    helper = threading.Thread(target=lambda: done.append(_render(error)), name="jobretry-render", daemon=True)
+    helper.start()
+    helper.join(timeout)
+    if done:
+        return done[0]
+    return RenderedError(_class_name(error), f"the error's text did not render within {timeout:g} s", "")
+
+
+def _render(error: BaseException) -> RenderedError:
     try:
         message = str(error)
-    except Exception:  # a broken __str__ must not hide the failure
+    except BaseException:  # a broken __str__ (even SystemExit) must not hide the failure
         try:
             message = repr(error)
-        except Exception:
-            message = f"<unprintable {klass.__qualname__}>"
-    return name, message
+        except BaseException:
+            message = f"<unprintable {_qualname(error)}>"
+    try:
+        trace = "".join(traceback.format_exception(error))
+    except BaseException:
+        trace = ""
+    return RenderedError(_class_name(error), message, trace)
+
+
+def _class_name(error: BaseException) -> str:
+    try:
+        return f"{type(error).__module__}.{_qualname(error)}"
+    except BaseException:  # a metaclass can make even these raise
+        return "<unnamed exception class>"
+
+
+def _qualname(error: BaseException) -> str:
+    try:
+        return str(type(error).__qualname__)
+    except BaseException:
+        return "<unnamed exception class>"
 
 
 def attempt_entry(
@@ -117,16 +166,17 @@ def attempt_entry(
 
 
 def error_entry(
-    attempt: int, error: BaseException, kind: ErrorKind, ended: AttemptEnd, worker: str
+    attempt: int, error: RenderedError, kind: ErrorKind, ended: AttemptEnd, worker: str
 ) -> AttemptEntry:
     """The entry for a failed attempt; ``at`` is set by the database."""
-    name, message = describe_error(error)
-    try:
-        trace = "".join(traceback.format_exception(error))
-    except Exception:
-        trace = ""
     return attempt_entry(
-        attempt, ended, kind, worker, error_class=name, message=message, traceback_text=trace
+        attempt,
+        ended,
+        kind,
+        worker,
+        error_class=error.error_class,
+        message=error.message,
+        traceback_text=error.traceback,
     )
 
 

@@ -27,9 +27,17 @@ from django_jobretry.models import DeadLetter, DeadReason
 from django_jobretry.policy import Classification, ErrorKind, GiveUp, RetryPolicy
 from django_jobretry.registry import policy_for
 from django_jobretry.services import deadletters, transitions
-from django_jobretry.services.history import AttemptEnd, AttemptEntry, error_entry, event_entry, minimal_entry
+from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.history import (
+    AttemptEnd,
+    AttemptEntry,
+    RenderedError,
+    error_entry,
+    event_entry,
+    minimal_entry,
+    render_error,
+)
 from django_jobretry.services.recovery import Recovered
-from django_jobretry.services.transitions import ClaimedJob
 
 logger = logging.getLogger("django_jobretry")
 
@@ -50,11 +58,16 @@ class Succeeded:
 
 @dataclass(frozen=True)
 class Failed:
-    """The handler raised ``error``; ``ended`` says how the attempt is recorded."""
+    """The handler raised ``error``; ``ended`` says how the attempt is recorded.
+
+    ``rendered`` is the error's text, rendered by the runner thread so that a
+    slow or broken ``__str__`` never runs on the worker's main loop.
+    """
 
     job: ClaimedJob
     error: BaseException
     ended: AttemptEnd = AttemptEnd.ERROR
+    rendered: RenderedError | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +91,16 @@ def log_extra(job: ClaimedJob, outcome: str, **more: Any) -> dict[str, Any]:
         "outcome": outcome,
         **more,
     }
+
+
+def _classify(policy: RetryPolicy, outcome: Failed) -> Classification:
+    """The policy's verdict on the error; an unregistered task is always worth retrying."""
+    if outcome.ended is AttemptEnd.UNKNOWN_TASK:
+        return Classification(ErrorKind.RETRYABLE)
+    try:
+        return policy.classify(outcome.error)
+    except Exception:  # the error is user code; what cannot be classified is retried
+        return Classification(ErrorKind.RETRYABLE)
 
 
 def send_job_signal(sender: type, signal: Signal, job: ClaimedJob, **more: Any) -> None:
@@ -118,13 +141,10 @@ class Recorder:
                 job.attempt, outcome.ended, "worker shut down before the job finished", self.worker_id
             )
         else:
-            classification = (
-                Classification(ErrorKind.RETRYABLE)
-                if outcome.ended is AttemptEnd.UNKNOWN_TASK
-                else policy.classify(outcome.error)
-            )
+            classification = _classify(policy, outcome)
             ended = AttemptEnd.FATAL if classification.kind is ErrorKind.FATAL else outcome.ended
-            entry = error_entry(job.attempt, outcome.error, classification.kind, ended, self.worker_id)
+            rendered = outcome.rendered or render_error(outcome.error)
+            entry = error_entry(job.attempt, rendered, classification.kind, ended, self.worker_id)
         try:
             self._write_failure(job, policy, classification, entry)
         except DataError:

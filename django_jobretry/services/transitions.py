@@ -11,7 +11,6 @@ Lease recovery is in recovery.py.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,6 +19,7 @@ from typing import Any
 from django.db import connection
 
 from django_jobretry.models import DeadReason
+from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEntry
 from django_jobretry.services.sql import (
     CLEAR_LEASE,
@@ -28,30 +28,26 @@ from django_jobretry.services.sql import (
     FENCE,
     JOB,
     REVIVED_COLUMNS,
-    as_json,
     dead_letter_select,
     revived_job_select,
     stamped,
     trimmed,
 )
 
-
-@dataclass(frozen=True)
-class ClaimedJob:
-    """What a worker needs to run one claimed attempt and fence its outcome."""
-
-    id: int
-    task_name: str
-    queue_name: str
-    policy_name: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    attempt: int
-    max_attempts: int
-    token: uuid.UUID
-    #: The job id the requeue chain started from; ``id`` when never requeued.
-    original_job_id: int
-    requeue_count: int
+#: ClaimedJob is claim()'s result type, so it is exported here too.
+__all__ = [
+    "ClaimedJob",
+    "Failure",
+    "bury",
+    "claim",
+    "claim_sql",
+    "heartbeat",
+    "lock_failed",
+    "release",
+    "revive",
+    "schedule_retry",
+    "succeed",
+]
 
 
 @dataclass(frozen=True)
@@ -83,7 +79,7 @@ def claim_sql(*, filter_queues: bool) -> str:
         RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args, j.kwargs, j.attempts,
                   j.max_attempts, j.lease_token,
                   COALESCE((j.requeue_history -> 0 ->> 'job_id')::bigint, j.id), j.requeue_count,
-                  j.priority, j.run_at
+                  j.priority, extract(epoch FROM j.run_at)::float8
     """
 
 
@@ -99,23 +95,10 @@ def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | 
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
+    # run_at as epoch seconds: a '-infinity' row must not fail the batch's decoding.
     rows.sort(key=lambda row: (-row[11], row[12], row[0]))
-    return [
-        ClaimedJob(
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            as_json(row[4]),
-            as_json(row[5]),
-            row[6],
-            row[7],
-            row[8],
-            row[9],
-            row[10],
-        )
-        for row in rows
-    ]
+    # Arguments stay undecoded here: the runner decodes them, one job at a time.
+    return [ClaimedJob(*row[:11]) for row in rows]
 
 
 def _fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
+from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded, log_extra
-from django_jobretry.services.transitions import ClaimedJob
 from django_jobretry.worker.heartbeat import Heartbeat
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.runner import Runner

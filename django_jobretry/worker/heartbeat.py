@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from django.db import DatabaseError
 
 from django_jobretry.services import transitions
+from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import log_extra
-from django_jobretry.services.transitions import ClaimedJob
 from django_jobretry.worker.session import drop_connection, mark_bookkeeping_thread, unmark_bookkeeping_thread
 
 logger = logging.getLogger("django_jobretry")

@@ -20,9 +20,9 @@ from django_jobretry import signals
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import UnknownTask
 from django_jobretry.registry import registry
-from django_jobretry.services.history import AttemptEnd
+from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.outcomes import Failed, Succeeded, send_job_signal
-from django_jobretry.services.transitions import ClaimedJob
 
 logger = logging.getLogger("django_jobretry")
 
@@ -68,13 +68,14 @@ class Runner(threading.Thread):
         )
         token = set_current_job(context)
         try:
-            result = definition.func(*job.args, **job.kwargs)
+            args, kwargs = job.arguments()
+            result = definition.func(*args, **kwargs)
             if inspect.isawaitable(result):
                 asyncio.run(_await(result))
         except Exception as error:
-            return Failed(job, error, AttemptEnd.ERROR)
+            return Failed(job, error, AttemptEnd.ERROR, render_error(error))
         except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself
-            return Failed(job, error, AttemptEnd.WORKER_EXIT)
+            return Failed(job, error, AttemptEnd.WORKER_EXIT, render_error(error))
         finally:
             reset_current_job(token)
             close_old_connections()

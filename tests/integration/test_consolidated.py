@@ -18,9 +18,9 @@ from django_jobretry.exceptions import UnknownPolicy
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.redaction import redacted_payload
 from django_jobretry.registry import INLINE_POLICY, policy_for, resolve_policy
-from django_jobretry.services import transitions
-from django_jobretry.services.outcomes import Failed, Recorder
+from django_jobretry.services.outcomes import Failed
 from django_jobretry.worker.runner import Runner
+from tests.attempts import claim_one, record_failure
 from tests.factories import DeadLetterFactory
 from tests.jobs_app import jobs
 
@@ -144,7 +144,7 @@ class TestSignalSending:
 class TestNamedStates:
     def test_live_ready_and_retrying(self) -> None:
         running = jobs.record.enqueue("running")
-        [claimed] = transitions.claim("w", 1, 30, None)
+        claimed = claim_one()
         fresh = jobs.record.enqueue("fresh")
         retrying = jobs.record.enqueue("retrying")
         done = jobs.record.enqueue("done")
@@ -173,10 +173,9 @@ class TestOriginalJobId:
         first = context_probe.enqueue()
         runner = Runner(0, inbox=None, outbox=None, wake=None, sender=object)  # type: ignore[arg-type]
         for _ in range(3):
-            [claimed] = transitions.claim("w", 1, 30, None)
-            outcome = runner.execute(claimed)
+            outcome = runner.execute(claim_one())
             assert isinstance(outcome, Failed)
-            Recorder("w", object).record_failure(outcome)
+            record_failure(outcome.job, outcome.error)
             deadletters.requeue(DeadLetter.objects.get().pk, actor="ops")
         assert [(c.original_job_id, c.requeue_count) for c in SEEN if c] == [
             (first.pk, 0),

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import IntegrityError, transaction
 from django.db.models import DurationField, Value
 from django.db.models.functions import Now
 
@@ -286,8 +287,10 @@ class TestAutomaticRequeue:
         assert not Job.objects.exists()
 
 
-def test_a_row_that_could_never_run_is_not_claimed() -> None:
-    """attempts == max_attempts on a ready row (only raw SQL makes one) must not crash the claim."""
+def test_a_row_that_could_never_run_cannot_be_stored() -> None:
+    """attempts == max_attempts on a ready row would wait forever: the database refuses it."""
     enqueued = jobs.record.enqueue("impossible")
-    Job.objects.filter(pk=enqueued.pk).update(attempts=3)
-    assert transitions.claim(OWNER, 10, 30, None) == []
+    with pytest.raises(IntegrityError, match="jobretry_job_ready_has_attempts_left"), transaction.atomic():
+        Job.objects.filter(pk=enqueued.pk).update(attempts=3)
+    assert Job.objects.get(pk=enqueued.pk).attempts == 0
+    assert [c.id for c in transitions.claim(OWNER, 10, 30, None)] == [enqueued.pk]

@@ -10,63 +10,23 @@ connections of their own.
 
 from __future__ import annotations
 
-import signal
-import threading
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import Recorder
-from django_jobretry.services.transitions import ClaimedJob
-from django_jobretry.worker import Worker, WorkerOptions
+from tests.inprocess import run_burst
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("keep_signal_handlers")]
 
-#: Seconds a burst may take before the watchdog stops the worker and the test fails.
-DEADLINE = 60
 #: Round trips a run spends besides its per-job work: the worker session's
 #: three timeouts, the first lease recovery (BEGIN, the statement, COMMIT)
 #: and the last, empty claim that ends the burst.
 FIXED_QUERIES = 7
-
-
-@pytest.fixture(autouse=True)
-def _keep_signal_handlers() -> Iterator[None]:
-    """Worker.run() installs SIGTERM/SIGINT handlers on the main thread; put ours back."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
-def run_burst(**options: Any) -> list[str]:
-    """Run a burst worker here; returns every statement of its main loop, BEGIN and COMMIT included.
-
-    Lease recovery runs once, at the start: on a timer it would add
-    statements by the second, not by the job.
-    """
-    worker = Worker(WorkerOptions(burst=True, listen=False, recover_every=3600, **options))
-    overdue = threading.Event()
-
-    def stop_overdue() -> None:
-        overdue.set()
-        worker.stop()
-
-    watchdog = threading.Timer(DEADLINE, stop_overdue)
-    watchdog.start()
-    try:
-        with CaptureQueriesContext(connection) as captured:
-            assert worker.run() == 0
-    finally:
-        watchdog.cancel()
-    assert not overdue.is_set(), f"the burst did not end within {DEADLINE} s"
-    return [" ".join(q["sql"].split()) for q in captured.captured_queries]
 
 
 def test_one_at_a_time_a_job_costs_a_claim_and_an_ack() -> None:

@@ -1,4 +1,4 @@
-"""Real `manage.py runworker` processes against real PostgreSQL: the worker semantics of docs/design.md (rules 1-9).
+"""Real `manage.py runworker` processes against real PostgreSQL: the worker rules of docs/design.md.
 
 Every wait is a database (or process) condition with a hard deadline; nothing
 sleeps and hopes. Assertions are about counts, orders and final states, never

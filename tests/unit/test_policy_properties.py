@@ -1,4 +1,4 @@
-"""The policy invariants 1-4 (docs/design.md#invariant-1 to #invariant-4) as hypothesis properties, each with a negative control.
+"""Policy invariants 1-4 (docs/design.md#invariant-1 to 4) as hypothesis properties, each with a control.
 
 Every property is built by a factory taking the policy class, so the very same
 property runs against RetryPolicy (must pass) and against a deliberately
