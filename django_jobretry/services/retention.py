@@ -1,13 +1,20 @@
-"""Retention: finished jobs do not pile up forever."""
+"""Retention: finished jobs and (opt-in) old dead letters do not pile up forever.
+
+Both prune in bounded batches, each its own short transaction that locks
+only its rows (with SKIP LOCKED, so a dead letter being requeued right now
+is left to the requeue): a million old rows never become one long lock or
+one huge delete.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, DurationField, Value
+from django.db.models import Count, DurationField, QuerySet, Value
 from django.db.models.functions import Now
 
 from django_jobretry import signals
@@ -15,14 +22,16 @@ from django_jobretry.models import DeadLetter, Job, JobStatus
 
 logger = logging.getLogger("django_jobretry")
 
+#: Rows deleted per transaction.
+PRUNE_BATCH = 1000
+
 
 def prune_succeeded(older_than: timedelta, *, dry_run: bool = False) -> int:
     """Delete succeeded jobs finished before now() - older_than (database clock)."""
-    cutoff = Now() - Value(older_than, output_field=DurationField())
-    old = Job.objects.filter(status=JobStatus.SUCCEEDED, finished_at__lt=cutoff)
+    old = Job.objects.filter(status=JobStatus.SUCCEEDED, finished_at__lt=_cutoff(older_than))
     if dry_run:
         return old.count()
-    count, _ = old.delete()
+    count = _delete_in_batches(old)
     logger.info("pruned %d succeeded jobs", count, extra={"outcome": "pruned", "count": count})
     return count
 
@@ -34,34 +43,48 @@ def prune_dead_letters(older_than: timedelta, *, dry_run: bool = False) -> Count
     the ``dead_letters_pruning`` signal, so an operator can see (and alert
     on) what retention is about to remove. There is no count cap: only age.
     """
-    cutoff = Now() - Value(older_than, output_field=DurationField())
-    with transaction.atomic():
-        # Lock first: a dead letter an operator is requeueing right now is
-        # waited for, and then is gone rather than pruned twice.
-        ids = list(
-            DeadLetter.objects.select_for_update().filter(dead_at__lt=cutoff).values_list("pk", flat=True)
-        )
-        grouped = DeadLetter.objects.filter(pk__in=ids).values("queue_name", "reason").annotate(n=Count("id"))
-        counts: Counter[tuple[str, str]] = Counter(
-            {(row["queue_name"], row["reason"]): row["n"] for row in grouped.order_by()}
-        )
-        if dry_run or not counts:
-            return counts
-        logger.warning(
-            "pruning %d dead letters older than %s",
-            sum(counts.values()),
-            older_than,
-            extra={
-                "outcome": "dead_letters_pruning",
-                "counts": {f"{q}/{r}": n for (q, r), n in counts.items()},
-            },
-        )
-        signals.send(
-            signals.dead_letters_pruning,
-            DeadLetter,
-            {"outcome": "dead_letters_pruning"},
-            counts=dict(counts),
-            older_than=older_than,
-        )
-        DeadLetter.objects.filter(pk__in=ids).delete()
+    old = DeadLetter.objects.filter(dead_at__lt=_cutoff(older_than))
+    grouped = old.values("queue_name", "reason").annotate(n=Count("id")).order_by()
+    counts: Counter[tuple[str, str]] = Counter(
+        {(row["queue_name"], row["reason"]): row["n"] for row in grouped}
+    )
+    if dry_run or not counts:
+        return counts
+    logger.warning(
+        "pruning %d dead letters older than %s",
+        sum(counts.values()),
+        older_than,
+        extra={
+            "outcome": "dead_letters_pruning",
+            "counts": {f"{q}/{r}": n for (q, r), n in counts.items()},
+        },
+    )
+    signals.send(
+        signals.dead_letters_pruning,
+        DeadLetter,
+        {"outcome": "dead_letters_pruning"},
+        counts=dict(counts),
+        older_than=older_than,
+    )
+    _delete_in_batches(old)
     return counts
+
+
+def _cutoff(older_than: timedelta) -> Any:
+    return Now() - Value(older_than, output_field=DurationField())
+
+
+def _delete_in_batches(rows: QuerySet[Any]) -> int:
+    """Delete ``rows`` PRUNE_BATCH at a time, oldest ids first; returns how many went."""
+    deleted = 0
+    while True:
+        with transaction.atomic():
+            batch = list(
+                rows.select_for_update(skip_locked=True)
+                .order_by("pk")
+                .values_list("pk", flat=True)[:PRUNE_BATCH]
+            )
+            if not batch:
+                return deleted
+            count, _ = rows.model.objects.filter(pk__in=batch).delete()
+        deleted += count

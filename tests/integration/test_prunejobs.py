@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from django.db.models import DurationField, Value
 from django.db.models.functions import Now
+from django.test.utils import CaptureQueriesContext
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.services import retention
 from tests.factories import DeadLetterFactory
 from tests.jobs_app import jobs
 
@@ -108,3 +111,24 @@ def test_dead_letter_dry_run_counts_only() -> None:
     dead(40)
     assert "would delete 1 dead letter(s)" in prune("--dead-letters-older-than=30d", "--dry-run")
     assert DeadLetter.objects.count() == 1
+
+
+@pytest.mark.parametrize("what", ["dead letters", "succeeded jobs"])
+def test_pruning_goes_in_bounded_batches(monkeypatch: pytest.MonkeyPatch, what: str) -> None:
+    monkeypatch.setattr(retention, "PRUNE_BATCH", 2)
+    for _ in range(5):
+        if what == "dead letters":
+            dead(40)
+        else:
+            finished(days_ago=40)
+    with CaptureQueriesContext(connection) as captured:
+        if what == "dead letters":
+            assert sum(retention.prune_dead_letters(timedelta(days=30)).values()) == 5
+        else:
+            assert retention.prune_succeeded(timedelta(days=30)) == 5
+    deletes = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("DELETE")]
+    locks = [q["sql"] for q in captured.captured_queries if "FOR UPDATE SKIP LOCKED" in q["sql"]]
+    assert (len(deletes), len(locks)) == (3, 4)  # 2 + 2 + 1, then a lock that finds nothing
+    assert all("LIMIT 2" in sql for sql in locks)
+    assert not DeadLetter.objects.exists()
+    assert not Job.objects.exists()
