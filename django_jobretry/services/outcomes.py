@@ -11,7 +11,6 @@ owns the job now) changes nothing and never enters the retry path
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,6 +27,7 @@ from django_jobretry.policy import Classification, ErrorKind, GiveUp, RetryPolic
 from django_jobretry.registry import policy_for
 from django_jobretry.services import deadletters, transitions
 from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.decisions import decide
 from django_jobretry.services.history import (
     AttemptEnd,
     AttemptEntry,
@@ -43,10 +43,6 @@ logger = logging.getLogger("django_jobretry")
 
 #: The actor recorded in requeue history for requeues spent from a policy's budget.
 AUTO_REQUEUE_ACTOR = "automatic (requeue_budget)"
-
-# A random.Random of our own: handlers reseeding the global one must not
-# synchronise every worker's jitter.
-_jitter = random.Random()  # noqa: S311 - jitter, not security
 
 
 @dataclass(frozen=True)
@@ -167,10 +163,10 @@ class Recorder:
             if locked is None:
                 self._stale(job, "failed")
                 return
-            decision = policy.decide(
+            decision = decide(
+                policy,
                 job.attempt,
                 classification.kind,
-                _jitter.random(),
                 elapsed=locked.elapsed,
                 requested_delay=classification.requested_delay,
                 max_attempts=job.max_attempts,
@@ -220,20 +216,20 @@ class Recorder:
 
     def announce_recovery(self, item: Recovered) -> None:
         """Log and signal a lease recovery like any other retry or dead letter."""
-        extra = {
+        reason = item.reason.value if item.reason is not None else None
+        delay = (item.delay or timedelta(0)).total_seconds()
+        extra: dict[str, Any] = {
             "job_id": item.id,
             "task": item.task_name,
             "queue": item.queue_name,
             "attempt": item.attempt,
             "outcome": "lease_expired_dead" if item.buried else "lease_expired_retry",
+            **(
+                {"reason": reason, "dead_letter_id": item.dead_letter_id} if item.buried else {"delay": delay}
+            ),
         }
-        logger.warning(
-            "job %s attempt %s lost its lease; %s",
-            item.id,
-            item.attempt,
-            "dead letter" if item.buried else "ready again",
-            extra=extra,
-        )
+        then = f"dead letter {item.dead_letter_id} ({reason})" if item.buried else f"retry in {delay:.3f}s"
+        logger.warning("job %s attempt %s lost its lease; %s", item.id, item.attempt, then, extra=extra)
         common = {
             "job_id": item.id,
             "task_name": item.task_name,
@@ -245,12 +241,12 @@ class Recorder:
                 signals.job_dead_lettered,
                 self.sender,
                 extra,
-                reason=DeadReason.LEASE_EXPIRED.value,
+                reason=reason,
                 dead_letter_id=item.dead_letter_id,
                 **common,
             )
         else:
-            signals.send(signals.job_retry_scheduled, self.sender, extra, delay=timedelta(0), **common)
+            signals.send(signals.job_retry_scheduled, self.sender, extra, delay=item.delay, **common)
 
     def _auto_requeue(self, job: ClaimedJob, policy: RetryPolicy, dead_id: int) -> None:
         """Spend one unit of the policy's requeue budget, after max_delay.

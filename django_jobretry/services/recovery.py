@@ -1,42 +1,54 @@
-"""Lease recovery: jobs whose worker stopped heartbeating run again, or die.
+"""Lease recovery: a job whose worker stopped heartbeating is retried or buried by its policy.
 
-One statement picks the expired leases with SKIP LOCKED and re-checks the
-condition on each row's latest version, never read-then-write by id
-(docs/design.md#rule-4). The lost attempt was counted at claim.
+A lost lease is a retryable failure like any other (docs/design.md#rule-4):
+the policy decides, with its backoff, its ``retry_for`` deadline and the
+job's attempt limit, and the lost attempt (counted at claim) is recorded as
+``lease_expired``. One transaction: the first statement locks the expired
+leases with SKIP LOCKED, re-checking the condition on each row's latest
+version (a job heartbeated meanwhile is skipped, one held by another
+recoverer too); then one set-based statement writes the retries and one the
+dead letters, on rows this transaction still holds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
 
 from django_jobretry.models import DeadReason
+from django_jobretry.policy import ErrorKind, GiveUp, GiveUpReason
+from django_jobretry.registry import policy_for
+from django_jobretry.services.decisions import decide
 from django_jobretry.services.sql import (
     CLEAR_LEASE,
     DEAD,
     DEAD_COLUMNS,
+    ELAPSED_SQL,
     JOB,
     dead_letter_select,
     lease_expired_entry_sql,
     trimmed,
 )
 
-#: Running jobs whose lease ran out; the lock re-checks the condition on the
-#: row's latest version, so a job heartbeated meanwhile is skipped.
+#: Running jobs whose lease ran out, locked for this transaction.
 EXPIRED_LEASES = f"""
-    SELECT id FROM {JOB}
-    WHERE status = 'running' AND lease_expires_at < statement_timestamp()
-    ORDER BY lease_expires_at
+    SELECT j.id, j.task_name, j.queue_name, j.policy_name, j.attempts, j.max_attempts, {ELAPSED_SQL}
+    FROM {JOB} AS j
+    WHERE j.status = 'running' AND j.lease_expires_at < statement_timestamp()
+    ORDER BY j.lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 """
 
+_LOCKED_ROWS = "unnest(%(ids)s::bigint[], %(values)s::text[]) AS d(id, value)"
+
 
 @dataclass(frozen=True)
 class Recovered:
-    """A job whose lease had expired: made ready again, or buried when out of attempts."""
+    """A job whose lease had expired: retried after ``delay``, or buried for ``reason``."""
 
     id: int
     task_name: str
@@ -44,47 +56,100 @@ class Recovered:
     attempt: int
     buried: bool
     dead_letter_id: int | None
+    delay: timedelta | None = None
+    reason: DeadReason | None = None
 
 
 def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
-    """Pick expired leases with SKIP LOCKED, retry or bury each, in one statement.
+    """Retry or bury up to ``limit`` jobs whose lease expired, as their policies decide."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(EXPIRED_LEASES, {"limit": limit})
+        retries: dict[int, timedelta] = {}
+        burials: dict[int, DeadReason] = {}
+        found: dict[int, tuple[str, str, int]] = {}
+        for job_id, task_name, queue_name, policy_name, attempts, max_attempts, elapsed in cursor.fetchall():
+            found[job_id] = (task_name, queue_name, attempts)
+            decision = decide(
+                policy_for(task_name, policy_name),
+                attempts,
+                ErrorKind.RETRYABLE,
+                elapsed=elapsed,
+                max_attempts=max_attempts,
+            )
+            if isinstance(decision, GiveUp):
+                deadline = decision.reason is GiveUpReason.DEADLINE
+                burials[job_id] = DeadReason.DEADLINE if deadline else DeadReason.LEASE_EXPIRED
+            else:
+                retries[job_id] = decision.delay
+        _retry(cursor, retries, history_limit)
+        buried = _bury(cursor, burials, history_limit)
+    return [
+        Recovered(
+            job_id,
+            *found[job_id],
+            buried=job_id in burials,
+            dead_letter_id=buried.get(job_id),
+            delay=retries.get(job_id),
+            reason=burials.get(job_id),
+        )
+        for job_id in found
+    ]
 
-    The history entry of the lost attempt says the lease expired and which
-    worker held it.
-    """
-    errors = trimmed(f"(j.errors || jsonb_build_array({lease_expired_entry_sql('j')}))", "%(history)s")
-    buried_values = dead_letter_select(
+
+def _errors_with_lost_attempt(delay_sql: str | None) -> str:
+    entry = lease_expired_entry_sql("j")
+    if delay_sql is not None:
+        entry = f"({entry} || jsonb_build_object('delay', {delay_sql}))"
+    return f"(j.errors || jsonb_build_array({entry}))"
+
+
+def _retry(cursor: Any, delays: dict[int, timedelta], history_limit: int) -> None:
+    """Ready again after each job's backoff: durable, like any other retry."""
+    if not delays:
+        return
+    errors = trimmed(_errors_with_lost_attempt("d.value::float8"), "%(history)s")
+    cursor.execute(
+        f"""
+        UPDATE {JOB} AS j
+        SET status = 'ready', run_at = statement_timestamp() + make_interval(secs => d.value::float8),
+            {CLEAR_LEASE}, errors = {errors}
+        FROM {_LOCKED_ROWS}
+        WHERE j.id = d.id
+        """,
+        {
+            "ids": list(delays),
+            "values": [str(delay.total_seconds()) for delay in delays.values()],
+            "history": history_limit,
+        },
+    )
+
+
+def _bury(cursor: Any, reasons: dict[int, DeadReason], history_limit: int) -> dict[int, int]:
+    """Into the dead letters; returns job id -> dead letter id."""
+    if not reasons:
+        return {}
+    errors = trimmed(_errors_with_lost_attempt(None), "%(history)s")
+    values = dead_letter_select(
         "gone",
         errors="gone.final_errors",
-        reason="%(reason)s",
+        reason="gone.reason",
         error_class="''",
         message="'lease expired: worker ' || gone.lease_owner || ' stopped heartbeating'",
     )
-    sql = f"""
-        WITH expired AS ({EXPIRED_LEASES}),
-        retried AS (
-            UPDATE {JOB} AS j SET status = 'ready', run_at = statement_timestamp(), {CLEAR_LEASE},
-                   errors = {errors}
-            FROM expired WHERE j.id = expired.id AND j.attempts < j.max_attempts
-            RETURNING j.id, j.task_name, j.queue_name, j.attempts
-        ),
-        gone AS (
-            DELETE FROM {JOB} AS j USING expired
-            WHERE j.id = expired.id AND j.attempts >= j.max_attempts
-            RETURNING j.*, {errors} AS final_errors
-        ),
-        buried AS (
-            INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {buried_values} FROM gone
-            RETURNING id, job_id, task_name, queue_name, attempts
+    cursor.execute(
+        f"""
+        WITH gone AS (
+            DELETE FROM {JOB} AS j USING {_LOCKED_ROWS}
+            WHERE j.id = d.id
+            RETURNING j.*, d.value AS reason, {errors} AS final_errors
         )
-        SELECT id, task_name, queue_name, attempts, false, NULL::bigint FROM retried
-        UNION ALL SELECT job_id, task_name, queue_name, attempts, true, id FROM buried
-    """
-    params: dict[str, Any] = {
-        "limit": limit,
-        "history": history_limit,
-        "reason": DeadReason.LEASE_EXPIRED.value,
-    }
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [Recovered(*row) for row in cursor.fetchall()]
+        INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
+        RETURNING job_id, id
+        """,
+        {
+            "ids": list(reasons),
+            "values": [reason.value for reason in reasons.values()],
+            "history": history_limit,
+        },
+    )
+    return dict(cursor.fetchall())

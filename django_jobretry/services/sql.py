@@ -20,6 +20,15 @@ DEAD = DeadLetter._meta.db_table
 #: still running, same attempt, same lease token.
 FENCE = "j.status = 'running' AND j.attempts = d.attempts AND j.lease_token = d.token"
 
+#: SQL for "time since the job's first attempt", NULL when that time is not a
+#: finite moment in the past (only a hand-edited row has one): the deadline
+#: check is then skipped rather than the worker stopped.
+ELAPSED_SQL = (
+    "CASE WHEN isfinite(j.first_attempt_at) "
+    "THEN GREATEST(statement_timestamp() - j.first_attempt_at, interval '0') END"
+)
+
+
 CLEAR_LEASE = "lease_owner = '', lease_token = NULL, lease_expires_at = NULL"
 
 #: What a job is, whichever table it is in: copied as-is when a job dies

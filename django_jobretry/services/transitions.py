@@ -25,6 +25,7 @@ from django_jobretry.services.sql import (
     CLEAR_LEASE,
     DEAD,
     DEAD_COLUMNS,
+    ELAPSED_SQL,
     FENCE,
     JOB,
     REVIVED_COLUMNS,
@@ -54,7 +55,8 @@ __all__ = [
 class Failure:
     """Locked state of a running job whose attempt failed."""
 
-    elapsed: timedelta
+    #: Since the first attempt; None when the row's first_attempt_at is not a finite time.
+    elapsed: timedelta | None
 
 
 def claim_sql(*, filter_queues: bool) -> str:
@@ -166,7 +168,7 @@ def lock_failed(job: ClaimedJob) -> Failure | None:
     retry or dead-letter write in the same transaction.
     """
     sql = f"""
-        SELECT statement_timestamp() - j.first_attempt_at FROM {JOB} AS j,
+        SELECT {ELAPSED_SQL} FROM {JOB} AS j,
                (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
         WHERE j.id = d.id AND {FENCE}
         FOR UPDATE OF j

@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import IntegrityError, transaction
 from django.db.models import DurationField, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from django_jobretry import signals
@@ -27,6 +28,11 @@ from tests.attempts import OWNER, claim_one, fail_attempt, record_failure
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
+
+
+def make_due() -> None:
+    """Skip a retry's backoff: make every ready job due now."""
+    Job.objects.filter(status=JobStatus.READY).update(run_at=Now())
 
 
 def expire_leases() -> None:
@@ -86,6 +92,7 @@ class TestFencing:
         old = claim_one()
         expire_leases()
         recovery.recover_expired(10, 100)
+        make_due()
         new = claim_one()
         assert new.attempt == 2
         caplog.set_level(logging.WARNING, "django_jobretry")
@@ -131,6 +138,37 @@ class TestRecovery:
         assert (entry["ended"], entry["attempt"], entry["worker"]) == ("lease_expired", 1, OWNER)
         assert "at" in entry
 
+    def test_the_retry_waits_for_the_policys_backoff(self) -> None:
+        jobs.always_fails.using(policy="default").enqueue("a")  # 15 s doubling, 25 % jitter
+        claimed = claim_one()
+        expire_leases()
+        [recovered] = recovery.recover_expired(10, 100)
+        assert recovered.delay is not None
+        assert timedelta(seconds=11.25) <= recovered.delay <= timedelta(seconds=18.75)
+        row = Job.objects.get(pk=claimed.id)
+        assert row.errors[0]["delay"] == pytest.approx(recovered.delay.total_seconds())
+        waited = row.run_at - datetime.fromisoformat(row.errors[0]["at"])
+        assert abs(waited - recovered.delay) < timedelta(milliseconds=1)
+        assert transitions.claim(OWNER, 10, 30, None) == []  # not before its backoff
+
+    def test_a_retry_for_deadline_buries_as_deadline(self) -> None:
+        jobs.record.using(policy="emails").enqueue("a")  # retry_for 2 h
+        claim_one()
+        Job.objects.update(first_attempt_at=Now() - Value(timedelta(hours=2), output_field=DurationField()))
+        expire_leases()
+        [recovered] = recovery.recover_expired(10, 100)
+        assert (recovered.buried, recovered.reason) == (True, "deadline")
+        assert DeadLetter.objects.get().reason == "deadline"
+
+    def test_a_first_attempt_time_that_is_not_finite_skips_the_deadline(self) -> None:
+        jobs.record.using(policy="emails").enqueue("a")  # retry_for 2 h
+        claim_one()
+        Job.objects.update(first_attempt_at=RawSQL("'infinity'::timestamptz", []))
+        expire_leases()
+        [recovered] = recovery.recover_expired(10, 100)
+        assert not recovered.buried
+        assert Job.objects.values_list("status", flat=True).get() == JobStatus.READY
+
     def test_live_leases_are_left_alone(self) -> None:
         jobs.record.enqueue("a")
         claim_one()
@@ -139,6 +177,7 @@ class TestRecovery:
     def test_last_attempt_lost_buries_the_job(self) -> None:
         enqueued = jobs.record.enqueue("a")
         for _ in range(3):
+            make_due()
             claim_one()
             expire_leases()
             recovery.recover_expired(10, 100)

@@ -1,0 +1,37 @@
+"""Asking a job's policy what a failed attempt means: the worker's one source of jitter.
+
+Used when a handler's failure is recorded and when a lost lease is
+recovered, so both retry on the same schedule. The policy itself is pure
+and takes the jitter sample as an argument; the sample is drawn here.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+from django_jobretry.policy import Decision, ErrorKind, RetryPolicy
+
+# A random.Random of our own: handlers reseeding the global one must not
+# synchronise every worker's jitter.
+_jitter = random.Random()  # noqa: S311 - jitter, not security
+
+
+def decide(
+    policy: RetryPolicy,
+    attempt: int,
+    kind: ErrorKind,
+    *,
+    elapsed: timedelta | None,
+    max_attempts: int,
+    requested_delay: timedelta | None = None,
+) -> Decision:
+    """The policy's decision for failed ``attempt``, with a fresh jitter sample."""
+    return policy.decide(
+        attempt,
+        kind,
+        _jitter.random(),
+        elapsed=elapsed,
+        requested_delay=requested_delay,
+        max_attempts=max_attempts,
+    )
