@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(DJANGO)
 WITHDB := $(BIN)/python -m devtools.withdb
 
-.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench clean
+.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench browser clean
 
 help:
 	@echo "make demo       run the example project's demo (embedded PostgreSQL unless DATABASE_URL is set)"
@@ -29,6 +29,7 @@ help:
 	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
 	@echo "make mutation   mutation testing of the policy module (slow; not part of make test)"
 	@echo "make bench      worker and dead-letter admin benchmarks (docs/performance.md)"
+	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python >= 3.12 found; install one or pass PYTHON=..." >&2; exit 1; }
@@ -49,13 +50,19 @@ runserver: $(STAMP)
 createsuperuser: $(STAMP)
 	$(WITHDB) --data .pgdata/demo -- $(BIN)/python manage.py createsuperuser
 
+# Line coverage of django_jobretry/ ([tool.coverage.*] in pyproject.toml, worker subprocesses
+# included) must not drop below this many percent in `make test`; `make pytest` alone does not check it.
+COVERAGE_FLOOR ?= 96
+
 test: $(STAMP)
 	$(MAKE) --no-print-directory lint docs
-	$(WITHDB) --throwaway -- $(MAKE) --no-print-directory migrations-check pytest
+	$(WITHDB) --throwaway -- $(MAKE) --no-print-directory migrations-check pytest \
+		PYTEST_COV_ARGS="--cov --cov-report=term-missing:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)"
 
 # The checks below expect DATABASE_URL when they touch the database; run them through `make test`.
+# PYTEST_ARGS is for you (a subset: `make pytest PYTEST_ARGS=tests/unit`); PYTEST_COV_ARGS is set by `make test`.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_COV_ARGS) $(PYTEST_ARGS)
 
 migrations-check: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
@@ -88,5 +95,19 @@ bench: $(STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/deadletters.py $(BENCH_DEADLETTER_ARGS)
 
+# Debian's chromium for the real-browser tests (tests/browser, which skip without it); Playwright
+# never downloads a browser of its own. Nothing to do when /usr/bin/chromium is there.
+browser:
+	@if [ -x /usr/bin/chromium ]; then echo "browser: /usr/bin/chromium is installed"; exit 0; fi; \
+	command -v apt-get >/dev/null 2>&1 || { echo "make browser: no apt-get here; install Chromium yourself and" \
+		"set JOBRETRY_CHROMIUM=/path/to/chromium (never \`playwright install\`)" >&2; exit 1; }; \
+	if [ "$$(id -u)" = 0 ]; then sudo=; \
+	elif command -v sudo >/dev/null 2>&1; then sudo=sudo; \
+	else echo "make browser: not root and no sudo, so apt-get cannot install chromium" >&2; exit 1; fi; \
+	echo "browser: installing Debian's chromium with apt-get (takes a minute)"; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q || exit 1; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || exit 1; \
+	test -x /usr/bin/chromium || { echo "make browser: apt-get left no /usr/bin/chromium" >&2; exit 1; }
+
 clean:
-	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt
+	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt .coverage .coverage.*
