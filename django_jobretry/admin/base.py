@@ -4,25 +4,56 @@ A dead letter is the job it was, plus how it died: both pages show the same
 task, attempt count, histories and stylesheet, with the same changelist
 (light, capped count) and the same rule - nothing is added or edited here,
 because state changes only through the services.
+
+Everything a request sends is untrusted here: URL filters may not touch the
+arguments of users who cannot see them, and an id is ASCII digits or nothing
+(docs/admin.md#what-the-admin-refuses).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import re
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin
+from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
-from django.http import HttpRequest
+from django.db.models import QuerySet
+from django.db.models.constants import LOOKUP_SEP
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import rendering
+from django_jobretry.admin import rendering, timestamps
 from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList
 from django_jobretry.models import DeadLetter, Job
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    from django.http.request import _ImmutableQueryDict
+
     _Base = admin.ModelAdmin[Any]
 else:
     _Base = admin.ModelAdmin
+
+#: The columns holding job arguments: no URL filter or search reaches them
+#: without the right to see them (rendering.can_filter_payload).
+PAYLOAD_FIELDS = frozenset({"args", "kwargs"})
+#: Lookups the admin never runs from a URL: PostgreSQL compiles the pattern it
+#: is sent, so a bad one is an error and a pathological one a slow scan.
+REFUSED_LOOKUPS = frozenset({"regex", "iregex"})
+#: A row id as the admin accepts it from a request. ``str.isdigit()`` and ``int()``
+#: also take "²", "١٢" or " 12 "; 18 digits always fit a bigint.
+_ID = re.compile(r"[0-9]{1,18}")
+
+
+def parse_id(text: str) -> int | None:
+    """``text`` as a row id if it is 1 to 18 ASCII digits, else None."""
+    return int(text) if _ID.fullmatch(text) else None
+
+
+def touches_payload(path: str) -> bool:
+    """Whether a lookup or search path (``kwargs__password__startswith``, ``^args``) reads arguments."""
+    return path.lstrip("^=@").split(LOOKUP_SEP)[0] in PAYLOAD_FIELDS
 
 
 class ReadOnlyRecordAdmin(_Base):
@@ -60,8 +91,69 @@ class ReadOnlyRecordAdmin(_Base):
     def requeue_history_table(self, obj: Job | DeadLetter) -> SafeString:
         return rendering.requeue_history(obj.requeue_history)
 
+    # Timestamps are read through a guard: 'infinity' in a row must not break its page.
+    enqueued_at_shown = timestamps.column("enqueued_at")
+    first_attempt_at_shown = timestamps.column("first_attempt_at")
+
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return LightChangeList
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Refuses URL filters on arguments (unless allowed), regex lookups and NUL characters.
+
+        A filter on an argument answers "does a row match?": enough to read a
+        hidden value one character at a time from the row count. Refused, the
+        request is a 400 before any query runs, whatever the value.
+        """
+        parts = lookup.split(LOOKUP_SEP)
+        if touches_payload(lookup) and not rendering.can_filter_payload(request):
+            return False
+        if "\x00" in value:
+            return False  # PostgreSQL stores no NUL: the query could only fail
+        if not REFUSED_LOOKUPS.isdisjoint(parts[1:]):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+    def get_search_fields(self, request: HttpRequest) -> list[str] | tuple[str, ...]:
+        """The search fields, never an argument for users who may not filter on them."""
+        fields = super().get_search_fields(request)
+        if rendering.can_filter_payload(request):
+            return fields
+        return [field for field in fields if not touches_payload(field)]
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        """The row of a detail URL: an ASCII-digit id, timestamps read through the guard.
+
+        Anything else is "not found" (Django's redirect with a message), never a 500.
+        ``to_field_allowed()`` admits only the primary key: no model points here.
+        """
+        pk = parse_id(object_id)
+        if pk is None or from_field not in (None, self.opts.pk.name):
+            return None
+        return timestamps.guard(self.get_queryset(request)).filter(pk=pk).first()
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        """Django's, once the selection holds only ASCII-digit ids.
+
+        Django filters the list on the raw posted values: a forged "²" or "abc"
+        would be a 500, and "١٢" would select row 12.
+        """
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        kept = [value for value in selected if parse_id(value) is not None]
+        if kept != selected:
+            post = request.POST.copy()
+            post.setlist(helpers.ACTION_CHECKBOX_NAME, kept)
+            request.POST = cast("_ImmutableQueryDict", post)
+        return super().response_action(request, queryset, *args, **kwargs)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm[Any]]:
+        # The guarded timestamps keep the help texts of the fields they stand for.
+        kwargs["help_texts"] = {**timestamps.help_texts(self.model), **kwargs.get("help_texts", {})}
+        return super().get_form(request, obj, change, **kwargs)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -75,6 +167,5 @@ class ReadOnlyRecordAdmin(_Base):
 
 
 def exact_id(search_term: str) -> int | None:
-    """The search term as a row id, when it is a number that fits a bigint."""
-    term = search_term.strip()
-    return int(term) if term.isdigit() and len(term) < 19 else None
+    """The search term as a row id, when it is ASCII digits that fit a bigint."""
+    return parse_id(search_term.strip())

@@ -9,6 +9,9 @@ pagination bar then says "more than"), filter choices come from the newest
 rows, the date hierarchy probes the date index once per year, month or day
 shown, and the list leaves the large JSON columns (histories, arguments)
 unread.
+
+Whatever a URL says, a list is a page, a redirect to "?e=1" (Django's answer
+to lookups it cannot run) or a 400, never a server error.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin
+from django.contrib.admin.filters import ListFilter
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.db import models
@@ -24,6 +29,8 @@ from django.db.models import Min, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.functional import cached_property
+
+from django_jobretry.admin import timestamps
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Paginator = Paginator[Any]
@@ -147,9 +154,31 @@ class IndexedDatesQuerySet(_QuerySet):
                 ),
                 zone,
             )
+            try:
+                lower = _bucket_after(start, kind)
+            except (OverflowError, ValueError):
+                # December 9999 has no month after it: Django could not filter on it either.
+                break
             found.append(start)
-            lower = _bucket_after(start, kind)
         return found if order == "ASC" else found[::-1]
+
+    def aggregate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Django's, with the datetime columns aggregated over values Python can hold.
+
+        The date hierarchy asks for the first and last date (and the probes
+        above for each bucket's first): a row dead at 'infinity' would fail to load.
+        """
+        # Min("dead_at") has the source F("dead_at"), whose name is the column's.
+        named = {
+            getattr(source, "name", None)
+            for a in (*args, *kwargs.values())
+            for source in a.get_source_expressions()
+        }
+        rows = self
+        for name in sorted(set(timestamps.datetime_fields(self.model)) & named):
+            rows = rows.filter(timestamps.loadable(name))
+        result: dict[str, Any] = super(IndexedDatesQuerySet, rows).aggregate(*args, **kwargs)
+        return result
 
 
 class LightChangeList(ChangeList):
@@ -164,6 +193,26 @@ class LightChangeList(ChangeList):
         super().__init__(*args, **kwargs)
         if self.query:
             self.date_hierarchy = None
+
+    def get_filters(
+        self, request: HttpRequest
+    ) -> tuple[list[ListFilter], bool, dict[str, bool | str], bool, bool]:
+        try:
+            return super().get_filters(request)
+        except (OverflowError, ValueError) as exc:
+            # Django's date hierarchy computes the end of the chosen year, month
+            # or day unguarded: 9999 has no successor.
+            raise IncorrectLookupParameters(exc) from exc
+
+    def get_results(self, request: HttpRequest) -> None:
+        try:
+            super().get_results(request)
+        except (OverflowError, ValueError) as exc:
+            # A lookup Python cannot turn into SQL, like run_at__year=99999, fails
+            # when the count query is compiled, before anything reaches the database.
+            raise IncorrectLookupParameters(exc) from exc
+        # The rows are loaded only now: their timestamps through the guard.
+        self.result_list = timestamps.guard(self.result_list)
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset = super().get_queryset(request, exclude_parameters)

@@ -91,9 +91,10 @@ def _chart(counts: dict[datetime, int], starts: list[datetime], slot: int, label
     return Chart(bars, slot, sum(counts.get(start, 0) for start in starts))
 
 
-def _counts(since: datetime, trunc: type[TruncHour] | type[TruncDay]) -> dict[datetime, int]:
+def _counts(since: datetime, until: datetime, trunc: type[TruncHour] | type[TruncDay]) -> dict[datetime, int]:
+    # Bounded on both sides: a row dead at 'infinity' (which Python cannot load) is in no bar.
     rows = (
-        DeadLetter.objects.filter(dead_at__gte=since)
+        DeadLetter.objects.filter(dead_at__gte=since, dead_at__lt=until)
         .annotate(bucket=trunc("dead_at"))
         .values_list("bucket")
         .annotate(n=Count("id"))
@@ -107,7 +108,8 @@ def hourly(now: datetime) -> Chart:
     current = timezone.localtime(now).replace(minute=0, second=0, microsecond=0).astimezone(UTC)
     # Hour arithmetic in UTC: local wall-clock arithmetic breaks across DST changes.
     starts = [current - timedelta(hours=h) for h in range(23, -1, -1)]
-    return _chart(_counts(starts[0], TruncHour), starts, slot=24, label="%H:00", every=6)
+    until = current + timedelta(hours=1)
+    return _chart(_counts(starts[0], until, TruncHour), starts, slot=24, label="%H:00", every=6)
 
 
 def daily(now: datetime) -> Chart:
@@ -117,7 +119,8 @@ def daily(now: datetime) -> Chart:
     starts = [
         timezone.make_aware(datetime.combine(today - timedelta(days=d), time.min)) for d in range(6, -1, -1)
     ]
-    return _chart(_counts(starts[0], TruncDay), starts, slot=72, label="%a %d %b", every=1)
+    until = timezone.make_aware(datetime.combine(today + timedelta(days=1), time.min))
+    return _chart(_counts(starts[0], until, TruncDay), starts, slot=72, label="%a %d %b", every=1)
 
 
 def summary() -> dict[str, Any]:

@@ -8,6 +8,7 @@ through django_jobretry.deadletters, the guarded compare-and-swap service.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, override
 
 from django.contrib import admin
@@ -17,11 +18,18 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 from django.utils import timezone
 
-from django_jobretry.admin import dashboard, rendering
+from django_jobretry.admin import dashboard, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.admin.operations import DeadLetterActions
 from django_jobretry.models import DeadLetter
+
+
+def died_text(when: timestamps.Shown) -> str:
+    """A death time as the list shows it; 'infinity' and the like as PostgreSQL writes them."""
+    if isinstance(when, datetime):
+        return timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S")
+    return when or ""
 
 
 class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
@@ -49,7 +57,7 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     fieldsets = (
         (None, {"fields": ("task_name", "queue_name", "policy_name", "reason", "attempts_display")}),
         ("Job", {"fields": ("job_id", "priority", "unique_key")}),
-        ("Times", {"fields": ("enqueued_at", "first_attempt_at", "dead_at")}),
+        ("Times", {"fields": ("enqueued_at_shown", "first_attempt_at_shown", "dead_at_shown")}),
         ("Last error", {"fields": ("last_error_class", "last_error")}),
         ("Attempt history", {"fields": ("attempt_history",)}),
         ("Requeue history", {"fields": ("requeue_count", "requeue_history_table")}),
@@ -60,6 +68,8 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
 
     # -- list columns and detail renderings ---------------------------------------
 
+    dead_at_shown = timestamps.column("dead_at")
+
     @admin.display(description="reason", ordering="reason")
     def reason_code(self, obj: DeadLetter) -> str:
         # The short code keeps the column narrow; the filter and detail page spell it out.
@@ -68,7 +78,7 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     @admin.display(description="dead at", ordering="dead_at")
     def died(self, obj: DeadLetter) -> str:
         # Compact and to the second: operators line this up with logs.
-        return timezone.localtime(obj.dead_at).strftime("%Y-%m-%d %H:%M:%S")
+        return died_text(timestamps.shown(obj, "dead_at"))
 
     @admin.display(description="last error")
     def last_error_line(self, obj: DeadLetter) -> str:

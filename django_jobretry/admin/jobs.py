@@ -14,7 +14,7 @@ from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from django_jobretry.admin import rendering
+from django_jobretry.admin import rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.models import Job
@@ -29,7 +29,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
         "task",
         "queue_name",
         "attempts_display",
-        "run_at",
+        "run_at_shown",
         "requeues",
     )
     list_display_links = ("id", "task")
@@ -37,17 +37,36 @@ class JobAdmin(ReadOnlyRecordAdmin):
     search_fields = ("task_name",)
     search_help_text = "Task name, or a job id."
     ordering = ("-id",)
-    sortable_by = ("id", "run_at")
+    sortable_by = ("id", "run_at_shown")
     actions = None
     fieldsets = (
         (None, {"fields": ("task_name", "queue_name", "policy_name", "status", "priority", "unique_key")}),
-        ("Attempts", {"fields": ("attempts_display", "run_at", "lease_owner", "lease_expires_at")}),
-        ("Times", {"fields": ("enqueued_at", "first_attempt_at", "started_at", "finished_at")}),
+        (
+            "Attempts",
+            {"fields": ("attempts_display", "run_at_shown", "lease_owner", "lease_expires_at_shown")},
+        ),
+        (
+            "Times",
+            {
+                "fields": (
+                    "enqueued_at_shown",
+                    "first_attempt_at_shown",
+                    "started_at_shown",
+                    "finished_at_shown",
+                )
+            },
+        ),
         ("Attempt history", {"fields": ("attempt_history",)}),
         ("Requeue history", {"fields": ("requeue_count", "requeue_history_table")}),
     )
     readonly_fields = flatten_fieldsets(fieldsets)
     change_form_template = "admin/django_jobretry/job/change_form.html"
+
+    # Timestamps through the guard (admin/timestamps.py): a run_at of 'infinity' must not break a page.
+    run_at_shown = timestamps.column("run_at", sortable=True)
+    lease_expires_at_shown = timestamps.column("lease_expires_at")
+    started_at_shown = timestamps.column("started_at")
+    finished_at_shown = timestamps.column("finished_at")
 
     @override
     def render_change_form(

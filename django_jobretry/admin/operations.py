@@ -26,7 +26,8 @@ from django.urls import URLPattern, path, reverse
 from django.utils.translation import ngettext
 
 from django_jobretry import deadletters
-from django_jobretry.admin import audit
+from django_jobretry.admin import audit, timestamps
+from django_jobretry.admin.base import parse_id
 from django_jobretry.admin.rendering import first_line
 from django_jobretry.models import DeadLetter
 
@@ -56,7 +57,8 @@ def actor(request: HttpRequest) -> str:
 
 
 def _ints(values: Iterable[str]) -> list[int]:
-    return sorted({int(v) for v in (value.strip() for value in values) if v.isdigit()})
+    """The ids among posted values; anything but ASCII digits (a forged "²", "1e3") is ignored."""
+    return sorted({pk for value in values if (pk := parse_id(value)) is not None})
 
 
 def target_ids(request: HttpRequest, queryset: QuerySet[DeadLetter]) -> list[int]:
@@ -91,10 +93,10 @@ def _post_with(request: HttpRequest, allowed: bool, object_id: str) -> int:
     """The guard of the detail-page buttons: POST only (CSRF-checked by admin_view), then the right."""
     if not allowed:
         raise PermissionDenied
-    try:
-        return int(object_id)
-    except ValueError:
-        raise Http404(f"no dead letter {object_id!r}") from None
+    pk = parse_id(object_id)
+    if pk is None:
+        raise Http404("no such dead letter")
+    return pk
 
 
 class DeadLetterActions(_Base):
@@ -223,14 +225,16 @@ class DeadLetterActions(_Base):
         cancel_url: str,
     ) -> TemplateResponse:
         """The "are you sure?" page listing what a discard will delete."""
-        found = _summaries(ids[:CONFIRM_SHOWN], SHOWN_FIELDS).values()
-        shown = sorted(found, key=lambda d: (d.dead_at, d.pk), reverse=True)
+        listed = DeadLetter.objects.filter(pk__in=ids[:CONFIRM_SHOWN]).only(*SHOWN_FIELDS)
+        shown = list(timestamps.guard(listed.order_by("-dead_at", "-pk")))
         context = {
             **self.admin_site.each_context(request),
             "title": "Are you sure?",
             "subtitle": None,
             "opts": self.opts,
-            "items": [(dead, first_line(dead.last_error)) for dead in shown],
+            "items": [
+                (dead, timestamps.shown(dead, "dead_at"), first_line(dead.last_error)) for dead in shown
+            ],
             "count": len(ids),
             "more": max(len(ids) - len(shown), 0),
             "hidden_fields": hidden,

@@ -14,10 +14,13 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from django_jobretry.admin.timestamps import EARLIEST, LATEST
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import Job
 from django_jobretry.redaction import redacted_payload
@@ -40,13 +43,26 @@ def breakable(dotted: str) -> SafeString:
 
 
 def _when(value: Any) -> Any:
-    """History timestamps are ISO strings in JSON; datetimes format with the admin's locale."""
-    return (parse_datetime(value) if isinstance(value, str) else None) or value
+    """History timestamps are ISO strings in JSON; datetimes format with the admin's locale.
+
+    A row may hold anything: a string that is no date (February 30 included)
+    or a date the local time zone cannot show is shown as the text it is.
+    """
+    try:
+        parsed = parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:  # well formed, but no such date
+        return value
+    if parsed is not None and timezone.is_aware(parsed) and not EARLIEST <= parsed <= LATEST:
+        return value
+    return parsed or value
 
 
 def _delay(value: Any) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return humanize_delay(timedelta(seconds=value))
+        try:
+            return humanize_delay(timedelta(seconds=value))
+        except (OverflowError, ValueError):  # beyond timedelta's range
+            return str(value)
     return ""
 
 
@@ -88,6 +104,16 @@ def requeue_history(history: Any) -> SafeString:
 def can_view_payload(request: HttpRequest) -> bool:
     """Whether this user may see job arguments at all (before redaction)."""
     return request.user.has_perm(PAYLOAD_PERMISSION)
+
+
+def can_filter_payload(request: HttpRequest) -> bool:
+    """Whether URL filters on arguments are allowed: only to those who see them unredacted.
+
+    A filter answers "does any row match?", so it reads values one character
+    at a time: with a PAYLOAD_REDACTOR configured, even permitted users would
+    read what it hides.
+    """
+    return can_view_payload(request) and jobretry_settings.payload_redactor is None
 
 
 def payload(request: HttpRequest, task_name: str, args: Any, kwargs: Any) -> SafeString:

@@ -1,0 +1,97 @@
+"""Timestamps PostgreSQL keeps but Python cannot hold: 'infinity', '-infinity', years past 9999.
+
+A ``timestamptz`` column accepts them (a hand-written UPDATE, a restore, a
+bug elsewhere), but psycopg refuses to load them: the whole row fails with
+``DataError: timestamp too large``. One such row would make every admin
+page that reads it fail. So the admin never loads a datetime column as it
+is: each is read as two guarded columns - the value when Python can hold it
+(in local time too), else PostgreSQL's own text for it - and shown from
+those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db import models
+from django.db.models import Case, F, Q, QuerySet, Value, When
+from django.db.models.functions import Cast
+
+if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    _QuerySet = QuerySet[Any]
+else:
+    _QuerySet = QuerySet
+
+#: The instants the admin loads as datetimes. A day inside Python's range
+#: (years 1 to 9999), so showing them in any time zone cannot overflow.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+
+#: What a guarded timestamp is: a datetime, PostgreSQL's text for one Python cannot hold, or None.
+Shown = datetime | str | None
+
+
+def loadable(name: str) -> Q:
+    """Rows whose ``name`` Python can hold (NULLs and out-of-range values excluded)."""
+    return Q(**{f"{name}__gte": EARLIEST, f"{name}__lte": LATEST})
+
+
+def datetime_fields(model: type[models.Model]) -> list[str]:
+    return [field.name for field in model._meta.concrete_fields if isinstance(field, models.DateTimeField)]
+
+
+def _value(name: str) -> str:
+    return f"jobretry_{name}_value"
+
+
+def _text(name: str) -> str:
+    return f"jobretry_{name}_text"
+
+
+def guard(queryset: _QuerySet) -> _QuerySet:
+    """``queryset`` with its datetime columns deferred, each read through the guard instead."""
+    names = datetime_fields(queryset.model)
+    guarded: dict[str, Any] = {}
+    for name in names:
+        guarded[_value(name)] = Case(
+            When(loadable(name), then=F(name)), default=None, output_field=models.DateTimeField()
+        )
+        out_of_range = Q(**{f"{name}__isnull": False}) & ~loadable(name)
+        guarded[_text(name)] = Case(
+            When(out_of_range, then=Cast(name, models.TextField())),
+            default=Value(None),
+            output_field=models.TextField(),
+        )
+    result: _QuerySet = queryset.defer(*names).annotate(**guarded)
+    return result
+
+
+def shown(obj: models.Model, name: str) -> Shown:
+    """``obj.<name>`` as read through :func:`guard`: a datetime, a text like "infinity", or None."""
+    if not hasattr(obj, _value(name)):  # not read through the guard: the field as loaded
+        loaded: Shown = getattr(obj, name)
+        return loaded
+    value: Shown = getattr(obj, _value(name))
+    return value if value is not None else getattr(obj, _text(name), None)
+
+
+def column(name: str, *, sortable: bool = False) -> Callable[[Any, models.Model], Shown]:
+    """An admin column or detail field showing the guarded ``name``, labelled like the field."""
+
+    def show(model_admin: Any, obj: models.Model) -> Shown:
+        return shown(obj, name)
+
+    show.__name__ = f"{name}_shown"
+    return admin.display(description=name.replace("_", " "), ordering=name if sortable else None)(show)
+
+
+def help_texts(model: type[models.Model]) -> dict[str, str]:
+    """The fields' help texts, keyed by the names of their :func:`column` stand-ins."""
+    return {
+        f"{field.name}_shown": str(field.help_text)
+        for field in model._meta.concrete_fields
+        if isinstance(field, models.DateTimeField) and field.help_text
+    }

@@ -1,0 +1,371 @@
+"""The admin against hostile requests and hostile rows (issue 8), through Django's test client.
+
+- Arguments cannot be read through URL filters, searches or sorting by
+  someone without ``view_job_payload``: a refused filter is the same 400
+  whether or not a row would match, so the response is no oracle.
+- No query string a staff user can send makes a server error.
+- An id from a request is ASCII digits or nothing: "١٢" is not 12.
+- Rows holding timestamps Python cannot load ('infinity') still show.
+
+A 500 would fail these tests as an exception: the test client re-raises it.
+Users and the CSRF-checking client come from tests/integration/conftest.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from django_jobretry.admin import JobAdmin, timestamps
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from tests.factories import DeadLetterFactory, JobFactory
+from tests.integration.conftest import CHANGELIST, Operator, change_url, dead_url, messages_of
+
+pytestmark = pytest.mark.django_db
+
+JOBS = "admin:django_jobretry_job_changelist"
+LISTS = [JOBS, CHANGELIST]
+DASHBOARD = "admin:django_jobretry_deadletter_dashboard"
+SECRET = "hunter2"  # noqa: S105
+
+
+def redact(task_name: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """A PAYLOAD_REDACTOR that hides passwords."""
+    return args, {key: "***" if key == "password" else value for key, value in kwargs.items()}
+
+
+@pytest.fixture
+def secrets() -> None:
+    """A job and a dead letter whose arguments hold SECRET, next to ones that do not."""
+    for factory in (JobFactory, DeadLetterFactory):
+        factory.create(args=[SECRET, 1], kwargs={"password": SECRET})
+        factory.create(args=["public", 1], kwargs={"password": "nothing"})
+
+
+@pytest.fixture
+def reader(make_user: Any) -> Operator:
+    """May see arguments."""
+    return Operator(make_user("view_job", "view_deadletter", "view_job_payload", name="reader"))
+
+
+def rows(response: Any) -> list[Any]:
+    assert response.status_code == 200, response
+    return list(response.context["cl"].result_list)
+
+
+# Each probe matches the secret's row with the first value and no row with the second.
+ARGUMENT_PROBES = [
+    ("args__icontains", "hunt", "zzz"),
+    ("kwargs__password__startswith", "h", "z"),
+    ("kwargs__password", SECRET, "nope"),
+    ("args__0", SECRET, "nope"),
+    ("args__0__startswith", "hu", "zz"),
+    ("args__contains", SECRET, "nope"),
+    ("kwargs__has_key", "password", "email"),
+]
+
+
+@pytest.mark.usefixtures("secrets")
+class TestArgumentsCannotBeFilteredOn:
+    @pytest.mark.parametrize(("lookup", "hit", "miss"), ARGUMENT_PROBES)
+    @pytest.mark.parametrize("listing", LISTS)
+    def test_refused_alike_whether_or_not_a_row_matches(
+        self, viewer: Operator, listing: str, lookup: str, hit: str, miss: str
+    ) -> None:
+        url = reverse(listing)
+        matching, missing = viewer.get(url, {lookup: hit}), viewer.get(url, {lookup: miss})
+        assert matching.status_code == missing.status_code == 400
+        assert matching.content == missing.content  # no oracle: the value changes nothing
+
+    @pytest.mark.parametrize(("lookup", "hit", "miss"), ARGUMENT_PROBES)
+    @pytest.mark.parametrize("listing", LISTS)
+    def test_allowed_to_whoever_sees_the_arguments(
+        self, reader: Operator, listing: str, lookup: str, hit: str, miss: str
+    ) -> None:
+        # Also proves the probes above are real oracles when not refused.
+        url = reverse(listing)
+        assert len(rows(reader.get(url, {lookup: hit}))) >= 1
+        assert len(rows(reader.get(url, {lookup: hit}))) != len(rows(reader.get(url, {lookup: miss})))
+
+    @pytest.mark.parametrize("listing", LISTS)
+    def test_refused_to_everyone_when_a_redactor_hides_values(
+        self, reader: Operator, superuser: Operator, settings: Any, listing: str
+    ) -> None:
+        settings.JOBRETRY = {**settings.JOBRETRY, "PAYLOAD_REDACTOR": f"{__name__}.redact"}
+        for operator in (reader, superuser):
+            response = operator.get(reverse(listing), {"kwargs__password__startswith": "h"})
+            assert response.status_code == 400
+
+    @pytest.mark.parametrize("listing", LISTS)
+    def test_other_filters_still_work(self, viewer: Operator, listing: str) -> None:
+        assert len(rows(viewer.get(reverse(listing), {"queue_name": "default"}))) == 2
+
+    @pytest.mark.parametrize("listing", LISTS)
+    def test_search_never_matches_arguments(self, viewer: Operator, listing: str) -> None:
+        assert rows(viewer.get(reverse(listing), {"q": SECRET})) == []
+
+    def test_search_fields_lose_arguments_without_the_permission(
+        self, viewer: Operator, reader: Operator, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Defence in depth: were arguments ever added to search_fields, only readers would match.
+        monkeypatch.setattr(JobAdmin, "search_fields", ("task_name", "kwargs__password"))
+        url = reverse(JOBS)
+        assert rows(viewer.get(url, {"q": SECRET})) == []
+        assert [job.args[0] for job in rows(reader.get(url, {"q": SECRET}))] == [SECRET]
+
+    @pytest.mark.parametrize("listing", LISTS)
+    def test_no_list_query_reads_or_sorts_by_arguments(self, viewer: Operator, listing: str) -> None:
+        url = reverse(listing)
+        with CaptureQueriesContext(connection) as queries:
+            rows(viewer.get(url, {"q": SECRET}))
+            for index in range(12):  # every column, both ways, and past them
+                assert viewer.get(url, {"o": f"{index}"}).status_code == 200
+                assert viewer.get(url, {"o": f"-{index}"}).status_code == 200
+        sql = [query["sql"] for query in queries if '"django_jobretry_' in query["sql"]]
+        assert sql
+        assert not [text for text in sql if '"args"' in text or '"kwargs"' in text]
+
+
+# -- query strings -------------------------------------------------------------------------------
+
+HOSTILE_QUERIES = [
+    "run_at__gte=infinity",
+    "dead_at__gte=-infinity",
+    "run_at__year=99999",
+    "enqueued_at__year=10000",
+    "enqueued_at__year__gt=0",
+    "dead_at__year=99999",
+    "dead_at__year=9999",
+    "dead_at__year=9999&dead_at__month=12",
+    "dead_at__year=9999&dead_at__month=12&dead_at__day=31",
+    "dead_at__year=0",
+    "dead_at__year=2026&dead_at__month=13",
+    "dead_at__year=2026&dead_at__month=2&dead_at__day=30",
+    "dead_at__year=1&dead_at__month=1&dead_at__day=1",
+    "dead_at__year=%D9%A1%D9%A2",
+    "q=a%00b",
+    "q=%00",
+    "q=%C2%B2",
+    "q=" + "x" * 3000,
+    "p=99999999999999999999999",
+    "p=-1",
+    "p=%C2%B2",
+    "o=garbage",
+    "o=99",
+    "o=0.1.99.-",
+    "o=-99999999999999999999",
+    "queue_name=%00",
+    "task_name=%00",
+    "status=%00",
+    "reason=%00",
+    "reason__exact=%00",
+    "errors__0__message=%00",
+    "requeue_history__0__by=%00",
+    "task_name__regex=(",
+    "last_error__iregex=(",
+    "errors__0__message__regex=(",
+    "id=%C2%B2",
+    "id=99999999999999999999",
+    "id__in=1,abc",
+    "priority=40000",
+    "lease_token=nope",
+    "run_at__date=9999-99-99",
+    "_facets=1&queue_name=%00",
+    "_facets=1",
+    "_to_field=args",
+    "all=1",
+    "e=1",
+]
+
+
+@pytest.fixture
+def populated() -> None:
+    JobFactory.create()
+    JobFactory.create(running=True)
+    DeadLetterFactory.create(exhausted=True)
+
+
+@pytest.mark.usefixtures("populated")
+@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+@pytest.mark.parametrize("page", [JOBS, CHANGELIST, DASHBOARD])
+def test_no_query_string_makes_a_server_error(superuser: Operator, page: str, query: str) -> None:
+    url = reverse(page)
+    response = superuser.get(f"{url}?{query}")
+    assert response.status_code in {200, 302, 400}, response
+    if response.status_code == 302:
+        assert response["Location"] == f"{url}?e=1"  # Django's answer to lookups it cannot run
+
+
+# -- ids from requests ---------------------------------------------------------------------------
+
+
+def forgeries(pk: int) -> list[str]:
+    """Values int() or str.isdigit() take for ``pk``, or for some number, but the admin must not."""
+    digits = str(pk)
+    return [
+        "".join(chr(0x0660 + int(d)) for d in digits),  # Arabic-Indic digits: int() reads pk
+        "".join(chr(0xFF10 + int(d)) for d in digits),  # full-width digits: likewise
+        f" {digits} ",
+        f"{digits}\x00",
+        "²",
+        "1e3",
+        "-1",
+        "1" * 30,
+        "\x00",
+    ]
+
+
+@pytest.fixture
+def dead() -> DeadLetter:
+    return DeadLetterFactory.create()
+
+
+class TestForgedIds:
+    def test_a_forged_selection_is_ignored(self, superuser: Operator, dead: DeadLetter) -> None:
+        for forged in forgeries(dead.pk):
+            response = superuser.act("requeue_selected", [], _selected_action=[forged])
+            assert response.status_code == 200
+            assert "Items must be selected" in " ".join(messages_of(response))
+        assert DeadLetter.objects.filter(pk=dead.pk).exists()
+        assert not Job.objects.exists()
+
+    def test_forged_ids_beside_a_real_one_leave_the_real_one_alone(self, superuser: Operator) -> None:
+        kept, taken = DeadLetterFactory.create(), DeadLetterFactory.create()
+        selection = [*forgeries(kept.pk), str(taken.pk)]
+        response = superuser.act("requeue_selected", [], _selected_action=selection)
+        assert messages_of(response) == ["1 dead letter requeued."]
+        assert list(DeadLetter.objects.values_list("pk", flat=True)) == [kept.pk]
+
+    def test_forged_ids_in_a_confirmed_discard_are_ignored(self, superuser: Operator) -> None:
+        kept, taken = DeadLetterFactory.create(), DeadLetterFactory.create()
+        pinned = ",".join([*forgeries(kept.pk), str(taken.pk)])
+        confirmed = {"jobretry_ids": pinned, "post": "yes", "select_across": "1"}
+        response = superuser.act("discard_selected", [taken.pk], **confirmed)
+        assert messages_of(response) == ["1 dead letter discarded."]
+        assert list(DeadLetter.objects.values_list("pk", flat=True)) == [kept.pk]
+
+    @pytest.mark.parametrize("button", ["requeue", "discard"])
+    def test_a_forged_id_in_a_button_url_is_a_404(
+        self, superuser: Operator, dead: DeadLetter, button: str
+    ) -> None:
+        for forged in forgeries(dead.pk):
+            url = reverse(f"admin:django_jobretry_deadletter_{button}", args=[forged])
+            assert superuser.post(url, {"post": "yes"}).status_code == 404, forged
+        assert DeadLetter.objects.filter(pk=dead.pk).exists()
+
+    @pytest.mark.parametrize("view", ["change", "history"])
+    @pytest.mark.parametrize("model", ["job", "deadletter"])
+    def test_a_forged_id_in_a_detail_url_is_not_found(
+        self, superuser: Operator, dead: DeadLetter, view: str, model: str
+    ) -> None:
+        pk = dead.pk if model == "deadletter" else JobFactory.create().pk
+        name = f"admin:django_jobretry_{model}_{view}"
+        for forged in forgeries(pk):
+            response = superuser.get(reverse(name, args=[forged]), follow=True)
+            assert response.redirect_chain[-1][0] == reverse("admin:index"), forged
+            assert "exist. Perhaps it was deleted?" in " ".join(messages_of(response))
+        assert superuser.get(reverse(name, args=[pk])).status_code == 200
+
+    @pytest.mark.parametrize("listing", LISTS)
+    def test_a_forged_number_in_a_search_matches_no_id(
+        self, superuser: Operator, dead: DeadLetter, listing: str
+    ) -> None:
+        pk = dead.pk if listing == CHANGELIST else JobFactory.create().pk
+        assert len(rows(superuser.get(reverse(listing), {"q": f" {pk} "}))) == 1  # a search box may pad
+        for forged in forgeries(pk):
+            if forged.strip() == str(pk):
+                continue  # padding is stripped, as above
+            response = superuser.get(reverse(listing), {"q": forged})
+            if "\x00" in forged:  # Django's search form refuses it: the list is not searched
+                assert response.context["cl"].query == ""
+                assert "Null characters are not allowed." in messages_of(response)
+            else:
+                assert rows(response) == [], forged
+
+
+# -- timestamps Python cannot load ---------------------------------------------------------------
+
+
+def set_column(model: type[Job] | type[DeadLetter], pk: int, column: str, value: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {model._meta.db_table} SET {column} = %s WHERE id = %s", [value, pk])
+
+
+class TestTimestampsPythonCannotHold:
+    @pytest.fixture
+    def jobs(self) -> tuple[Job, Job]:
+        later, earlier = JobFactory.create(), JobFactory.create(succeeded=True)
+        set_column(Job, later.pk, "run_at", "infinity")
+        set_column(Job, earlier.pk, "run_at", "-infinity")
+        set_column(Job, earlier.pk, "finished_at", "10000-01-01 00:00:00+00")
+        return later, earlier
+
+    @pytest.fixture
+    def undying(self) -> DeadLetter:
+        dead = DeadLetterFactory.create()
+        set_column(DeadLetter, dead.pk, "dead_at", "infinity")
+        set_column(DeadLetter, dead.pk, "enqueued_at", "-infinity")
+        return dead
+
+    def test_job_list_and_details(self, superuser: Operator, jobs: tuple[Job, Job]) -> None:
+        later, earlier = jobs
+        url = reverse(JOBS)
+        html = superuser.get(url).text
+        assert ">infinity<" in html
+        assert ">-infinity<" in html
+        # Sorted by run at (column 5): -infinity first, then infinity, and back.
+        assert [job.pk for job in rows(superuser.get(url, {"o": "5"}))] == [earlier.pk, later.pk]
+        assert [job.pk for job in rows(superuser.get(url, {"o": "-5"}))] == [later.pk, earlier.pk]
+        assert "infinity" in superuser.get(change_url(later)).text
+        detail = superuser.get(change_url(earlier)).text
+        assert "-infinity" in detail
+        assert "10000-01-01 00:00:00+00" in detail
+        assert "Not claimed before this time." in detail  # the field's help text survives the guard
+
+    def test_dead_letter_list_details_dates_and_dashboard(
+        self, superuser: Operator, undying: DeadLetter
+    ) -> None:
+        other, last = DeadLetterFactory.create(), DeadLetterFactory.create()
+        set_column(DeadLetter, last.pk, "dead_at", "9999-06-01 00:00:00+00")  # no year after it
+        listing = superuser.get(reverse(CHANGELIST))
+        assert [dead.pk for dead in rows(listing)] == [undying.pk, last.pk, other.pk]  # 'infinity' is newest
+        assert '<td class="field-died">infinity</td>' in listing.text
+        year = str(DeadLetter.objects.values_list("dead_at__year", flat=True).get(pk=other.pk))
+        # The date hierarchy lists the years Django can filter on, and only those.
+        assert f"?dead_at__year={year}" in listing.text
+        assert "?dead_at__year=9999" not in listing.text
+        assert rows(superuser.get(reverse(CHANGELIST), {"dead_at__year": year})) == [other]
+        assert superuser.get(reverse(CHANGELIST), {"dead_at__year": "9999"})["Location"].endswith("?e=1")
+        detail = superuser.get(change_url(undying)).text
+        assert "infinity" in detail
+        assert "-infinity" in detail
+        assert superuser.get(reverse(DASHBOARD)).status_code == 200
+
+    def test_discard_confirmation_and_requeue(self, superuser: Operator, undying: DeadLetter) -> None:
+        confirmation = superuser.post(dead_url(undying, "discard"))
+        assert confirmation.status_code == 200
+        assert '<td class="nowrap">infinity</td>' in confirmation.text
+        response = superuser.post(dead_url(undying, "requeue"), follow=True)
+        assert response.status_code == 200
+        assert Job.objects.get().status == JobStatus.READY
+
+    def test_a_row_read_without_the_guard_shows_its_field(self) -> None:
+        loaded = DeadLetter.objects.get(pk=DeadLetterFactory.create().pk)
+        assert timestamps.shown(loaded, "dead_at") == loaded.dead_at
+
+    def test_hostile_history_entries(self, superuser: Operator) -> None:
+        stamps = ["2026-02-30T00:00:00", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "infinity"]
+        job = JobFactory.create(
+            errors=[{"attempt": n, "at": at, "delay": 1e300} for n, at in enumerate(stamps, 1)],
+            attempts=2,
+            max_attempts=5,
+            requeue_history=[{"at": at, "dead_at": at} for at in stamps],
+        )
+        html = superuser.get(change_url(job)).text
+        assert '<table class="jobretry-history">' in html
+        for at in stamps:
+            assert html.count(at) == 3, at  # as the text it is, in both tables
