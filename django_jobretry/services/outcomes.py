@@ -38,6 +38,7 @@ from django_jobretry.services.history import (
     render_error,
 )
 from django_jobretry.services.recovery import Recovered
+from django_jobretry.services.sql import loggable
 
 logger = logging.getLogger("django_jobretry")
 
@@ -143,13 +144,14 @@ class Recorder:
             entry = error_entry(job.attempt, rendered, classification.kind, ended, self.worker_id)
         try:
             self._write_failure(job, policy, classification, entry)
-        except DataError:
+        except DataError as exc:
             # Recording cannot fail (docs/design.md#rule-6). Whatever in the entry PostgreSQL
             # refused, a minimal entry still ends the attempt.
-            logger.exception(
-                "could not store the error of job %s; storing a minimal record",
+            logger.error(
+                "could not store the error of job %s (%s); storing a minimal record",
                 job.id,
-                extra=log_extra(job, "record_fallback"),
+                type(exc).__name__,
+                extra=log_extra(job, "record_fallback", **loggable(exc)),
             )
             fallback = minimal_entry(job.attempt, outcome.ended, classification.kind, self.worker_id)
             self._write_failure(job, policy, classification, fallback)

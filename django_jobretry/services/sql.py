@@ -131,3 +131,13 @@ def stamped(entry_sql: str) -> str:
 def as_json(value: Any) -> Any:
     """Django leaves jsonb undecoded on raw cursors; decode it if so."""
     return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def loggable(exc: BaseException) -> dict[str, Any]:
+    """What of a database error may go to the logs: its class and SQLSTATE.
+
+    Never its message: PostgreSQL's may quote a row ("Failing row contains
+    ..."), i.e. job arguments, which never go to the logs.
+    """
+    sqlstate = getattr(getattr(exc.__cause__, "diag", None), "sqlstate", None)
+    return {"error_class": type(exc).__name__, "sqlstate": sqlstate}

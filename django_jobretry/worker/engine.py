@@ -25,6 +25,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded, log_extra
+from django_jobretry.services.sql import loggable
 from django_jobretry.worker.heartbeat import Heartbeat
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.runner import Runner
@@ -272,5 +273,11 @@ class Worker:
                 # "shutdown" so the job is retried now, not after the lease.
                 self.recorder.record_failure(Interrupted(job))
                 self.running.pop(job.id, None)
-        except DatabaseError:
-            logger.exception("database error during shutdown; leases will expire and be recovered")
+        except DatabaseError as exc:
+            fields = loggable(exc)
+            logger.error(
+                "database error during shutdown (%s, SQLSTATE %s); leases will expire and be recovered",
+                fields["error_class"],
+                fields["sqlstate"],
+                extra={"worker": self.id, **fields},
+            )

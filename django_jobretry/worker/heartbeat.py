@@ -17,6 +17,7 @@ from django.db import DatabaseError
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import log_extra
+from django_jobretry.services.sql import loggable
 from django_jobretry.worker.session import drop_connection, mark_bookkeeping_thread, unmark_bookkeeping_thread
 
 logger = logging.getLogger("django_jobretry")
@@ -52,7 +53,13 @@ class Heartbeat(threading.Thread):
                 try:
                     alive = transitions.heartbeat(jobs, self.lease)
                 except DatabaseError as exc:
-                    logger.warning("heartbeat failed: %s", exc, extra={"worker": self.worker_id})
+                    fields = loggable(exc)
+                    logger.warning(
+                        "heartbeat failed (%s, SQLSTATE %s)",
+                        fields["error_class"],
+                        fields["sqlstate"],
+                        extra={"worker": self.worker_id, **fields},
+                    )
                     drop_connection()
                     continue
                 for job in jobs:

@@ -16,6 +16,7 @@ from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.services.sql import loggable
 
 logger = logging.getLogger("django_jobretry")
 
@@ -90,12 +91,12 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
         )
         drop_connection()
         return delay
-    sqlstate = getattr(getattr(exc.__cause__, "diag", None), "sqlstate", None)
+    fields = loggable(exc)
     logger.error(
         "database error in the worker loop (%s, SQLSTATE %s); retrying in %.1fs",
-        type(exc).__name__,
-        sqlstate,
+        fields["error_class"],
+        fields["sqlstate"],
         delay,
-        extra={"worker": worker_id, "error_class": type(exc).__name__, "sqlstate": sqlstate},
+        extra={"worker": worker_id, **fields},
     )
     return delay
