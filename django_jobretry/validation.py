@@ -1,8 +1,15 @@
 """Input checks at the enqueue boundary: clear errors, and nothing is written.
 
 Arguments travel as JSON through PostgreSQL ``jsonb``; anything that would
-not come back unchanged (sets, objects, non-string keys, NUL characters,
-NaN) is refused here with the argument's name rather than mangled.
+not come back unchanged (sets, objects, non-string keys, NaN, floats jsonb
+turns into integers, integers outside 64 bits) or that PostgreSQL refuses
+(NUL characters, lone surrogates) is refused here with the argument's name
+rather than mangled - and without the value, which may be a secret.
+
+Everything here is pure (no database access) and iterative: a value nested
+100,000 levels deep, a cycle or a structure that shares its parts to look
+astronomically large is refused with :class:`InvalidJob`, never a
+``RecursionError`` or an endless walk.
 """
 
 from __future__ import annotations
@@ -10,14 +17,29 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from django_jobretry.exceptions import InvalidJob
 
-TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}$")
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+# \Z, not $: "$" also matches before a trailing newline.
+TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}\Z")
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
 UNIQUE_KEY_MAX = 200
 PRIORITY_MIN, PRIORITY_MAX = -100, 100
+
+#: Integers an argument may hold: a signed 64-bit integer (PostgreSQL ``bigint``,
+#: Django's ``BigIntegerField``), so every database id fits. Inside this range an
+#: integer comes back from jsonb exactly; see docs/jobs.md#arguments for why not more.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+#: Floats of this magnitude or more are written in exponent form (``1e+16``),
+#: which jsonb stores as a whole ``numeric`` and returns as an integer, not a float.
+FLOAT_LIMIT = 1e16
+
+# Surrogate code points (U+D800-U+DFFF) are not text: UTF-8 cannot encode them and
+# jsonb refuses their "\ud800" escapes, so PostgreSQL would fail the INSERT.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_END = object()
 
 
 def check_task_name(name: object) -> str:
@@ -51,8 +73,9 @@ def check_priority(priority: object) -> int:
 def check_unique_key(key: object) -> str | None:
     if key is None:
         return None
-    if not isinstance(key, str) or not 1 <= len(key) <= UNIQUE_KEY_MAX or "\x00" in key:
+    if not isinstance(key, str) or not 1 <= len(key) <= UNIQUE_KEY_MAX:
         raise InvalidJob(f"unique_key {key!r} is invalid: a string of 1-{UNIQUE_KEY_MAX} characters, or None")
+    _check_text("unique_key", key)
     return key
 
 
@@ -60,10 +83,12 @@ def check_arguments(
     task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, max_bytes: int, max_depth: int
 ) -> tuple[list[Any], dict[str, Any]]:
     """JSON-safe copies of args/kwargs, or InvalidJob naming the bad argument."""
+    walker = _Walker(task_name, max_depth=max_depth, max_values=max_bytes)
     for index, value in enumerate(args):
-        _check_value(task_name, f"positional argument {index}", value, 1, max_depth)
-    for name, value in kwargs.items():
-        _check_value(task_name, f"keyword argument {name!r}", value, 1, max_depth)
+        walker.walk(f"positional argument {index}", value)
+    for position, (name, value) in enumerate(kwargs.items()):
+        _check_keyword_name(task_name, position, name)
+        walker.walk(f"keyword argument {name!r}", value)
     payload = json.dumps([list(args), kwargs], allow_nan=False, separators=(",", ":"))
     size = len(payload.encode())
     if size > max_bytes:
@@ -75,36 +100,110 @@ def check_arguments(
     return args_copy, kwargs_copy
 
 
-def _check_value(task: str, where: str, value: Any, depth: int, max_depth: int) -> None:
-    if depth > max_depth:
+def _check_keyword_name(task: str, position: int, name: object) -> None:
+    if not isinstance(name, str):
         raise InvalidJob(
-            f"{where} of task {task!r} is nested deeper than {max_depth} levels (MAX_ARGS_DEPTH)"
+            f"keyword argument name {name!r} of task {task!r} is a {type(name).__name__}; "
+            "keyword argument names must be strings"
         )
-    if value is None or isinstance(value, bool | int):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidJob(f"{where} of task {task!r} is {value!r}; JSON has no NaN or infinity")
-        return
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidJob(f"{where} of task {task!r} contains a NUL character; PostgreSQL cannot store it")
-        return
-    if isinstance(value, list | tuple):
-        for item in value:
-            _check_value(task, where, item, depth + 1, max_depth)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
+    _check_text(f"the name of keyword argument {position} (counting from 0) of task {task!r}", name)
+
+
+def _check_text(subject: str, text: str) -> None:
+    """Refuse what PostgreSQL cannot store in text or jsonb; the message never quotes ``text``."""
+    if "\x00" in text:
+        raise InvalidJob(f"{subject} contains a NUL character; PostgreSQL cannot store it")
+    if _SURROGATE.search(text):
+        raise InvalidJob(
+            f"{subject} contains a lone surrogate (a code point from U+D800 to U+DFFF), which is not "
+            "valid Unicode text and PostgreSQL cannot store it; pass valid text, e.g. bytes decoded "
+            "with errors='replace', or base64 for binary data"
+        )
+
+
+class _Walker:
+    """Checks argument values depth-first with an explicit stack, so depth is bounded, not the C stack.
+
+    Every JSON value takes at least one byte, so arguments holding more
+    values (dict keys included) than MAX_ARGS_BYTES are refused as soon as
+    that many are seen: a list that contains itself twice, 30 levels down,
+    is not walked a billion times.
+    """
+
+    def __init__(self, task: str, *, max_depth: int, max_values: int) -> None:
+        self.task = task
+        self.max_depth = max_depth
+        self.max_values = max_values
+        self.seen = 0
+
+    def walk(self, where: str, root: Any) -> None:
+        # Each entry: the children still to check, and the depth they are at (an argument is level 1).
+        pending: list[tuple[Iterator[Any], int]] = [(iter((root,)), 1)]
+        while pending:
+            children, depth = pending[-1]
+            value = next(children, _END)
+            if value is _END:
+                pending.pop()
+                continue
+            self._count(1)
+            if isinstance(value, list | tuple | dict):
+                # Checked before descending: keys and values of a dict sit one level deeper, like items.
+                if value and depth >= self.max_depth:
+                    raise InvalidJob(
+                        f"{where} of task {self.task!r} is nested deeper than {self.max_depth} levels "
+                        "(MAX_ARGS_DEPTH)"
+                    )
+                if isinstance(value, dict):
+                    self._check_keys(where, value)
+                    pending.append((iter(value.values()), depth + 1))
+                else:
+                    pending.append((iter(value), depth + 1))
+            else:
+                self._check_leaf(where, value)
+
+    def _count(self, values: int) -> None:
+        self.seen += values
+        if self.seen > self.max_values:
+            raise InvalidJob(
+                f"arguments of task {self.task!r} hold more than {self.max_values} values, so more than "
+                f"{self.max_values} bytes as JSON; the limit is {self.max_values} "
+                "(JOBRETRY['MAX_ARGS_BYTES']). Pass an id and load the data in the job instead."
+            )
+
+    def _check_keys(self, where: str, value: dict[Any, Any]) -> None:
+        for key in value:
             if not isinstance(key, str):
                 raise InvalidJob(
-                    f"{where} of task {task!r} has a dict key {key!r} of type {type(key).__name__}; "
+                    f"{where} of task {self.task!r} has a dict key {key!r} of type {type(key).__name__}; "
                     "JSON object keys must be strings"
                 )
-            _check_value(task, where, key, depth + 1, max_depth)
-            _check_value(task, where, item, depth + 1, max_depth)
-        return
-    raise InvalidJob(
-        f"{where} of task {task!r} is a {type(value).__module__}.{type(value).__qualname__}, which is not "
-        "JSON-serialisable; pass plain data (str, int, float, bool, None, list, dict), e.g. an id"
-    )
+            _check_text(f"a dict key in {where} of task {self.task!r}", key)
+        self._count(len(value))
+
+    def _check_leaf(self, where: str, value: Any) -> None:
+        subject = f"{where} of task {self.task!r}"
+        if value is None or isinstance(value, bool):
+            return
+        if isinstance(value, int):
+            if not INT_MIN <= value <= INT_MAX:
+                raise InvalidJob(
+                    f"{subject} contains an integer outside {INT_MIN}..{INT_MAX} (a signed 64-bit "
+                    "integer, PostgreSQL's bigint); pass a larger number as a string"
+                )
+            return
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise InvalidJob(f"{subject} is {value!r}; JSON has no NaN or infinity")
+            if abs(value) >= FLOAT_LIMIT:
+                raise InvalidJob(
+                    f"{subject} contains a float of magnitude 1e16 or more, which PostgreSQL's jsonb "
+                    "returns as an integer, not always equal to it; pass it as a string, or as an int"
+                )
+            return
+        if isinstance(value, str):
+            _check_text(subject, value)
+            return
+        raise InvalidJob(
+            f"{subject} is a {type(value).__module__}.{type(value).__qualname__}, which is not "
+            "JSON-serialisable; pass plain data (str, int, float, bool, None, list, dict), e.g. an id"
+        )
