@@ -69,9 +69,14 @@ class Failed:
 
 @dataclass(frozen=True)
 class Interrupted:
-    """The worker shut down before the handler finished: not the job's fault."""
+    """The worker shut down before the handler finished: not the job's fault.
+
+    ``hold`` keeps the job from being claimed again while the abandoned
+    handler may still run, i.e. until the shutting-down process has exited.
+    """
 
     job: ClaimedJob
+    hold: timedelta = timedelta(0)
     ended: AttemptEnd = AttemptEnd.SHUTDOWN
 
 
@@ -132,8 +137,8 @@ class Recorder:
     def record_failure(self, outcome: Failed | Interrupted) -> None:
         job = outcome.job
         policy = policy_for(job.task_name, job.policy_name)
-        if isinstance(outcome, Interrupted):  # retry at once
-            classification = Classification(ErrorKind.RETRYABLE, timedelta(0))
+        if isinstance(outcome, Interrupted):  # no backoff: only the hold
+            classification = Classification(ErrorKind.RETRYABLE, outcome.hold)
             entry = event_entry(
                 job.attempt, outcome.ended, "worker shut down before the job finished", self.worker_id
             )

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from types import FrameType
 
 from django.db import DatabaseError, InterfaceError
@@ -270,8 +271,10 @@ class Worker:
             self._record_outcomes()
             for job in list(self.running.values()):
                 # Still running after the grace period: end the attempt as
-                # "shutdown" so the job is retried now, not after the lease.
-                self.recorder.record_failure(Interrupted(job))
+                # "shutdown". Its thread cannot be stopped and runs until this
+                # process exits (at once), so the job waits one lease before
+                # another worker may start it: the two runs never overlap.
+                self.recorder.record_failure(Interrupted(job, hold=timedelta(seconds=self.lease)))
                 self.running.pop(job.id, None)
         except DatabaseError as exc:
             fields = loggable(exc)

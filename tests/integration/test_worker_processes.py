@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -268,7 +268,7 @@ def test_sigterm_lets_the_running_job_finish_and_starts_nothing_else(workers: Wo
 
 def test_sigterm_past_the_grace_period_ends_the_attempt_as_shutdown(workers: Workers) -> None:
     job = jobs.sleepy.enqueue("cut", 60)
-    process = spawn(workers, "--concurrency", "1", "--shutdown-timeout", "0.5")
+    process = spawn(workers, "--concurrency", "1", "--shutdown-timeout", "0.5", "--lease", "7")
     wait_until(lambda: runs("cut") == 1, timeout=30, what="the sleepy job to start")
     process.send_signal(signal.SIGTERM)
     # Far less than the job's 60 s: the worker does not wait for it.
@@ -280,6 +280,9 @@ def test_sigterm_past_the_grace_period_ends_the_attempt_as_shutdown(workers: Wor
     assert job.lease_token is None
     assert [(entry["attempt"], entry["ended"]) for entry in job.errors] == [(1, "shutdown")]
     assert runs("cut") == 1
+    # Not claimable before the abandoned handler's process is surely gone: one lease.
+    assert job.errors[0]["delay"] == 7
+    assert job.run_at - datetime.fromisoformat(job.errors[0]["at"]) == timedelta(seconds=7)
 
 
 def test_heartbeats_continue_while_draining_so_no_one_recovers_the_job(workers: Workers) -> None:
