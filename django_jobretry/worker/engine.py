@@ -37,6 +37,7 @@ from django_jobretry.worker.session import (
     pause_after,
     unmark_bookkeeping_thread,
 )
+from django_jobretry.worker.startup import STOP_REQUESTED
 
 logger = logging.getLogger("django_jobretry")
 
@@ -91,8 +92,11 @@ class Worker:
 
     def run(self) -> int:
         """Run until done; returns the process exit code (0)."""
-        mark_bookkeeping_thread()
         self._install_signal_handlers()
+        if STOP_REQUESTED.is_set():
+            logger.info("stop requested while starting: exiting before claiming anything")
+            return 0
+        mark_bookkeeping_thread()
         threads: list[threading.Thread] = [
             Runner(i, inbox=self.inbox, outbox=self.outbox, wake=self.wake, sender=type(self))
             for i in range(self.options.concurrency)

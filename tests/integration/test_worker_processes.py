@@ -16,6 +16,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -264,6 +265,21 @@ def test_sigterm_lets_the_running_job_finish_and_starts_nothing_else(workers: Wo
     left = Job.objects.filter(pk__in=[job.pk for job in queued])
     assert sorted(left.values_list("status", "attempts")) == [(JobStatus.READY, 0)] * 5
     assert not Execution.objects.filter(key__startswith="queued").exists()
+
+
+def test_sigterm_while_starting_exits_0_before_claiming(workers: Workers, tmp_path: Path) -> None:
+    job = jobs.record.enqueue("never-started")
+    gate = tmp_path / "gate"
+    process = spawn(workers, env={"JOBRETRY_TEST_STARTUP_GATE": str(gate)})
+    wait_until(Path(f"{gate}.reached").exists, timeout=30, what="the worker to be importing jobs.py")
+    process.send_signal(signal.SIGTERM)
+    Path(f"{gate}.open").touch()
+    code, output = finish(process, timeout=30)
+    assert code == 0, output
+    assert "stop requested while starting" in output, output
+    assert runs("never-started") == 0
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == (JobStatus.READY, 0)
 
 
 def test_sigterm_past_the_grace_period_ends_the_attempt_as_shutdown(workers: Workers) -> None:

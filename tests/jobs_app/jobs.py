@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from django_jobretry import FatalError, RetryableError, RetryPolicy, current_job, job
 from tests.jobs_app.models import Execution
+
+# A test of a worker signalled while it starts (test_worker_processes) holds
+# the worker here, in the middle of Django's start-up, until it has signalled.
+if gate := os.environ.get("JOBRETRY_TEST_STARTUP_GATE"):
+    Path(f"{gate}.reached").touch()
+    give_up = time.monotonic() + 30
+    while not Path(f"{gate}.open").exists() and time.monotonic() < give_up:
+        time.sleep(0.01)
 
 
 def _record(key: str) -> int:

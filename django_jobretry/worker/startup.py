@@ -1,0 +1,36 @@
+"""A stop asked for while a worker process is still starting.
+
+Django imports every installed app, and each app's jobs.py (user code, at
+times slow), before the runworker command runs. A SIGTERM in that time -
+a rollout sends it whenever it likes - would kill the process with -15. So
+in a runworker process the app installs, as early as it can, handlers that
+only remember the request; the worker then exits 0 before claiming
+anything (docs/worker.md#stopping-signals-and-graceful-shutdown).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+#: Set by a SIGTERM or SIGINT received before the worker took over the signals.
+STOP_REQUESTED = threading.Event()
+
+
+def is_worker_process(argv: Sequence[str]) -> bool:
+    """Whether this process is `manage.py runworker` (or `django-admin runworker`)."""
+    return len(argv) > 1 and argv[1] == "runworker"
+
+
+def remember_stop_requests() -> None:
+    """Until Worker.run() installs its own handlers, SIGTERM/SIGINT only set STOP_REQUESTED."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def remember(signum: int, frame: FrameType | None) -> None:
+        STOP_REQUESTED.set()
+
+    signal.signal(signal.SIGTERM, remember)
+    signal.signal(signal.SIGINT, remember)
