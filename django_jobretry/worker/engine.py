@@ -26,13 +26,13 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded, log_extra
-from django_jobretry.services.sql import loggable
 from django_jobretry.worker.heartbeat import Heartbeat
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.runner import Runner
 from django_jobretry.worker.session import (
     Backoff,
     drop_connection,
+    log_database_error,
     mark_bookkeeping_thread,
     pause_after,
     unmark_bookkeeping_thread,
@@ -281,10 +281,5 @@ class Worker:
                 self.recorder.record_failure(Interrupted(job, hold=timedelta(seconds=self.lease)))
                 self.running.pop(job.id, None)
         except DatabaseError as exc:
-            fields = loggable(exc)
-            logger.error(
-                "database error during shutdown (%s, SQLSTATE %s); leases will expire and be recovered",
-                fields["error_class"],
-                fields["sqlstate"],
-                extra={"worker": self.id, **fields},
-            )
+            what = "database error during shutdown; leases will expire and be recovered"
+            log_database_error(logging.ERROR, what, exc, self.id)

@@ -17,8 +17,12 @@ from django.db import DatabaseError
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import log_extra
-from django_jobretry.services.sql import loggable
-from django_jobretry.worker.session import drop_connection, mark_bookkeeping_thread, unmark_bookkeeping_thread
+from django_jobretry.worker.session import (
+    drop_connection,
+    log_database_error,
+    mark_bookkeeping_thread,
+    unmark_bookkeeping_thread,
+)
 
 logger = logging.getLogger("django_jobretry")
 
@@ -53,13 +57,7 @@ class Heartbeat(threading.Thread):
                 try:
                     alive = transitions.heartbeat(jobs, self.lease)
                 except DatabaseError as exc:
-                    fields = loggable(exc)
-                    logger.warning(
-                        "heartbeat failed (%s, SQLSTATE %s)",
-                        fields["error_class"],
-                        fields["sqlstate"],
-                        extra={"worker": self.worker_id, **fields},
-                    )
+                    log_database_error(logging.WARNING, "heartbeat failed", exc, self.worker_id)
                     drop_connection()
                     continue
                 for job in jobs:

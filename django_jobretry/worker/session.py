@@ -91,12 +91,20 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
         )
         drop_connection()
         return delay
-    fields = loggable(exc)
-    logger.error(
-        "database error in the worker loop (%s, SQLSTATE %s); retrying in %.1fs",
-        fields["error_class"],
-        fields["sqlstate"],
-        delay,
-        extra={"worker": worker_id, **fields},
+    log_database_error(
+        logging.ERROR, f"database error in the worker loop; retrying in {delay:.1f}s", exc, worker_id
     )
     return delay
+
+
+def log_database_error(level: int, what: str, exc: BaseException, worker_id: str) -> None:
+    """``what`` and the error's class and SQLSTATE - never its message (services.sql.loggable)."""
+    fields = loggable(exc)
+    logger.log(
+        level,
+        "%s (%s, SQLSTATE %s)",
+        what,
+        fields["error_class"],
+        fields["sqlstate"],
+        extra={"worker": worker_id, **fields},
+    )
