@@ -11,11 +11,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from django.db import connection
+from django.db.models.functions import Now
+
+from django_jobretry.models import Job, JobStatus
+from tests.jobs_app.models import Execution
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,3 +87,57 @@ def workers() -> Iterator[list[subprocess.Popen[str]]]:
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+Workers = list[subprocess.Popen[str]]
+
+
+def spawn(workers: Workers, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    workers.append(process := spawn_worker(*args, env=env))
+    return process
+
+
+def runs(key: str) -> int:
+    return Execution.objects.filter(key=key).count()
+
+
+def pids(key: str) -> list[int]:
+    return list(Execution.objects.filter(key=key).order_by("id").values_list("pid", flat=True))
+
+
+def lease_expired(job_id: int) -> bool:
+    """By the database clock (docs/design.md#rule-5), like the worker's recovery."""
+    return Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, lease_expires_at__lt=Now()).exists()
+
+
+def owner_pid(lease_owner: str) -> int:
+    """The pid in a worker id ``host:pid:random``."""
+    return int(lease_owner.rsplit(":", 2)[1])
+
+
+# The last query of a worker's LISTEN session (worker/listener.py).
+LISTEN_QUERY = "LISTEN django_jobretry"
+
+
+def db_now() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        value: datetime = cursor.fetchone()[0]
+    return value
+
+
+def listen_sessions(since: datetime) -> list[int]:
+    """Backend pids of LISTEN sessions on this database opened after ``since``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = %s "
+            "AND backend_start >= %s AND pid <> pg_backend_pid()",
+            [LISTEN_QUERY, since],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def session_alive(backend_pid: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [backend_pid])
+        return cursor.fetchone() is not None

@@ -15,72 +15,31 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime
 
 import pytest
 from django.db import connection
 from django.db.models import Count
-from django.db.models.functions import Now
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
-from tests.processes import ROOT, finish, spawn_worker, test_database_url, wait_until
+from tests.processes import (
+    ROOT,
+    Workers,
+    db_now,
+    finish,
+    lease_expired,
+    listen_sessions,
+    owner_pid,
+    pids,
+    runs,
+    spawn,
+    test_database_url,
+    wait_until,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-Workers = list[subprocess.Popen[str]]
-
-# The last query of a worker's LISTEN session (worker/listener.py).
-LISTEN_QUERY = "LISTEN django_jobretry"
-
-
-def runs(key: str) -> int:
-    return Execution.objects.filter(key=key).count()
-
-
-def pids(key: str) -> list[int]:
-    return list(Execution.objects.filter(key=key).order_by("id").values_list("pid", flat=True))
-
-
-def db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        value: datetime = cursor.fetchone()[0]
-    return value
-
-
-def listen_sessions(since: datetime) -> list[int]:
-    """Backend pids of LISTEN sessions on this database opened after ``since``."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query = %s "
-            "AND backend_start >= %s AND pid <> pg_backend_pid()",
-            [LISTEN_QUERY, since],
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
-def session_alive(backend_pid: int) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [backend_pid])
-        return cursor.fetchone() is not None
-
-
-def lease_expired(job_id: int) -> bool:
-    """By the database clock (docs/design.md#rule-5), like the worker's recovery."""
-    return Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, lease_expires_at__lt=Now()).exists()
-
-
-def owner_pid(lease_owner: str) -> int:
-    """The pid in a worker id ``host:pid:random``."""
-    return int(lease_owner.rsplit(":", 2)[1])
-
-
-def spawn(workers: Workers, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    workers.append(process := spawn_worker(*args, env=env))
-    return process
 
 
 # -- 1. concurrency ------------------------------------------------------------------------
@@ -245,108 +204,6 @@ def test_a_resumed_worker_cannot_finish_the_attempt_another_worker_is_running(wo
     assert [(entry["attempt"], entry["ended"]) for entry in job.errors] == [(1, "lease_expired")]
     assert not DeadLetter.objects.filter(job_id=job.pk).exists()
     assert pids("overlap") == [a.pid, b.pid]
-
-
-# -- 4. graceful shutdown -----------------------------------------------------------------------
-
-
-def test_sigterm_lets_the_running_job_finish_and_starts_nothing_else(workers: Workers) -> None:
-    running = jobs.sleepy.enqueue("graceful", 2)
-    queued = jobs.record.bulk_enqueue([((f"queued{i}",), {}) for i in range(5)])
-    process = spawn(workers, "--concurrency", "1", "--shutdown-timeout", "10")
-    wait_until(lambda: runs("graceful") == 1, timeout=30, what="the sleepy job to start")
-    process.send_signal(signal.SIGTERM)
-    code, output = finish(process, timeout=30)
-    assert code == 0, output
-
-    running.refresh_from_db()
-    assert (running.status, running.attempts, running.errors) == (JobStatus.SUCCEEDED, 1, [])
-    assert runs("graceful") == 1
-    left = Job.objects.filter(pk__in=[job.pk for job in queued])
-    assert sorted(left.values_list("status", "attempts")) == [(JobStatus.READY, 0)] * 5
-    assert not Execution.objects.filter(key__startswith="queued").exists()
-
-
-def test_sigterm_while_starting_exits_0_before_claiming(workers: Workers, tmp_path: Path) -> None:
-    job = jobs.record.enqueue("never-started")
-    gate = tmp_path / "gate"
-    process = spawn(workers, env={"JOBRETRY_TEST_STARTUP_GATE": str(gate)})
-    wait_until(Path(f"{gate}.reached").exists, timeout=30, what="the worker to be importing jobs.py")
-    process.send_signal(signal.SIGTERM)
-    Path(f"{gate}.open").touch()
-    code, output = finish(process, timeout=30)
-    assert code == 0, output
-    assert "stop requested while starting" in output, output
-    assert runs("never-started") == 0
-    job.refresh_from_db()
-    assert (job.status, job.attempts) == (JobStatus.READY, 0)
-
-
-def test_sigterm_past_the_grace_period_ends_the_attempt_as_shutdown(workers: Workers) -> None:
-    job = jobs.sleepy.enqueue("cut", 60)
-    process = spawn(workers, "--concurrency", "1", "--shutdown-timeout", "0.5", "--lease", "7")
-    wait_until(lambda: runs("cut") == 1, timeout=30, what="the sleepy job to start")
-    process.send_signal(signal.SIGTERM)
-    # Far less than the job's 60 s: the worker does not wait for it.
-    code, output = finish(process, timeout=20)
-    assert code == 0, output
-
-    job.refresh_from_db()
-    assert (job.status, job.attempts) == (JobStatus.READY, 1)
-    assert job.lease_token is None
-    assert [(entry["attempt"], entry["ended"]) for entry in job.errors] == [(1, "shutdown")]
-    assert runs("cut") == 1
-    # Not claimable before the abandoned handler's process is surely gone: one lease.
-    assert job.errors[0]["delay"] == 7
-    assert job.run_at - datetime.fromisoformat(job.errors[0]["at"]) == timedelta(seconds=7)
-
-
-def test_heartbeats_continue_while_draining_so_no_one_recovers_the_job(workers: Workers) -> None:
-    """Rule 7: a job finishing within the grace period but past its lease keeps its lease."""
-    job = jobs.sleepy.enqueue("draining", 6)
-    a = spawn(workers, "--lease", "2", "--shutdown-timeout", "30")
-    wait_until(lambda: runs("draining") == 1, timeout=30, what="worker A to start the job")
-    since = db_now()
-    # B recovers expired leases every second: it would take the job over if
-    # A stopped heartbeating during its drain.
-    b = spawn(workers)
-    wait_until(lambda: len(listen_sessions(since)) == 1, timeout=30, what="worker B to be up")
-    a.send_signal(signal.SIGTERM)
-    code, output = finish(a, timeout=30)
-    assert code == 0, output
-    assert "lost its lease" not in output, output
-
-    job.refresh_from_db()
-    assert (job.status, job.attempts, job.errors) == (JobStatus.SUCCEEDED, 1, [])
-    b.send_signal(signal.SIGTERM)
-    code, output = finish(b, timeout=30)
-    assert code == 0, output
-    assert pids("draining") == [a.pid]
-
-
-# -- 5. second signal ---------------------------------------------------------------------------
-
-
-def test_a_second_sigterm_exits_at_once_with_code_1(workers: Workers) -> None:
-    since = db_now()
-    job = jobs.sleepy.enqueue("stuck", 60)
-    process = spawn(workers, "--shutdown-timeout", "60")
-    wait_until(lambda: runs("stuck") == 1, timeout=30, what="the sleepy job to start")
-    wait_until(lambda: len(listen_sessions(since)) == 1, timeout=10, what="the worker's LISTEN session")
-    [listener] = listen_sessions(since)
-    process.send_signal(signal.SIGTERM)
-    # The listener closes its session when the worker starts stopping: proof
-    # the first signal was handled, so the second is not merged with it.
-    wait_until(lambda: not session_alive(listener), timeout=10, what="the first SIGTERM to be handled")
-    assert process.poll() is None, "the first SIGTERM must not end a worker whose job runs for 60 s"
-    process.send_signal(signal.SIGTERM)
-    code, output = finish(process, timeout=10)
-    assert code == 1, output
-
-    job.refresh_from_db()
-    assert (job.status, job.attempts, job.errors) == (JobStatus.RUNNING, 1, [])
-    assert owner_pid(job.lease_owner) == process.pid
-    assert job.lease_expires_at is not None
 
 
 # -- 6. reconnect ---------------------------------------------------------------------------------
