@@ -19,6 +19,7 @@ from django_jobretry.validation import (
     check_priority,
     check_queue_name,
     check_task_name,
+    check_timeout,
     check_unique_key,
 )
 
@@ -37,8 +38,12 @@ class JobDefinition[**P]:
     priority: int = 0
     run_after: datetime | timedelta | None = None
     unique_key: str | None = None
+    #: How long one attempt may run before it ends as a "timeout" failure;
+    #: None: the policy's ``timeout``, if any (docs/worker.md#time-limits).
+    timeout: timedelta | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "timeout", check_timeout(self.timeout))
         check_task_name(self.name)
         check_queue_name(self.queue_name)
         check_priority(self.priority)
@@ -115,6 +120,7 @@ def job[**P](
     queue_name: str = "default",
     policy: str | RetryPolicy = "default",
     priority: int = 0,
+    timeout: float | timedelta | None = None,
 ) -> Callable[[Callable[P, Any]], JobDefinition[P]]: ...
 
 
@@ -126,11 +132,14 @@ def job[**P](
     queue_name: str = "default",
     policy: str | RetryPolicy = "default",
     priority: int = 0,
+    timeout: float | timedelta | None = None,
 ) -> JobDefinition[P] | Callable[[Callable[P, Any]], JobDefinition[P]]:
-    """Declare a job: ``@job`` or ``@job(name=..., queue_name=..., policy=..., priority=...)``.
+    """Declare a job: ``@job`` or ``@job(name=..., queue_name=..., policy=..., priority=..., timeout=...)``.
 
     ``name`` defaults to the function's dotted path; it is what is stored on
     each job and looked up by workers, so keep it stable across deploys.
+    ``timeout`` (seconds or a timedelta) limits one attempt; it wins over the
+    policy's ``timeout``.
     """
 
     def decorate(function: Callable[P, Any]) -> JobDefinition[P]:
@@ -140,6 +149,7 @@ def job[**P](
             queue_name=queue_name,
             policy=policy,
             priority=priority,
+            timeout=check_timeout(timeout),
         )
         registry.register(definition)
         return definition

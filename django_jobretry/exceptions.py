@@ -20,6 +20,7 @@ __all__ = [
     "InvalidPolicy",
     "InvalidSettings",
     "JobRetryError",
+    "JobTimeout",
     "NotDead",
     "RequeueConflict",
     "RetryableError",
@@ -52,6 +53,10 @@ class InvalidJob(JobRetryError, ValueError):
 
 class UnknownTask(JobRetryError, LookupError):
     """The job's task name is not registered in this worker (yet): a retryable failure."""
+
+
+class JobTimeout(JobRetryError, TimeoutError):
+    """A handler ran past its time limit (``timeout`` on @job or its policy): a retryable failure."""
 
 
 class UndecodableArguments(JobRetryError, ValueError):

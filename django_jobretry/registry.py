@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, Protocol
 
 from django_jobretry.conf import jobretry_settings
@@ -39,6 +40,9 @@ class TaskDefinition(Protocol):
 
     @property
     def policy(self) -> str | RetryPolicy: ...
+
+    @property
+    def timeout(self) -> timedelta | None: ...
 
 
 class TaskRegistry:
@@ -110,3 +114,11 @@ def policy_for(task_name: str, policy_name: str) -> RetryPolicy:
         extra={"task": task_name, "policy": policy_name, "outcome": "policy_fallback"},
     )
     return jobretry_settings.policy(FALLBACK_POLICY)
+
+
+def time_limit(task_name: str, policy_name: str) -> timedelta | None:
+    """How long one attempt may run: the task's own ``timeout``, else its policy's, else no limit."""
+    definition = registry.get(task_name)
+    if definition is not None and definition.timeout is not None:
+        return definition.timeout
+    return policy_for(task_name, policy_name).timeout

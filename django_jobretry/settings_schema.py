@@ -30,6 +30,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "retryable_errors": [],
     "unknown_errors": "retryable",
     "requeue_budget": 0,
+    "timeout": None,
 }
 
 

@@ -18,9 +18,12 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.policy.base import InvalidPolicy
+from django_jobretry.policy.durations import to_timedelta
 
 # \Z, not $: "$" also matches before a trailing newline.
 TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}\Z")
@@ -207,3 +210,13 @@ class _Walker:
             f"{subject} is a {type(value).__module__}.{type(value).__qualname__}, which is not "
             "JSON-serialisable; pass plain data (str, int, float, bool, None, list, dict), e.g. an id"
         )
+
+
+def check_timeout(value: object) -> timedelta | None:
+    """A job's time limit: seconds or a timedelta, more than 0 and at most 365 days; or None."""
+    if value is None:
+        return None
+    try:
+        return to_timedelta("timeout", value)
+    except InvalidPolicy as exc:
+        raise InvalidJob(f"timeout {value!r} is invalid: {exc.allowed}") from None

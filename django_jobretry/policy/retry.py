@@ -69,6 +69,7 @@ class RetryPolicy:
         "retryable_errors",
         "unknown_errors",
         "requeue_budget",
+        "timeout",
     )
     __slots__ = (*_PARAMS, "_base_seconds", "_max_seconds", "_uncapped_retries")
 
@@ -83,6 +84,7 @@ class RetryPolicy:
     retryable_errors: tuple[type[BaseException], ...]
     unknown_errors: ErrorKind
     requeue_budget: int
+    timeout: timedelta | None
     _base_seconds: float
     _max_seconds: float
     _uncapped_retries: int
@@ -101,6 +103,7 @@ class RetryPolicy:
         retryable_errors: ErrorClasses = (),
         unknown_errors: ErrorKind | str = ErrorKind.RETRYABLE,
         requeue_budget: int = 0,
+        timeout: Seconds | None = None,
     ) -> None:
         set_ = super().__setattr__
         set_("max_attempts", attempt_limit(max_attempts))
@@ -120,6 +123,7 @@ class RetryPolicy:
         set_("retryable_errors", error_classes("retryable_errors", retryable_errors))
         set_("unknown_errors", error_kind("unknown_errors", unknown_errors))
         set_("requeue_budget", requeue_budget_value(requeue_budget))
+        set_("timeout", None if timeout is None else to_timedelta("timeout", timeout))
         set_("_uncapped_retries", self._count_uncapped_retries())
         set_("total_budget", None)
         if total_budget is not None:

@@ -31,6 +31,7 @@ class AttemptEnd(enum.StrEnum):
     LEASE_EXPIRED = "lease_expired"
     WORKER_EXIT = "worker_exit"
     SHUTDOWN = "shutdown"
+    TIMEOUT = "timeout"
 
 
 class AttemptEntry(TypedDict):

@@ -96,8 +96,8 @@ def log_extra(job: ClaimedJob, outcome: str, **more: Any) -> dict[str, Any]:
 
 
 def _classify(policy: RetryPolicy, outcome: Failed) -> Classification:
-    """The policy's verdict on the error; an unregistered task is always worth retrying."""
-    if outcome.ended is AttemptEnd.UNKNOWN_TASK:
+    """The policy's verdict on the error; an unregistered task or a timeout is always worth retrying."""
+    if outcome.ended in (AttemptEnd.UNKNOWN_TASK, AttemptEnd.TIMEOUT):
         return Classification(ErrorKind.RETRYABLE)
     try:
         return policy.classify(outcome.error)

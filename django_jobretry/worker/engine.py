@@ -38,6 +38,7 @@ from django_jobretry.worker.session import (
     unmark_bookkeeping_thread,
 )
 from django_jobretry.worker.startup import STOP_REQUESTED
+from django_jobretry.worker.time_limits import TimeLimits
 
 logger = logging.getLogger("django_jobretry")
 
@@ -79,6 +80,7 @@ class Worker:
         self.succeeded: list[ClaimedJob] = []
         self.failed: list[Failed] = []
         self.recorder = Recorder(self.id, type(self))
+        self.time_limits = TimeLimits(self.running, self.recorder)
         self.claimed_total = 0
         self.finished_total = 0
         self._last_recovery = 0.0
@@ -98,13 +100,20 @@ class Worker:
             return 0
         mark_bookkeeping_thread()
         threads: list[threading.Thread] = [
-            Runner(i, inbox=self.inbox, outbox=self.outbox, wake=self.wake, sender=type(self))
+            Runner(
+                i,
+                inbox=self.inbox,
+                outbox=self.outbox,
+                wake=self.wake,
+                sender=type(self),
+                time_limits=self.time_limits,
+            )
             for i in range(self.options.concurrency)
         ]
         threads.append(
             Heartbeat(
                 worker_id=self.id,
-                running=lambda: list(self.running.values()),
+                running=self.time_limits.alive,
                 lease_seconds=self.lease,
                 every=self.heartbeat_every,
                 stop=self.heartbeat_stop,
@@ -166,6 +175,7 @@ class Worker:
             claimed: int | None = None  # None: no claim was due this round
             try:
                 self._record_outcomes()
+                self.time_limits.end_overdue()
                 self._maybe_recover()
                 # Claim when woken (NOTIFY, a finished job) or when the poll is
                 # due; waking only to recover leases does not claim, so
@@ -184,7 +194,8 @@ class Worker:
                 woken = True
                 continue
             next_recovery = self._last_recovery + self.options.recover_every
-            woken = self.wake.wait(max(min(next_poll, next_recovery) - time.monotonic(), 0))
+            next_due = self.time_limits.next_due() or next_poll
+            woken = self.wake.wait(max(min(next_poll, next_recovery, next_due) - time.monotonic(), 0))
 
     def _finished(self, claimed: int | None) -> bool:
         idle = not self.running and not self._unrecorded() and self.outbox.empty()
@@ -218,6 +229,8 @@ class Worker:
                 outcome = self.outbox.get_nowait()
             except queue.Empty:
                 break
+            if self.time_limits.release_if_abandoned(outcome.job):
+                continue
             if isinstance(outcome, Succeeded):
                 self.succeeded.append(outcome.job)
             else:
@@ -269,11 +282,12 @@ class Worker:
                     )
             while (self.running or self._unrecorded()) and time.monotonic() < deadline:
                 self._record_outcomes()
+                self.time_limits.end_overdue()
                 if self.running:
                     self.wake.wait(min(0.1, max(deadline - time.monotonic(), 0)))
                     self.wake.clear()
             self._record_outcomes()
-            for job in list(self.running.values()):
+            for job in self.time_limits.alive():
                 # Still running after the grace period: end the attempt as
                 # "shutdown". Its thread cannot be stopped and runs until this
                 # process exits (at once), so the job waits one lease before

@@ -19,10 +19,11 @@ from django.db import close_old_connections
 from django_jobretry import signals
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import UnknownTask
-from django_jobretry.registry import registry
+from django_jobretry.registry import registry, time_limit
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.outcomes import Failed, Succeeded, send_job_signal
+from django_jobretry.worker.time_limits import TimeLimits
 
 logger = logging.getLogger("django_jobretry")
 
@@ -38,9 +39,11 @@ class Runner(threading.Thread):
         outbox: queue.Queue[Succeeded | Failed],
         wake: threading.Event,
         sender: type,
+        time_limits: TimeLimits | None = None,
     ) -> None:
         super().__init__(name=f"jobretry-runner-{index}", daemon=True)
         self.inbox, self.outbox, self.wake, self.sender = inbox, outbox, wake, sender
+        self.time_limits = time_limits
 
     def run(self) -> None:
         while (job := self.inbox.get()) is not None:
@@ -67,6 +70,8 @@ class Runner(threading.Thread):
             requeue_count=job.requeue_count,
         )
         token = set_current_job(context)
+        if self.time_limits is not None:
+            self.time_limits.started(job.id, time_limit(job.task_name, job.policy_name))
         try:
             args, kwargs = job.arguments()
             result = definition.func(*args, **kwargs)
@@ -77,6 +82,8 @@ class Runner(threading.Thread):
         except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself
             return Failed(job, error, AttemptEnd.WORKER_EXIT, render_error(error))
         finally:
+            if self.time_limits is not None:
+                self.time_limits.returned(job.id)
             reset_current_job(token)
             close_old_connections()
         return Succeeded(job)

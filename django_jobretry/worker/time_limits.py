@@ -1,0 +1,93 @@
+"""Per-job time limits in the thread pool: reported, not enforced by force.
+
+A thread cannot be killed. When a handler runs past its ``timeout`` (from
+``@job(timeout=...)``, else its policy's), the main loop ends the attempt as
+a retryable ``timeout`` failure, so the job is retried on its policy's
+schedule, and *abandons* the thread: its slot stays taken until the handler
+returns on its own, and whatever it returns then is dropped. A second run
+may therefore overlap the abandoned one; docs/worker.md#time-limits says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from django_jobretry.exceptions import JobTimeout
+from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.history import AttemptEnd, render_error
+from django_jobretry.services.outcomes import Failed, Recorder, log_extra
+
+logger = logging.getLogger("django_jobretry")
+
+
+class TimeLimits:
+    """Deadlines of the attempts running now: runner threads set them, the main loop enforces them.
+
+    ``running`` is the worker's own map of claimed attempts; a timed-out one
+    stays in it, holding its slot, until its handler returns.
+    """
+
+    def __init__(self, running: dict[int, ClaimedJob], recorder: Recorder) -> None:
+        self.running, self.recorder = running, recorder
+        self._due: dict[int, tuple[float, timedelta]] = {}
+        self._lock = threading.Lock()
+        #: Attempts already ended as "timeout" whose thread has not returned yet.
+        self.abandoned: set[int] = set()
+
+    def started(self, job_id: int, limit: timedelta | None) -> None:
+        """A runner starts the handler of ``job_id``; no deadline without a limit."""
+        if limit is not None:
+            with self._lock:
+                self._due[job_id] = (time.monotonic() + limit.total_seconds(), limit)
+
+    def returned(self, job_id: int) -> None:
+        """The handler of ``job_id`` returned (or raised): its deadline no longer applies."""
+        with self._lock:
+            self._due.pop(job_id, None)
+
+    def overdue(self) -> list[tuple[int, timedelta]]:
+        """(job id, limit) of the attempts past their deadline and not abandoned yet, oldest first."""
+        now = time.monotonic()
+        with self._lock:
+            late = sorted((due, job_id, limit) for job_id, (due, limit) in self._due.items() if due <= now)
+        return [(job_id, limit) for _, job_id, limit in late if job_id not in self.abandoned]
+
+    def next_due(self) -> float | None:
+        """The monotonic time of the next deadline of an attempt not yet abandoned."""
+        with self._lock:
+            pending = [due for job_id, (due, _) in self._due.items() if job_id not in self.abandoned]
+        return min(pending, default=None)
+
+    def alive(self) -> list[ClaimedJob]:
+        """The attempts whose lease is still the worker's: running and not timed out."""
+        return [job for job in list(self.running.values()) if job.id not in self.abandoned]
+
+    def end_overdue(self) -> None:
+        """End each attempt past its limit as a retryable "timeout"; its thread is abandoned."""
+        for job_id, limit in self.overdue():
+            job = self.running.get(job_id)
+            if job is None:
+                continue
+            error = JobTimeout(
+                f"job {job.id} attempt {job.attempt} ran longer than its timeout of {limit}; "
+                "its thread keeps its worker slot until the handler returns"
+            )
+            self.recorder.record_failure(Failed(job, error, AttemptEnd.TIMEOUT, render_error(error)))
+            self.abandoned.add(job_id)
+
+    def release_if_abandoned(self, job: ClaimedJob) -> bool:
+        """If ``job`` timed out earlier, its handler has now returned: free the slot, drop the outcome."""
+        if job.id not in self.abandoned:
+            return False
+        self.abandoned.discard(job.id)
+        self.running.pop(job.id, None)
+        logger.info(
+            "job %s attempt %s returned after its timeout; outcome ignored",
+            job.id,
+            job.attempt,
+            extra=log_extra(job, "returned_after_timeout"),
+        )
+        return True

@@ -1,0 +1,108 @@
+"""Per-job time limits in the thread pool: the attempt ends as "timeout", the slot stays taken.
+
+Threads cannot be killed, so the limit is reported, not enforced: the
+attempt is recorded as a retryable ``timeout`` failure, and the handler's
+thread keeps its worker slot until it returns, when what it returns is
+dropped. The engine runs in this process (tests/inprocess.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from django_jobretry import RetryPolicy, job
+from django_jobretry.exceptions import InvalidJob
+from django_jobretry.models import Job, JobStatus
+from django_jobretry.registry import time_limit
+from tests.inprocess import DEADLINE, run_burst
+from tests.jobs_app import jobs
+
+#: Two quick attempts, no jitter.
+QUICK = RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.01, jitter=0)
+#: What the slow handler did, in order, across its runs.
+EVENTS: list[str] = []
+RELEASE = threading.Event()
+
+
+@job(name="tests.time_limits.slow_first_time", policy=QUICK, timeout=0.2)
+def slow_first_time() -> None:
+    from django_jobretry import current_job
+
+    context = current_job()
+    attempt = context.attempt if context else 0
+    EVENTS.append(f"attempt {attempt} started")
+    if attempt == 1:
+        RELEASE.wait(DEADLINE)
+        EVENTS.append("attempt 1 returned")
+
+
+@job(name="tests.time_limits.limited_by_job", policy=QUICK, timeout=timedelta(seconds=5))
+def limited_by_job() -> None:
+    """Only its time limit matters here."""
+
+
+def release_once_timed_out(job_id: int) -> threading.Thread:
+    """Lets the slow handler return once its timeout is recorded (a hard deadline bounds the wait)."""
+
+    def wait_then_release() -> None:
+        give_up = time.monotonic() + DEADLINE
+        try:
+            while time.monotonic() < give_up:
+                errors = Job.objects.filter(pk=job_id).values_list("errors", flat=True).first() or []
+                if any(entry.get("ended") == "timeout" for entry in errors):
+                    EVENTS.append("timeout recorded")
+                    return
+                time.sleep(0.02)
+        finally:
+            RELEASE.set()
+            connection.close()  # this thread's own session; the test database is dropped at the end
+
+    thread = threading.Thread(target=wait_then_release, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_a_handler_past_its_timeout_is_cut_off_and_its_slot_held_until_it_returns() -> None:
+    EVENTS.clear()
+    RELEASE.clear()
+    enqueued = slow_first_time.enqueue()
+    watcher = release_once_timed_out(enqueued.pk)
+    run_burst(concurrency=1)
+    watcher.join(DEADLINE)
+    row = Job.objects.get(pk=enqueued.pk)
+    assert (row.status, row.attempts) == (JobStatus.SUCCEEDED, 2)
+    [entry] = row.errors
+    assert (entry["ended"], entry["kind"], entry["error_class"]) == (
+        "timeout",
+        "retryable",
+        "django_jobretry.exceptions.JobTimeout",
+    )
+    assert "ran longer than its timeout of 0:00:00.200000" in entry["message"]
+    # With one slot, attempt 2 could only start once the abandoned attempt 1 returned.
+    assert EVENTS == ["attempt 1 started", "timeout recorded", "attempt 1 returned", "attempt 2 started"]
+
+
+@pytest.mark.django_db
+def test_the_jobs_own_timeout_wins_over_its_policys() -> None:
+    assert time_limit(limited_by_job.name, "default") == timedelta(seconds=5)
+    assert time_limit(jobs.record.name, "three") is None
+
+
+@pytest.mark.parametrize("bad", [0, -1, "soon", float("nan"), timedelta(days=400)])
+def test_a_bad_timeout_is_refused_at_declaration(bad: object) -> None:
+    with pytest.raises(InvalidJob, match=r"timeout .* is invalid"):
+        job(name="tests.time_limits.never", timeout=bad)(lambda: None)  # type: ignore[call-overload]
+
+
+def test_a_policy_timeout_is_validated_and_part_of_the_policy() -> None:
+    assert RetryPolicy(timeout=30).timeout == timedelta(seconds=30)
+    assert RetryPolicy(timeout=30) != RetryPolicy()
+    with pytest.raises(ValueError, match="timeout"):
+        RetryPolicy(timeout=0)
