@@ -119,6 +119,25 @@ def add_runworker_arguments(parser: CommandParser) -> None:
         help="grace period for running jobs on SIGTERM (default: JOBRETRY SHUTDOWN_TIMEOUT_SECONDS)",
     )
     parser.add_argument("--no-listen", action="store_true", help="poll only, without LISTEN/NOTIFY")
+    parser.add_argument(
+        "--pool",
+        choices=("thread", "process"),
+        default="thread",
+        help="run handlers in threads, or each runner's jobs in a child process whose time limit "
+        "is enforced by killing it (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-jobs-per-child",
+        type=positive_int,
+        metavar="N",
+        help="with --pool process: replace a child process after N jobs (default: never)",
+    )
+    parser.add_argument(
+        "--max-memory-mb",
+        type=positive_int,
+        metavar="MB",
+        help="with --pool process: replace a child whose peak memory passed MB (default: never)",
+    )
 
 
 # --- manage.py prunejobs -----------------------------------------------------------------------

@@ -65,6 +65,8 @@ class Failed:
     error: BaseException
     ended: AttemptEnd = AttemptEnd.ERROR
     rendered: RenderedError | None = None
+    #: Set when the error was classified where it was raised (a child process).
+    classification: Classification | None = None
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,10 @@ def log_extra(job: ClaimedJob, outcome: str, **more: Any) -> dict[str, Any]:
     }
 
 
-def _classify(policy: RetryPolicy, outcome: Failed) -> Classification:
+def classify_failure(policy: RetryPolicy, outcome: Failed) -> Classification:
     """The policy's verdict on the error; an unregistered task or a timeout is always worth retrying."""
+    if outcome.classification is not None:
+        return outcome.classification
     if outcome.ended in (AttemptEnd.UNKNOWN_TASK, AttemptEnd.TIMEOUT):
         return Classification(ErrorKind.RETRYABLE)
     try:
@@ -143,7 +147,7 @@ class Recorder:
                 job.attempt, outcome.ended, "worker shut down before the job finished", self.worker_id
             )
         else:
-            classification = _classify(policy, outcome)
+            classification = classify_failure(policy, outcome)
             ended = AttemptEnd.FATAL if classification.kind is ErrorKind.FATAL else outcome.ended
             rendered = outcome.rendered or render_error(outcome.error)
             entry = error_entry(job.attempt, rendered, classification.kind, ended, self.worker_id)

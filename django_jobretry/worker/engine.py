@@ -7,6 +7,7 @@ write job state, on connections with worker timeouts.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -16,7 +17,6 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from types import FrameType
 
@@ -26,8 +26,11 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded, log_extra
+from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.heartbeat import Heartbeat
 from django_jobretry.worker.listener import Listener
+from django_jobretry.worker.options import WorkerOptions
+from django_jobretry.worker.process_pool import ChildSlot
 from django_jobretry.worker.runner import Runner
 from django_jobretry.worker.session import (
     Backoff,
@@ -41,20 +44,6 @@ from django_jobretry.worker.startup import STOP_REQUESTED
 from django_jobretry.worker.time_limits import TimeLimits
 
 logger = logging.getLogger("django_jobretry")
-
-
-@dataclass(frozen=True)
-class WorkerOptions:
-    """How one worker process runs; defaults come from JOBRETRY."""
-
-    queues: Sequence[str] | None = None
-    concurrency: int = 10
-    burst: bool = False
-    max_jobs: int | None = None
-    lease_seconds: float | None = None
-    shutdown_timeout: float | None = None
-    listen: bool = True
-    recover_every: float = 1.0
 
 
 class Worker:
@@ -99,17 +88,7 @@ class Worker:
             logger.info("stop requested while starting: exiting before claiming anything")
             return 0
         mark_bookkeeping_thread()
-        threads: list[threading.Thread] = [
-            Runner(
-                i,
-                inbox=self.inbox,
-                outbox=self.outbox,
-                wake=self.wake,
-                sender=type(self),
-                time_limits=self.time_limits,
-            )
-            for i in range(self.options.concurrency)
-        ]
+        threads: list[threading.Thread] = [self._runner(i) for i in range(self.options.concurrency)]
         threads.append(
             Heartbeat(
                 worker_id=self.id,
@@ -149,6 +128,14 @@ class Worker:
             extra={"worker": self.id, "attempts": self.finished_total},
         )
         return 0
+
+    def _runner(self, index: int) -> Runner:
+        """A runner thread; in the process pool it hands its jobs to a child process of its own."""
+        runner = functools.partial(Runner, index, inbox=self.inbox, outbox=self.outbox, wake=self.wake)
+        if self.options.pool == "thread":
+            return runner(sender=type(self), time_limits=self.time_limits)
+        slot = ChildSlot(PoolOptions(self.options.max_jobs_per_child, self.options.max_memory_mb))
+        return runner(sender=type(self), executor=slot.execute, close=lambda: slot.stop(kill=False))
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():

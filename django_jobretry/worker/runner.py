@@ -1,17 +1,19 @@
-"""Threads that run job handlers; nothing here touches job state.
+"""Runner threads: they hand claimed jobs to a handler and report what happened.
 
-A runner only calls the registered function and reports what happened; the
-main loop records it. No transaction or row lock is held while user code
-runs (docs/design.md#rule-2).
+Nothing here touches job state: the main loop records the outcome. No
+transaction or row lock is held while user code runs (docs/design.md#rule-2).
+In the thread pool a runner calls the handler itself (:func:`run_handler`);
+in the process pool it hands the job to its child process
+(worker/process_pool.py), which calls the same function.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.db import close_old_connections
@@ -25,11 +27,16 @@ from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.outcomes import Failed, Succeeded, send_job_signal
 from django_jobretry.worker.time_limits import TimeLimits
 
-logger = logging.getLogger("django_jobretry")
+#: Runs one claimed attempt to its outcome.
+Execute = Callable[[ClaimedJob], Succeeded | Failed]
 
 
 class Runner(threading.Thread):
-    """Takes claimed jobs from ``inbox``, runs them, puts Outcomes in ``outbox``."""
+    """Takes claimed jobs from ``inbox``, runs them, puts their outcomes in ``outbox``.
+
+    ``executor`` runs a job elsewhere (a child process); by default the
+    handler runs in this thread, its deadline noted in ``time_limits``.
+    """
 
     def __init__(
         self,
@@ -40,53 +47,75 @@ class Runner(threading.Thread):
         wake: threading.Event,
         sender: type,
         time_limits: TimeLimits | None = None,
+        executor: Execute | None = None,
+        close: Callable[[], object] | None = None,
     ) -> None:
         super().__init__(name=f"jobretry-runner-{index}", daemon=True)
         self.inbox, self.outbox, self.wake, self.sender = inbox, outbox, wake, sender
-        self.time_limits = time_limits
+        self.time_limits, self.executor, self.close = time_limits, executor, close
 
     def run(self) -> None:
-        while (job := self.inbox.get()) is not None:
-            self.outbox.put(self.execute(job))
-            self.wake.set()
+        try:
+            while (job := self.inbox.get()) is not None:
+                self.outbox.put(self.execute(job))
+                self.wake.set()
+        finally:
+            if self.close is not None:
+                self.close()
 
     def execute(self, job: ClaimedJob) -> Succeeded | Failed:
-        definition = registry.get(job.task_name)
-        if definition is None:
-            error = UnknownTask(
-                f"unknown task {job.task_name!r}: not registered in this worker (registered: "
-                f"{len(registry.names())} tasks). A rolling deploy may not have reached it yet."
-            )
-            return Failed(job, error, AttemptEnd.UNKNOWN_TASK)
+        if registry.get(job.task_name) is None:
+            return unknown_task(job)
         send_job_signal(self.sender, signals.job_started, job)
-        close_old_connections()
-        context = JobContext(
-            job.id,
-            job.task_name,
-            job.queue_name,
-            job.attempt,
-            job.max_attempts,
-            original_job_id=job.original_job_id,
-            requeue_count=job.requeue_count,
-        )
-        token = set_current_job(context)
+        if self.executor is not None:
+            return self.executor(job)
         if self.time_limits is not None:
             self.time_limits.started(job.id, time_limit(job.task_name, job.policy_name))
         try:
-            args, kwargs = job.arguments()
-            result = definition.func(*args, **kwargs)
-            if inspect.isawaitable(result):
-                asyncio.run(_await(result))
-        except Exception as error:
-            return Failed(job, error, AttemptEnd.ERROR, render_error(error))
-        except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself
-            return Failed(job, error, AttemptEnd.WORKER_EXIT, render_error(error))
+            return run_handler(job)
         finally:
             if self.time_limits is not None:
                 self.time_limits.returned(job.id)
-            reset_current_job(token)
-            close_old_connections()
-        return Succeeded(job)
+
+
+def unknown_task(job: ClaimedJob) -> Failed:
+    """The task is not registered in this worker (yet): a retryable failure."""
+    error = UnknownTask(
+        f"unknown task {job.task_name!r}: not registered in this worker (registered: "
+        f"{len(registry.names())} tasks). A rolling deploy may not have reached it yet."
+    )
+    return Failed(job, error, AttemptEnd.UNKNOWN_TASK)
+
+
+def run_handler(job: ClaimedJob) -> Succeeded | Failed:
+    """Call the registered function of ``job`` with its arguments, in this thread, and say how it went."""
+    definition = registry.get(job.task_name)
+    if definition is None:
+        return unknown_task(job)
+    close_old_connections()
+    context = JobContext(
+        job.id,
+        job.task_name,
+        job.queue_name,
+        job.attempt,
+        job.max_attempts,
+        original_job_id=job.original_job_id,
+        requeue_count=job.requeue_count,
+    )
+    token = set_current_job(context)
+    try:
+        args, kwargs = job.arguments()
+        result = definition.func(*args, **kwargs)
+        if inspect.isawaitable(result):
+            asyncio.run(_await(result))
+    except Exception as error:
+        return Failed(job, error, AttemptEnd.ERROR, render_error(error))
+    except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself
+        return Failed(job, error, AttemptEnd.WORKER_EXIT, render_error(error))
+    finally:
+        reset_current_job(token)
+        close_old_connections()
+    return Succeeded(job)
 
 
 async def _await(awaitable: Any) -> Any:

@@ -54,6 +54,20 @@ def sleepy(key: str, seconds: float) -> None:
     time.sleep(seconds)
 
 
+@job(policy="three", timeout=1)
+def sleepy_limited(key: str, seconds: float) -> None:
+    """Sleeps past its 1 s time limit: for the process pool, which kills it."""
+    _record(key)
+    time.sleep(seconds)
+
+
+@job(policy="three")
+def exits_process(key: str) -> None:
+    """Ends its own process, as a segfault would: only ever run in the process pool."""
+    _record(key)
+    os._exit(3)
+
+
 @job(policy="three", queue_name="other")
 def other_queue(key: str) -> None:
     _record(key)

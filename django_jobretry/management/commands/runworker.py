@@ -34,6 +34,11 @@ class Command(BaseCommand):
             logger.addHandler(handler)
         if options["lease"] is not None and options["lease"] < 1:
             raise CommandError(f"--lease {options['lease']} is too short: at least 1 second")
+        for name in ("max_jobs_per_child", "max_memory_mb"):
+            if options[name] is not None and options["pool"] != "process":
+                raise CommandError(
+                    f"--{name.replace('_', '-')} recycles child processes: it needs --pool process"
+                )
         _ = jobretry_settings.policies  # invalid settings stop here, with the check id
         worker = Worker(
             WorkerOptions(
@@ -44,6 +49,9 @@ class Command(BaseCommand):
                 lease_seconds=options["lease"],
                 shutdown_timeout=options["shutdown_timeout"],
                 listen=not options["no_listen"],
+                pool=options["pool"],
+                max_jobs_per_child=options["max_jobs_per_child"],
+                max_memory_mb=options["max_memory_mb"],
             )
         )
         worker.run()

@@ -1,0 +1,79 @@
+"""The child process of the process pool: what runs before and after Django is set up in it.
+
+A "spawn" child starts as a fresh interpreter that unpickles its target and
+arguments before anything else. So this module imports nothing that needs
+Django's app registry: the job machinery is imported in :func:`child_main`,
+after ``django.setup()``.
+"""
+
+from __future__ import annotations
+
+import resource
+import signal
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django_jobretry.policy import ErrorKind
+    from django_jobretry.services.history import AttemptEnd, RenderedError
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """How children are recycled; None: never for that reason."""
+
+    max_jobs_per_child: int | None = None
+    max_memory_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a child sends back for one job: plain values only."""
+
+    ended: AttemptEnd | None  # None: the handler succeeded
+    rendered: RenderedError | None = None
+    kind: ErrorKind | None = None
+    requested_delay: timedelta | None = None
+    #: The child is over its memory limit and exits after this reply.
+    retiring: bool = False
+
+
+def child_main(conn: Connection, options: PoolOptions) -> None:
+    """The child: set Django up, then run the jobs the parent sends until told to stop."""
+    import django
+
+    django.setup()
+    from django_jobretry.registry import policy_for
+    from django_jobretry.services.history import render_error
+    from django_jobretry.services.outcomes import Succeeded, classify_failure
+    from django_jobretry.worker.runner import run_handler
+
+    # The worker decides when its children stop: Ctrl-C in a terminal reaches
+    # the whole process group, and SIGTERM (sent at the worker's exit) must kill.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    conn.send(True)
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        outcome = run_handler(job)
+        retiring = _over_memory(options.max_memory_mb)
+        if isinstance(outcome, Succeeded):
+            conn.send(Reply(None, retiring=retiring))
+        else:
+            verdict = classify_failure(policy_for(job.task_name, job.policy_name), outcome)
+            rendered = outcome.rendered or render_error(outcome.error)
+            conn.send(Reply(outcome.ended, rendered, verdict.kind, verdict.requested_delay, retiring))
+        if retiring:
+            return
+
+
+def _over_memory(max_mb: int | None) -> bool:
+    # ru_maxrss is the peak resident set size, in KiB on Linux.
+    return max_mb is not None and resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > max_mb * 1024

@@ -1,0 +1,69 @@
+"""`runworker --pool process`: a time limit kills the handler's process; a crash costs one attempt.
+
+Real worker processes against real PostgreSQL, with hard deadlines; each
+handler records the pid it ran in (tests/jobs_app), which shows where it ran.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from tests.jobs_app import jobs
+from tests.processes import Workers, finish, pids, spawn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_job_past_its_timeout_is_killed_and_retried_until_it_dies(workers: Workers) -> None:
+    slow = jobs.sleepy_limited.enqueue("slow", 60)  # timeout=1, 3 attempts
+    jobs.record.enqueue("quick")
+    worker = spawn(workers, "--pool", "process", "--concurrency", "2", "--max-jobs", "4")
+    code, output = finish(worker, timeout=90)
+    assert code == 0, output
+    dead = DeadLetter.objects.get(job_id=slow.pk)
+    assert (dead.reason, dead.attempts) == ("exhausted", 3)
+    assert [(e["ended"], e["error_class"]) for e in dead.errors] == [
+        ("timeout", "django_jobretry.exceptions.JobTimeout")
+    ] * 3
+    assert "its process was killed" in dead.last_error
+    # Each attempt ran in a fresh process: the one before was killed.
+    assert len(set(pids("slow"))) == 3
+    assert worker.pid not in pids("slow")
+    assert Job.objects.get(task_name=jobs.record.name).status == JobStatus.SUCCEEDED
+    assert pids("quick") != [worker.pid]
+
+
+def test_a_job_that_ends_its_process_costs_an_attempt_not_the_worker(workers: Workers) -> None:
+    poison = jobs.exits_process.enqueue("poison")
+    jobs.record.enqueue("quick")
+    worker = spawn(workers, "--pool", "process", "--concurrency", "1", "--max-jobs", "4")
+    code, output = finish(worker, timeout=90)
+    assert code == 0, output
+    dead = DeadLetter.objects.get(job_id=poison.pk)
+    assert (dead.reason, dead.attempts) == ("exhausted", 3)
+    assert [e["ended"] for e in dead.errors] == ["worker_exit"] * 3
+    assert "exited with code 3" in dead.last_error
+    assert Job.objects.get(task_name=jobs.record.name).status == JobStatus.SUCCEEDED
+
+
+def test_children_are_replaced_after_max_jobs_per_child(workers: Workers) -> None:
+    for index in range(3):
+        jobs.record.enqueue(f"recycled-{index}")
+    args = ("--pool", "process", "--concurrency", "1", "--max-jobs-per-child", "1", "--max-jobs", "3")
+    worker = spawn(workers, *args)
+    code, output = finish(worker, timeout=90)
+    assert code == 0, output
+    ran_in = [pid for index in range(3) for pid in pids(f"recycled-{index}")]
+    assert len(set(ran_in)) == 3
+    assert worker.pid not in ran_in
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == 3
+
+
+@pytest.mark.parametrize("option", [("--max-jobs-per-child", "5"), ("--max-memory-mb", "512")])
+def test_recycling_options_need_the_process_pool(workers: Workers, option: tuple[str, str]) -> None:
+    jobs.record.enqueue("untouched")
+    code, output = finish(spawn(workers, *option, "--burst"), timeout=30)
+    assert code != 0
+    assert f"{option[0]} recycles child processes: it needs --pool process" in output
+    assert Job.objects.get().attempts == 0
