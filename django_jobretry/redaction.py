@@ -29,10 +29,15 @@ class Payload:
     failed: str | None = None
     #: Whether a redactor was applied.
     redacted: bool = False
+    #: The stored arguments could not be decoded (models/fields.py): not shown.
+    undecodable: bool = False
 
 
 def redacted_payload(task_name: str, args: Any, kwargs: Any) -> Payload:
     """``args`` and ``kwargs`` through PAYLOAD_REDACTOR, as copies."""
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        # The raw text of a value Python could not decode: no redactor can read it.
+        return Payload(None, None, undecodable=True)
     redactor = jobretry_settings.payload_redactor
     if redactor is None:
         return Payload(copy.deepcopy(args), copy.deepcopy(kwargs))

@@ -126,6 +126,9 @@ def payload(request: HttpRequest, task_name: str, args: Any, kwargs: Any) -> Saf
     if shown.failed:
         context["redactor_failed"] = shown.failed
         return render_to_string("admin/django_jobretry/includes/payload.html", context)
+    if shown.undecodable:
+        context["undecodable"] = True
+        return render_to_string("admin/django_jobretry/includes/payload.html", context)
     context["args"] = json.dumps(shown.args, indent=2, ensure_ascii=False, default=str)
     context["kwargs"] = json.dumps(shown.kwargs, indent=2, ensure_ascii=False, default=str, sort_keys=True)
     context["redacted"] = shown.redacted

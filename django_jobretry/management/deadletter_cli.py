@@ -151,6 +151,8 @@ def payload(dead: DeadLetter) -> tuple[Any, Any, str | None]:
     shown = redacted_payload(dead.task_name, dead.args, dead.kwargs)
     if shown.failed:
         return None, None, f"hidden: PAYLOAD_REDACTOR raised {shown.failed}"
+    if shown.undecodable:
+        return None, None, "not shown: the stored arguments cannot be decoded (nested too deep)"
     return shown.args, shown.kwargs, None
 
 
@@ -197,11 +199,14 @@ def show_lines(dead: DeadLetter) -> list[str]:
         for name, value in (("args", args), ("kwargs", kwargs)):
             text = json.dumps(value, indent=2, ensure_ascii=False, cls=DjangoJSONEncoder, sort_keys=True)
             lines.append(f"  {name}: " + printable(text).replace("\n", "\n  "))
-    lines += ["", f"Error history ({len(dead.errors)} attempt(s) recorded)"]
-    for entry in dead.errors:
+    # A history Python could not decode comes back as text (models/fields.py): list nothing then.
+    errors = [e for e in dead.errors if isinstance(e, dict)] if isinstance(dead.errors, list) else []
+    history = dead.requeue_history if isinstance(dead.requeue_history, list) else []
+    lines += ["", f"Error history ({len(errors)} attempt(s) recorded)"]
+    for entry in errors:
         lines += _error_lines(entry)
-    lines += ["", f"Requeue history ({len(dead.requeue_history) or 'never requeued'})"]
-    for number, entry in enumerate(dead.requeue_history, 1):
+    lines += ["", f"Requeue history ({len(history) or 'never requeued'})"]
+    for number, entry in enumerate((e for e in history if isinstance(e, dict)), 1):
         lines.append(
             f"  {number}. at {entry.get('at', '?')} by {entry.get('by') or '?'}: from dead letter "
             f"{entry.get('dead_letter_id', '?')} (job {entry.get('job_id', '?')}, {entry.get('reason', '?')} "

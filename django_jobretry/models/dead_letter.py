@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
+from django_jobretry.models.fields import StoredJSONField
+
 
 class DeadReason(models.TextChoices):
     """Why a job died; the policy's give-up reasons plus the worker's own."""
@@ -23,20 +25,20 @@ class DeadLetter(models.Model):
     queue_name = models.CharField(max_length=100)
     policy_name = models.CharField(max_length=64)
     priority = models.SmallIntegerField(default=0)
-    args = models.JSONField(default=list, blank=True)
-    kwargs = models.JSONField(default=dict, blank=True)
+    args = StoredJSONField(default=list, blank=True)
+    kwargs = StoredJSONField(default=dict, blank=True)
     reason = models.CharField(
         max_length=max(len(value) for value in DeadReason.values), choices=DeadReason.choices
     )
     attempts = models.PositiveIntegerField()
     max_attempts = models.PositiveIntegerField()
-    errors = models.JSONField(default=list, blank=True, help_text="The job's full attempt history.")
+    errors = StoredJSONField(default=list, blank=True, help_text="The job's full attempt history.")
     last_error_class = models.CharField(max_length=200, blank=True, default="")
     last_error = models.TextField(blank=True, default="")
     # NULL, not "", for "no key": NULLs never collide in the unique index.
     unique_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     requeue_count = models.PositiveIntegerField(default=0)
-    requeue_history = models.JSONField(default=list, blank=True)
+    requeue_history = StoredJSONField(default=list, blank=True)
     enqueued_at = models.DateTimeField()
     first_attempt_at = models.DateTimeField(null=True, blank=True)
     dead_at = models.DateTimeField(db_default=Now())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
+from django_jobretry.models.fields import StoredJSONField
 from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
 
 
@@ -47,8 +48,8 @@ class Job(models.Model):
         choices=JobStatus.choices,
         default=JobStatus.READY,
     )
-    args = models.JSONField(default=list, blank=True)
-    kwargs = models.JSONField(default=dict, blank=True)
+    args = StoredJSONField(default=list, blank=True)
+    kwargs = StoredJSONField(default=dict, blank=True)
     priority = models.SmallIntegerField(default=0, help_text="Higher runs first; -100 to 100.")
     run_at = models.DateTimeField(db_default=Now(), help_text="Not claimed before this time.")
     attempts = models.PositiveIntegerField(default=0, help_text="Counted when a worker claims the job.")
@@ -58,9 +59,9 @@ class Job(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_token = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    errors = models.JSONField(default=list, blank=True, help_text="One entry per ended attempt, bounded.")
+    errors = StoredJSONField(default=list, blank=True, help_text="One entry per ended attempt, bounded.")
     requeue_count = models.PositiveIntegerField(default=0)
-    requeue_history = models.JSONField(default=list, blank=True)
+    requeue_history = StoredJSONField(default=list, blank=True)
     enqueued_at = models.DateTimeField(db_default=Now())
     first_attempt_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

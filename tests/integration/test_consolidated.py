@@ -115,6 +115,11 @@ class TestRedaction:
         assert record.exc_info is None
 
 
+def test_arguments_stored_as_undecodable_text_are_never_shown() -> None:
+    shown = redacted_payload("t", "[[[[", {})
+    assert (shown.args, shown.kwargs, shown.undecodable) == (None, None, True)
+
+
 class TestSignalSending:
     def test_a_failing_receiver_is_logged_and_the_others_still_run(
         self, caplog: pytest.LogCaptureFixture

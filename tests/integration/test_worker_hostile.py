@@ -8,14 +8,19 @@ recorded state: a clear attempt error, then a dead letter.
 
 from __future__ import annotations
 
+import io
 import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection
+from django.test import Client
+from django.urls import reverse
 
-from django_jobretry import RetryableError, RetryPolicy, job
+from django_jobretry import RetryableError, RetryPolicy, deadletters, job
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import history
 from tests.inprocess import run_until_settled
@@ -92,11 +97,24 @@ def test_arguments_nested_deeper_than_python_can_decode() -> None:
     set_raw(bad.pk, f"args = '{'[' * depth}{']' * depth}'::jsonb")
     run_until_settled(concurrency=4)
     innocent_ran_once()
-    # .only(): loading the arguments into Python would fail here just as in the worker.
-    dead = DeadLetter.objects.only("reason", "attempts", "last_error_class", "last_error").get(job_id=bad.pk)
+    dead = DeadLetter.objects.get(job_id=bad.pk)
     assert (dead.reason, dead.attempts) == ("exhausted", 3)
     assert dead.last_error_class == "django_jobretry.exceptions.UndecodableArguments"
     assert "cannot be decoded (RecursionError)" in dead.last_error
+    # Loaded, the arguments come back as their text instead of failing the load.
+    assert isinstance(dead.args, str)
+    assert dead.args.startswith("[[[[")
+    # An operator can still look at it, from the admin and the command line, and act on it.
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("ops", "ops@example.com", "pw"))
+    page = admin.get(reverse("admin:django_jobretry_deadletter_change", args=[dead.pk]))
+    assert page.status_code == 200
+    assert "the stored arguments cannot be decoded" in page.content.decode()
+    out = io.StringIO()
+    call_command("deadletters", "show", str(dead.pk), stdout=out)
+    assert "not shown: the stored arguments cannot be decoded" in out.getvalue()
+    deadletters.discard(dead.pk, actor="ops")
+    assert not DeadLetter.objects.exists()
 
 
 def test_arguments_that_are_not_a_list_and_an_object() -> None:
