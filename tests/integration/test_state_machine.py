@@ -1,0 +1,486 @@
+"""The job store as a state machine: the real services against a pure model.
+
+Hypothesis drives enqueue (some with a unique_key), claim, success, retryable
+and fatal failures (through the worker's own Recorder), stale completions,
+time passing (retries made due, leases expired), lease recovery, requeue and
+discard of dead letters (including ones already handled, and requeues the
+unique_key refuses) and pruning, against PostgreSQL and against the pure
+model in tests/job_model.py, and compares the two after every step.
+
+There is no cancel rule: the product has no operator cancel of ready and
+running jobs yet. Add one with it.
+
+Everything goes through the services. The only raw writes simulate time
+passing: every policy below backs off for an hour, so a retry is due only
+when ``make_retries_due`` moves its run_at to now, and a lease runs out only
+when ``expire_lease`` moves it into the past. The model can then predict
+every claim exactly (which ids, in which order, with which attempt number).
+One task has a requeue budget of 1, so the Recorder's automatic requeue runs
+too. A held attempt whose lease ran out but was not yet recovered may still
+complete (the fence is id, running, attempt and token, docs/design.md#rule-3);
+once recovered, or finished, completing it again is a stale completion that
+must leave both tables exactly as they were.
+
+Checked after every step (``agrees_with_model`` and ``holds_invariants``):
+every job ever created is in exactly one place - a ready, running or
+succeeded row, a dead letter, or accounted for by the model as pruned,
+discarded or requeued (the requeue's new job carrying the provenance);
+each row's status, attempts, history of ended attempts (one entry per
+unsuccessful attempt, bounded by ERROR_HISTORY_LIMIT) and requeue provenance
+agree with the model; attempts never exceed max_attempts; a running job, and
+only a running job, has a lease; at most one live job per unique_key; and the
+attempts the machine still holds are exactly the rows' current leases.
+
+The test runs in pytest-django's one transaction; each hypothesis example
+works inside its own savepoint, rolled back in ``teardown``, so examples
+(and shrinking) never see each other's rows, even after a failed statement.
+The negative controls at the end run the same machine against deliberately
+broken transitions and must fail, each on the check meant to catch it: a
+claim that does not count the attempt, a success fenced by status only, and
+a Recorder whose lock ignores the fence (a stale failure enters the retry path).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, connection
+from django.db.models import DurationField, Value
+from django.db.models.functions import Now
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from django_jobretry import FatalError, RetryableError, RetryPolicy, job
+from django_jobretry.decorators import JobDefinition
+from django_jobretry.exceptions import NotDead, RequeueConflict
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.services import deadletters, recovery, retention, transitions
+from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.sql import CLEAR_LEASE, ELAPSED_SQL, JOB
+from tests.attempts import record_failure
+from tests.job_model import FATAL, LIVE, READY, RETRY_NOW, RETRYABLE, RUNNING, SUCCEEDED, Kind, Model
+
+pytestmark = pytest.mark.django_db
+
+OWNER, OPERATOR = "state-machine-worker", "state-machine-operator"
+LEASE = 300  # seconds; a lease runs out only when expire_lease says so
+HISTORY_LIMIT = 2  # ERROR_HISTORY_LIMIT for this test: below max_attempts, so trimming is exercised
+HOUR = 3600
+MAX_LIVE = 4  # live jobs at most: a small store is worked through to its dead letters and requeues
+
+
+def _policy(max_attempts: int, requeue_budget: int = 0) -> RetryPolicy:
+    return RetryPolicy(
+        max_attempts=max_attempts, base_delay=HOUR, max_delay=HOUR, jitter=0, requeue_budget=requeue_budget
+    )
+
+
+@job(name="tests.state_machine.once", queue_name="sm-other", policy=_policy(1, requeue_budget=1))
+def once() -> None:
+    """Never run: the machine records each attempt's outcome itself."""
+
+
+@job(name="tests.state_machine.twice", policy=_policy(2))
+def twice() -> None:
+    """Never run."""
+
+
+@job(name="tests.state_machine.thrice", policy=_policy(3))
+def thrice() -> None:
+    """Never run."""
+
+
+DEFINITIONS: dict[Kind, JobDefinition[[]]] = {
+    Kind(d.name, d.queue_name, d.resolve_policy()[1].max_attempts, d.resolve_policy()[1].requeue_budget): d
+    for d in (once, twice, thrice)
+}
+ERRORS: dict[str, Callable[[], BaseException]] = {
+    RETRYABLE: lambda: ConnectionResetError("upstream reset"),
+    RETRY_NOW: lambda: RetryableError("try again at once", delay=0),
+    FATAL: lambda: FatalError("payload is invalid"),
+}
+
+JOB_FIELDS = (
+    "id",
+    "task_name",
+    "status",
+    "attempts",
+    "max_attempts",
+    "priority",
+    "unique_key",
+    "errors",
+    "requeue_count",
+    "requeue_history",
+    "lease_owner",
+    "lease_token",
+    "lease_expires_at",
+    "first_attempt_at",
+    "finished_at",
+)
+DEAD_FIELDS = (
+    "id",
+    "job_id",
+    "task_name",
+    "queue_name",
+    "reason",
+    "attempts",
+    "max_attempts",
+    "unique_key",
+    "errors",
+    "requeue_count",
+    "requeue_history",
+    "last_error",
+)
+
+
+def history(entries: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    return [(e["attempt"], e["ended"]) for e in entries]
+
+
+def provenance(entries: list[dict[str, Any]]) -> list[tuple[int, int, str]]:
+    return [(e["dead_letter_id"], e["job_id"], e["reason"]) for e in entries]
+
+
+def snapshot() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Every column of both tables: what a stale completion must leave exactly as it was."""
+    return (
+        list(Job.objects.order_by("pk").values_list()),
+        list(DeadLetter.objects.order_by("pk").values_list()),
+    )
+
+
+def raises(error: type[Exception], call: Callable[[], object]) -> bool:
+    try:
+        call()
+    except error:
+        return True
+    return False
+
+
+class JobStoreMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        savepoint = connection.savepoint()  # not transaction.savepoint(): deprecated in Django 6.1
+        assert savepoint is not None, "the machine runs inside the test's transaction (django_db)"
+        self.savepoint = savepoint
+        self.model = Model(HISTORY_LIMIT)
+        #: Attempts our "workers" are running, by job id: the current lease of each running row.
+        self.held: dict[int, ClaimedJob] = {}
+        #: Attempts that ended or lost their lease: completing them again must change nothing.
+        self.stale: list[ClaimedJob] = []
+
+    def teardown(self) -> None:
+        connection.savepoint_rollback(self.savepoint)
+
+    @initialize()
+    def empty_tables(self) -> None:
+        Job.objects.all().delete()
+        DeadLetter.objects.all().delete()
+
+    # -- enqueue and claim -----------------------------------------------------------------------
+
+    @precondition(lambda self: sum(j.status in LIVE for j in self.model.jobs.values()) < MAX_LIVE)
+    @rule(
+        kind=st.sampled_from(list(DEFINITIONS)),
+        priority=st.sampled_from([0, 0, 5]),
+        key=st.sampled_from([None, None, "k1", "k2"]),
+    )
+    def enqueue(self, kind: Kind, priority: int, key: str | None) -> None:
+        holder = self.model.live_holder(key)
+        row = DEFINITIONS[kind].using(priority=priority, unique_key=key).enqueue()
+        if holder is not None:
+            assert row.pk == holder, f"unique_key {key!r} is held by job {holder}, enqueue gave {row.pk}"
+        else:
+            self.model.enqueued(row.pk, kind, priority, key)
+
+    @precondition(lambda self: any(j.status == READY for j in self.model.jobs.values()))
+    @rule(limit=st.integers(1, 3))
+    def claim(self, limit: int) -> None:
+        expected = [
+            (j.id, j.attempts + 1, j.original_id, len(j.requeues)) for j in self.model.claimable(limit)
+        ]
+        claimed = transitions.claim(OWNER, limit, LEASE, None)
+        got = [(c.id, c.attempt, c.original_job_id, c.requeue_count) for c in claimed]
+        assert got == expected, f"claim: got (id, attempt, original, requeues) {got}, model {expected}"
+        self.model.claim(limit)
+        self.held.update((c.id, c) for c in claimed)
+
+    # -- outcomes of held attempts ---------------------------------------------------------------
+
+    def _take_held(self, data: st.DataObject) -> ClaimedJob:
+        attempt = self.held.pop(data.draw(st.sampled_from(sorted(self.held)), label="job id"))
+        self.stale.append(attempt)
+        return attempt
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data())
+    def succeed(self, data: st.DataObject) -> None:
+        attempt = self._take_held(data)
+        assert transitions.succeed([attempt]) == {attempt.id}, "a held lease failed to record success"
+        self.model.succeed(attempt.id)
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data(), how=st.sampled_from([RETRYABLE, RETRY_NOW, FATAL]))
+    def fail(self, data: st.DataObject, how: str) -> None:
+        attempt = self._take_held(data)
+        record_failure(attempt, ERRORS[how](), owner=OWNER)
+        reason = self.model.fail(attempt.id, how)
+        if reason is None:
+            return
+        if not self.model.auto_requeues(attempt.id, reason):
+            self.model.bury(attempt.id, DeadLetter.objects.get(job_id=attempt.id).pk, reason)
+            return
+        # The policy's requeue budget revived the dead letter at once, as a new job.
+        [(new_id, requeues)] = Job.objects.exclude(pk__in=list(self.model.jobs)).values_list(
+            "pk", "requeue_history"
+        )
+        dead_id = requeues[-1]["dead_letter_id"]
+        self.model.bury(attempt.id, dead_id, reason)
+        self.model.requeued(dead_id, new_id, due_now=False)
+
+    @precondition(lambda self: bool(self.stale))
+    @rule(data=st.data(), how=st.sampled_from(["success", RETRYABLE, FATAL]))
+    def stale_completion(self, data: st.DataObject, how: str) -> None:
+        # Half the draws favour the telling case: an older attempt of a job that is running again.
+        stale = st.sampled_from(self.stale)
+        reclaimed = [a for a in self.stale if a.id in self.held]
+        attempt = data.draw(st.sampled_from(reclaimed) | stale if reclaimed else stale, label="stale attempt")
+        before = snapshot()
+        try:
+            if how == "success":
+                assert transitions.succeed([attempt]) == set(), "a stale success was recorded"
+            else:
+                record_failure(attempt, ERRORS[how](), owner=OWNER)
+        except DatabaseError as exc:  # e.g. a constraint refusing what the stale write tried
+            raise AssertionError(f"a stale {how} reached the database: {exc}") from exc
+        assert snapshot() == before, f"a stale {how} changed the tables"
+
+    # -- time passing and lease recovery ---------------------------------------------------------
+
+    @precondition(lambda self: any(j.status == READY and j.due is None for j in self.model.jobs.values()))
+    @rule()
+    def make_retries_due(self) -> None:
+        moved = Job.objects.filter(status=JobStatus.READY, run_at__gt=Now()).update(run_at=Now())
+        assert moved == self.model.make_due(), "a different set of jobs was waiting for its backoff"
+
+    @precondition(lambda self: any(not self.model.jobs[i].lease_expired for i in self.held))
+    @rule(data=st.data())
+    def expire_lease(self, data: st.DataObject) -> None:
+        live = sorted(i for i in self.held if not self.model.jobs[i].lease_expired)
+        job_id = data.draw(st.sampled_from(live), label="job id")
+        past = Now() - Value(timedelta(seconds=1), output_field=DurationField())
+        assert Job.objects.filter(pk=job_id, status=JobStatus.RUNNING).update(lease_expires_at=past) == 1
+        self.model.jobs[job_id].lease_expired = True
+
+    @precondition(lambda self: bool(self.held))
+    @rule()
+    def recover(self) -> None:
+        expected = {j.id: (j.attempts, j.attempts >= j.kind.max_attempts) for j in self.model.expired()}
+        recovered = recovery.recover_expired(100, HISTORY_LIMIT)
+        assert {r.id: (r.attempt, r.buried) for r in recovered} == expected, "recovery"
+        for item in recovered:
+            self.stale.append(self.held.pop(item.id))
+            reason = self.model.recovered(item.id)
+            if reason is not None:
+                assert item.dead_letter_id is not None
+                assert item.reason == reason
+                self.model.bury(item.id, item.dead_letter_id, reason)
+
+    # -- dead letters ----------------------------------------------------------------------------
+
+    def _dead_letter_id(self, data: st.DataObject) -> int:
+        known = sorted(self.model.dead.keys() | self.model.handled)
+        return data.draw(st.sampled_from(known), label="dead letter id")
+
+    @precondition(lambda self: bool(self.model.dead or self.model.handled))
+    @rule(data=st.data(), later=st.booleans())
+    def requeue(self, data: st.DataObject, later: bool) -> None:
+        dead_id = self._dead_letter_id(data)
+        run_after = timedelta(hours=1) if later else None
+        refusal = self.model.requeue_refusal(dead_id)
+
+        def call() -> Job:
+            return deadletters.requeue(dead_id, run_after=run_after, actor=OPERATOR)
+
+        if refusal == "not_dead":
+            assert raises(NotDead, call), f"requeue of handled dead letter {dead_id} did not raise NotDead"
+        elif refusal == "conflict":
+            assert raises(RequeueConflict, call), f"requeue of {dead_id} did not raise RequeueConflict"
+        else:
+            self.model.requeued(dead_id, call().pk, due_now=not later)
+
+    @precondition(lambda self: bool(self.model.dead or self.model.handled))
+    @rule(data=st.data())
+    def discard(self, data: st.DataObject) -> None:
+        dead_id = self._dead_letter_id(data)
+        if dead_id not in self.model.dead:
+            assert raises(NotDead, lambda: deadletters.discard(dead_id, actor=OPERATOR)), "discard"
+            return
+        deadletters.discard(dead_id, actor=OPERATOR)
+        self.model.discard(dead_id)
+
+    # -- retention -------------------------------------------------------------------------------
+
+    @precondition(lambda self: any(j.status == SUCCEEDED for j in self.model.jobs.values()))
+    @rule(everything=st.booleans())
+    def prune_succeeded(self, everything: bool) -> None:
+        older_than = timedelta(0) if everything else timedelta(hours=1)
+        assert retention.prune_succeeded(older_than) == self.model.prune_succeeded(everything)
+
+    @precondition(lambda self: bool(self.model.dead))
+    @rule(everything=st.booleans())
+    def prune_dead_letters(self, everything: bool) -> None:
+        older_than = timedelta(0) if everything else timedelta(hours=1)
+        assert retention.prune_dead_letters(older_than) == self.model.prune_dead_letters(everything)
+
+    # -- after every step ------------------------------------------------------------------------
+
+    @invariant()
+    def agrees_with_model(self) -> None:
+        jobs = {r["id"]: r for r in Job.objects.values(*JOB_FIELDS)}
+        dead = {r["id"]: r for r in DeadLetter.objects.values(*DEAD_FIELDS)}
+        dead_job_ids = Counter(r["job_id"] for r in dead.values())
+        # Nothing lost, nothing duplicated.
+        assert max(dead_job_ids.values(), default=1) == 1, f"a job died twice: {dead_job_ids}"
+        assert not jobs.keys() & dead_job_ids.keys(), "a job is both live and dead"
+        present = jobs.keys() | dead_job_ids.keys()
+        assert not present & self.model.gone.keys(), "a job came back"
+        assert present | self.model.gone.keys() == self.model.created, (
+            f"jobs lost: {self.model.created - present - self.model.gone.keys()}, "
+            f"unknown: {present - self.model.created}"
+        )
+        assert {
+            i: (
+                r["task_name"],
+                r["status"],
+                r["attempts"],
+                r["max_attempts"],
+                r["priority"],
+                r["unique_key"],
+                history(r["errors"]),
+                provenance(r["requeue_history"]),
+            )
+            for i, r in jobs.items()
+        } == self.model.expected_jobs()
+        assert {
+            i: (
+                r["job_id"],
+                r["task_name"],
+                r["queue_name"],
+                r["reason"],
+                r["attempts"],
+                r["max_attempts"],
+                r["unique_key"],
+                history(r["errors"]),
+                provenance(r["requeue_history"]),
+            )
+            for i, r in dead.items()
+        } == self.model.expected_dead()
+
+    @invariant()
+    def holds_invariants(self) -> None:
+        rows = list(Job.objects.values(*JOB_FIELDS))
+        for r in rows:
+            running = r["status"] == RUNNING
+            assert r["attempts"] <= r["max_attempts"], r
+            assert running == (r["lease_token"] is not None) == (r["lease_expires_at"] is not None), r
+            assert running == (r["lease_owner"] != ""), r
+            assert (r["first_attempt_at"] is None) == (r["attempts"] == 0), r
+            assert (r["finished_at"] is not None) == (r["status"] == SUCCEEDED), r
+            assert r["requeue_count"] == len(r["requeue_history"]), r
+            assert len(r["errors"]) <= HISTORY_LIMIT, r
+        for d in DeadLetter.objects.values(*DEAD_FIELDS):
+            assert d["attempts"] <= d["max_attempts"], d
+            assert d["requeue_count"] == len(d["requeue_history"]), d
+            assert 1 <= len(d["errors"]) <= HISTORY_LIMIT, d
+            assert d["last_error"], d
+        keys = Counter(r["unique_key"] for r in rows if r["status"] in LIVE and r["unique_key"])
+        assert max(keys.values(), default=1) == 1, f"two live jobs share a unique_key: {keys}"
+        leases = {r["id"]: (r["attempts"], r["lease_token"]) for r in rows if r["status"] == RUNNING}
+        assert leases == {i: (a.attempt, a.token) for i, a in self.held.items()}, "held leases"
+
+
+MACHINE_SETTINGS = settings(
+    max_examples=40,
+    stateful_step_count=50,
+    deadline=None,
+    database=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@pytest.fixture
+def short_history(settings: Any) -> None:
+    settings.JOBRETRY = {**settings.JOBRETRY, "ERROR_HISTORY_LIMIT": HISTORY_LIMIT}
+
+
+@pytest.mark.usefixtures("short_history")
+def test_the_services_agree_with_the_model_after_every_step() -> None:
+    run_state_machine_as_test(JobStoreMachine, settings=MACHINE_SETTINGS)
+
+
+# -- negative controls: the same machine against broken transitions must fail ----------------------
+
+
+def claim_sql_without_counting(*, filter_queues: bool) -> str:
+    """The claim, but the attempt is not counted (rule 1 broken)."""
+    real = REAL_CLAIM_SQL(filter_queues=filter_queues)
+    broken = real.replace("attempts = j.attempts + 1", "attempts = j.attempts")
+    assert broken != real, "the control no longer breaks the claim: update it"
+    return broken
+
+
+def succeed_fenced_by_status_only(jobs: list[ClaimedJob]) -> set[int]:
+    """Success fenced by id and status, ignoring the attempt and the lease token (rule 3 broken)."""
+    sql = f"""
+        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(), {CLEAR_LEASE}
+        WHERE j.id = ANY(%(ids)s) AND j.status = 'running'
+        RETURNING j.id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"ids": [job.id for job in jobs]})
+        return {row[0] for row in cursor.fetchall()}
+
+
+def lock_failed_without_fence(job: ClaimedJob) -> transitions.Failure | None:
+    """The Recorder's lock, by id only: a stale failure enters the retry path (rule 3 broken)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {ELAPSED_SQL} FROM {JOB} AS j WHERE j.id = %s FOR UPDATE OF j", [job.id])
+        row = cursor.fetchone()
+    return None if row is None else transitions.Failure(elapsed=row[0])
+
+
+REAL_CLAIM_SQL = transitions.claim_sql
+# Stops at the first failure, without shrinking. The fence controls need a reclaim and then a stale
+# completion of the older attempt: measured, they fail within 5-270 generated examples.
+CONTROL_SETTINGS = settings(MACHINE_SETTINGS, max_examples=1000, phases=[Phase.generate])
+
+
+@pytest.mark.usefixtures("short_history")
+@pytest.mark.parametrize(
+    ("name", "broken", "caught_by"),
+    [
+        ("claim_sql", claim_sql_without_counting, "^claim: got"),
+        ("succeed", succeed_fenced_by_status_only, "^a stale success was recorded"),
+        ("lock_failed", lock_failed_without_fence, "^a stale (retryable|fatal) (changed|reached)"),
+    ],
+)
+def test_the_machine_catches_a_broken_transition(
+    monkeypatch: pytest.MonkeyPatch, name: str, broken: Callable[..., Any], caught_by: str
+) -> None:
+    monkeypatch.setattr(transitions, name, broken)
+    with pytest.raises(AssertionError, match=caught_by):
+        run_state_machine_as_test(JobStoreMachine, settings=CONTROL_SETTINGS)
