@@ -59,6 +59,14 @@ class Failure:
     elapsed: timedelta | None
 
 
+#: The first job id of the requeue chain: the claim must not fail on a row
+#: whose history was edited by hand, so anything but a plain id means "this job".
+ORIGINAL_JOB_ID = (
+    "CASE WHEN (j.requeue_history -> 0 ->> 'job_id') ~ '^[0-9]{1,18}$' "
+    "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
+)
+
+
 def claim_sql(*, filter_queues: bool) -> str:
     """The claim statement; public so its plan can be tested and documented."""
     queue_filter = "AND queue_name = ANY(%(queues)s)" if filter_queues else ""
@@ -80,7 +88,7 @@ def claim_sql(*, filter_queues: bool) -> str:
         FROM picked WHERE j.id = picked.id
         RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args, j.kwargs, j.attempts,
                   j.max_attempts, j.lease_token,
-                  COALESCE((j.requeue_history -> 0 ->> 'job_id')::bigint, j.id), j.requeue_count,
+                  {ORIGINAL_JOB_ID}, j.requeue_count,
                   j.priority, extract(epoch FROM j.run_at)::float8
     """
 

@@ -182,3 +182,15 @@ def test_an_unusable_requested_delay_is_ignored(kind: str) -> None:
     dead = DeadLetter.objects.get(job_id=hostile.pk)
     assert (dead.reason, dead.attempts) == ("exhausted", 2)
     assert dead.errors[0]["delay"] == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize(
+    "history", ['[{"job_id": "seven"}]', '[{"job_id": 1e30}]', '{"job_id": 7}', '"text"']
+)
+def test_a_requeue_history_edited_by_hand_does_not_stop_the_claim(history: str) -> None:
+    edited = jobs.record.enqueue("edited")
+    jobs.record.enqueue("innocent")
+    set_raw(edited.pk, f"requeue_history = '{history}'::jsonb")
+    run_until_settled(concurrency=4)
+    assert sorted(Execution.objects.values_list("key", "attempt")) == [("edited", 1), ("innocent", 1)]
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == 2
