@@ -111,3 +111,13 @@ browser:
 
 clean:
 	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt .coverage .coverage.*
+
+# Chaos harness (docs/reliability.md), not part of make test: workers under SIGKILL, SIGSTOP, killed
+# sessions, a database restart and more, then SQL invariants. It starts its own embedded PostgreSQL
+# when DATABASE_URL is unset (and then restarts it as a fault); CHAOS_ARGS e.g. "--seed 3 --logs DIR".
+.PHONY: chaos chaos-ci
+chaos: $(STAMP)
+	$(BIN)/python -m chaos --size soak $(CHAOS_ARGS)
+
+chaos-ci: $(STAMP)
+	$(BIN)/python -m chaos --size ci $(CHAOS_ARGS)

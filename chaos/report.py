@@ -1,0 +1,151 @@
+"""The end of a run: wait for the drain, check the invariants, print one table and the figures."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, connection
+
+from chaos import invariants
+from chaos.faults import Fault
+from chaos.invariants import Check
+from chaos.processes import Pool
+from chaos.workload import Feeder
+
+PENDING = """
+SELECT (SELECT count(*) FROM django_jobretry_job WHERE status IN ('ready', 'running')),
+       (SELECT count(*) FROM django_jobretry_deadletter WHERE task_name = 'chaos.fatal'
+          AND (requeue_count = 0 OR (requeue_count = 1 AND mod(job_id, 2) = 0)))
+"""
+
+REQUEUED = "SELECT count(*) FROM chaos_audit WHERE source = 'job' AND op = 'insert' AND requeue_count > 0"
+
+
+def _pending() -> tuple[int, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(PENDING)
+        row = cursor.fetchone()
+    return int(row[0]), int(row[1])
+
+
+def drain(deadline: float) -> bool:
+    """Wait (until ``deadline``, monotonic) for no live job and nothing left for the operators."""
+    last = (-1, -1)
+    while time.monotonic() < deadline:
+        try:
+            last = _pending()
+        except (DatabaseError, InterfaceError):
+            connection.close()
+        else:
+            if last == (0, 0):
+                return True
+        time.sleep(0.5)
+    print(f"chaos: not drained by the deadline: {last[0]} live jobs, {last[1]} dead letters for operators")
+    return False
+
+
+def save_faults(faults: list[Fault]) -> None:
+    with connection.cursor() as cursor:
+        for fault in faults:
+            cursor.execute(
+                "INSERT INTO chaos_fault (kind, target_pid, started_at, ended_at) VALUES (%s, %s, %s, %s)",
+                [fault.kind, fault.target_pid, fault.started_at, fault.ended_at],
+            )
+
+
+def count_kinds(faults: list[Fault]) -> str:
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(Counter(f.kind for f in faults).items()))
+
+
+def processes(pool: Pool, feeder: Feeder, drained: bool) -> Check:
+    """Workers end only when killed (by the harness or the poison job); a SIGTERM stop exits 0."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT pid FROM chaos_attempt WHERE poison")
+        poisoned = {row[0] for row in cursor.fetchall()}
+    check = Check("processes exit only when killed; SIGTERM exits 0", len(pool.exits))
+    for e in pool.exits:
+        if e.stopped and e.returncode != 0:
+            check.violations.append(f"{e.name} pid {e.pid}: SIGTERM stop exited {e.returncode}")
+        elif not e.stopped and not e.killed_by_harness and not (e.returncode == -9 and e.pid in poisoned):
+            check.violations.append(f"{e.name} pid {e.pid} exited {e.returncode} by itself")
+    if feeder.error is not None:
+        check.violations.append(f"the feeder failed: {feeder.error!r}")
+    if not drained:
+        check.violations.append("jobs were still live at the drain deadline")
+    return check
+
+
+def _scalar(sql: str) -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _grep(log_dir: Path, text: str) -> int:
+    return sum(path.read_text(errors="replace").count(text) for path in log_dir.glob("worker-*.log"))
+
+
+def evaluate(
+    pool: Pool, feeder: Feeder, drained: bool, slack: timedelta, log_dir: Path
+) -> tuple[list[Check], dict[str, Any]]:
+    lost, double, ends = invariants.terminals()
+    duplicates, once, by_kind = invariants.duplicate_starts(slack)
+    checks = [
+        lost,
+        double,
+        invariants.final_transitions(),
+        duplicates,
+        once,
+        invariants.attempts_bounded(),
+        invariants.retry_delays(),
+        invariants.provenance(),
+        processes(pool, feeder, drained),
+    ]
+    restarts = sum(1 for e in pool.exits if e.name.startswith("worker") and not e.stopped)
+    figures: dict[str, Any] = {
+        "jobs (keys) enqueued": _scalar("SELECT count(*) FROM chaos_enqueued"),
+        "ended": ", ".join(f"{name} {n}" for name, n in ends.items()),
+        "dead letters by reason": _scalar(
+            "SELECT string_agg(new_status || ' ' || n, ', ') FROM (SELECT new_status, count(*) AS n "
+            "FROM chaos_audit WHERE source = 'dead' AND op = 'insert' GROUP BY 1 ORDER BY 1) AS r"
+        ),
+        "handler starts (ledger rows)": _scalar("SELECT count(*) FROM chaos_attempt"),
+        "attempts lost mid-run, by fault": ", ".join(f"{k} {n}" for k, n in sorted(by_kind.items())),
+        "requeues / discards by operators": _scalar(
+            f"SELECT ({REQUEUED}) || ' / ' || ((SELECT count(*) FROM chaos_audit "  # noqa: S608
+            f"WHERE source = 'dead' AND op = 'delete') - ({REQUEUED}))"
+        ),
+        "succeeded jobs pruned meanwhile": _scalar(
+            "SELECT count(*) FROM chaos_audit "
+            "WHERE source = 'job' AND op = 'delete' AND old_status = 'succeeded'"
+        ),
+        "stale outcomes ignored (worker logs)": _grep(log_dir, "outcome ignored"),
+        "worker restarts by the supervisor": restarts,
+    }
+    return checks, figures
+
+
+def print_table(checks: list[Check], figures: dict[str, Any]) -> None:
+    width = max(len(check.name) for check in checks)
+    print()
+    print(f"| {'invariant':<{width}} | checked | violations | result |")
+    print(f"| {'-' * width} | ------: | ---------: | ------ |")
+    for check in checks:
+        result = "OK" if check.ok else "FAIL"
+        print(f"| {check.name:<{width}} | {check.checked:>7} | {len(check.violations):>10} | {result:<6} |")
+    for check in checks:
+        for violation in check.violations[:10]:
+            print(f"  FAIL {check.name}: {violation}")
+        if len(check.violations) > 10:
+            print(f"  ... and {len(check.violations) - 10} more")
+    print()
+    print("| figure | value |")
+    print("| --- | --- |")
+    for name, value in figures.items():
+        print(f"| {name} | {value} |")
+    print(flush=True)

@@ -1,0 +1,157 @@
+"""Run the chaos harness: workers under a supervisor, faults on a schedule, invariants at the end.
+
+    python -m chaos --size ci       # make chaos-ci: a couple of minutes
+    python -m chaos --size soak     # make chaos: 10,000 jobs, 4 workers, every fault many times
+
+Without DATABASE_URL a private PostgreSQL is started (and can be restarted
+as a fault); with it, a scratch database on that server is used and the
+restart fault is skipped. Exits 1 when an invariant is violated, 2 when the
+run itself could not finish (a deadline passed).
+"""
+
+# ruff: noqa: S311 - seeded randomness schedules faults, not secrets
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import django
+
+from chaos.sizes import SIZES, Size
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size", choices=sorted(SIZES), default="ci")
+    parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument("--logs", type=Path, help="keep worker logs here (default: a temporary folder)")
+    return parser.parse_args(argv)
+
+
+def schedule(size: Size, rng: random.Random, can_restart: bool) -> list[str]:
+    """The fault events in a seeded random order; the restart is never first nor last."""
+    events = (
+        ["sigkill"] * size.kills
+        + ["sigstop"] * size.pauses
+        + ["terminate_backend"] * size.terminations
+        + ["lock_table"] * size.locks
+        + ["poison"] * size.poison
+        + ["retry_storm"] * size.storms
+        + ["hostile_rows"]
+    )
+    rng.shuffle(events)
+    if can_restart:
+        for i in range(size.restarts):
+            events.insert(len(events) * (i + 1) // (size.restarts + 1), "pg_restart")
+    return events
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    size = SIZES[args.size]
+    from chaos.server import open_database
+
+    db = open_database()
+    try:
+        return _run(args, size, db.url, db.version, db.restart)
+    finally:
+        db.close()
+
+
+def _run(
+    args: argparse.Namespace, size: Size, url: str, version: str, restart: Callable[[], None] | None
+) -> int:
+    os.environ["DATABASE_URL"] = url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "chaos.settings"
+    django.setup()
+    from django.core.management import call_command
+
+    from chaos import report, schema, workload
+    from chaos.faults import Fault, Injector
+    from chaos.processes import Pool
+    from chaos.settings import LEASE_SECONDS
+
+    call_command("migrate", verbosity=0)
+    schema.install()
+    log_dir = args.logs or Path(tempfile.mkdtemp(prefix="jobretry-chaos-logs-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    print(f"chaos: size {args.size}, seed {args.seed}, {version}; logs in {log_dir}", flush=True)
+    if restart is None:
+        print("chaos: DATABASE_URL is someone else's server: the pg_restart fault is skipped", flush=True)
+
+    rng = random.Random(args.seed)
+    events = schedule(size, rng, restart is not None)
+    hostile = len(workload.HOSTILE)
+    fed = size.jobs - size.storms * size.storm_jobs - size.poison - hostile
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    pool = Pool(env, log_dir)
+    manage = str(Path(__file__).resolve().parents[1] / "manage.py")
+    for i in range(size.workers):
+        pool.add(f"worker-{i}", manage, "runworker", "-v", "1", "--concurrency", str(size.concurrency))
+    for name in ("operator-a", "operator-b"):
+        pool.add(name, "-m", "chaos.sidecars", "operator", name)
+    pool.add("pruner", "-m", "chaos.sidecars", "pruner")
+    supervisor = threading.Thread(target=pool.supervise, name="chaos-supervisor", daemon=True)
+    supervisor.start()
+
+    started = time.monotonic()
+    deadline = started + size.fault_seconds + size.drain_seconds + 120
+    gate = threading.Lock()
+    faults: list[Fault] = []
+    injector = Injector(pool, url, LEASE_SECONDS, rng, gate, restart, faults)
+    feeder = workload.Feeder(fed, size.fault_seconds, args.seed, gate, deadline)
+    feeder.start()
+    actions: dict[str, Callable[[], None]] = {
+        "sigkill": injector.sigkill,
+        "sigstop": injector.pause,
+        "terminate_backend": injector.terminate_sessions,
+        "lock_table": lambda: injector.lock_table(size.lock_seconds),
+        "pg_restart": injector.restart,
+        "poison": lambda: workload.poison(f"poison-{len(faults)}-{rng.random():.6f}", deadline),
+        "retry_storm": lambda: workload.retry_storm(f"storm-{rng.random():.6f}", size.storm_jobs, deadline),
+        "hostile_rows": lambda: workload.insert_hostile(deadline, workload.HOSTILE),
+    }
+    interval = size.fault_seconds / (len(events) + 1)
+    for i, event in enumerate(events):
+        time.sleep(max(0.0, started + (i + 1) * interval - time.monotonic()))
+        print(f"chaos: {time.monotonic() - started:6.1f}s {event}", flush=True)
+        actions[event]()
+    feeder.join(max(deadline - time.monotonic(), 1))
+    fault_phase = time.monotonic() - started
+    drained = report.drain(started + fault_phase + size.drain_seconds)
+    drain_time = time.monotonic() - started - fault_phase
+    for prefix in ("operator", "pruner", "worker"):
+        pool.stop(prefix, timeout=20)
+    pool.shutdown(timeout=5)
+    report.save_faults(faults)
+
+    checks, figures = report.evaluate(pool, feeder, drained, timedelta(seconds=LEASE_SECONDS + 2), log_dir)
+    figures.update(
+        {
+            "size": args.size,
+            "database": version,
+            "workers x concurrency": f"{size.workers} x {size.concurrency}",
+            "fault phase (s)": f"{fault_phase:.0f}",
+            "drain after the last fault (s)": f"{drain_time:.0f}",
+            "faults injected": report.count_kinds(faults),
+        }
+    )
+    report.print_table(checks, figures)
+    if not drained:
+        return 2
+    return 0 if all(check.ok for check in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""The short chaos run (`make chaos-ci`): real workers under faults, then every invariant.
+
+Runs ``python -m chaos --size ci`` in a subprocess: 300 jobs, 2 workers, a
+few faults of each kind (docs/reliability.md), a hard deadline on every wait
+inside and on the whole run here. With PostgreSQL binaries on the machine the
+harness starts a private server it may restart; without them it uses a
+scratch database on DATABASE_URL's server and skips the restart fault.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from devtools import pgembed
+from tests.processes import ROOT
+
+#: The harness itself gives up after its fault phase plus its drain deadline (about 3 minutes).
+DEADLINE_SECONDS = 420
+
+
+def _environment() -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    try:
+        pgembed._find_binaries()
+    except pgembed.NoPostgres:
+        if not env.get("DATABASE_URL"):
+            pytest.fail(
+                "the chaos harness needs PostgreSQL binaries (pgserver, from `make test`) or DATABASE_URL"
+            )
+    else:
+        env.pop("DATABASE_URL", None)  # a private server, so the restart fault runs too
+    return env
+
+
+@pytest.mark.timeout(DEADLINE_SECONDS + 30)
+def test_short_chaos_run_keeps_every_invariant() -> None:
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "chaos", "--size", "ci"],
+            check=False,
+            cwd=ROOT,
+            env=_environment(),
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE_SECONDS,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the chaos run did not finish within {DEADLINE_SECONDS}s:\n{exc.stdout!s}")
+    assert run.returncode == 0, f"chaos run failed ({run.returncode}):\n{run.stdout}\n{run.stderr[-5000:]}"
+    assert "| FAIL" not in run.stdout
