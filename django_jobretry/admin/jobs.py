@@ -3,21 +3,30 @@
 Editing a status or an attempt count by hand would bypass the lease and
 compare-and-swap rules the worker relies on (docs/design.md), so this admin has no
 add, change or delete at all - it is for looking: what is queued, what ran,
-how each attempt ended, and where a requeued job came from.
+how each attempt ended, and where a requeued job came from. The one action,
+Cancel, needs its own permission and goes through services/cancel.py.
 """
 
 from __future__ import annotations
 
 from typing import Any, override
 
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE
 from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
-from django_jobretry.admin import rendering, timestamps
+from django_jobretry.admin import audit, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.models import Job
+from django_jobretry.services.cancel import cancel_jobs
+
+#: Most jobs one admin request cancels; beyond, `manage.py canceljobs` takes ids.
+CANCEL_LIMIT = 10_000
 
 
 class JobAdmin(ReadOnlyRecordAdmin):
@@ -38,7 +47,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
     search_help_text = "Task name, or a job id."
     ordering = ("-id",)
     sortable_by = ("id", "run_at_shown")
-    actions = None
+    actions = ("cancel_selected",)
     fieldsets = (
         (None, {"fields": ("task_name", "queue_name", "policy_name", "status", "priority", "unique_key")}),
         (
@@ -91,3 +100,36 @@ class JobAdmin(ReadOnlyRecordAdmin):
         if (number := exact_id(search_term)) is not None:
             found |= queryset.filter(pk=number)
         return found, duplicates
+
+    def has_cancel_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        codename = get_permission_codename("cancel", self.opts)
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+
+    @admin.action(permissions=["cancel"], description="Cancel selected jobs")
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        """Ready jobs become "cancelled" dead letters; running ones are stopped by their worker."""
+        if not self.has_cancel_permission(request):  # Django checks too: check again
+            raise PermissionDenied
+        rows = list(queryset.only("id", "task_name", "status")[: CANCEL_LIMIT + 1])
+        if len(rows) > CANCEL_LIMIT:
+            message = f"More than {CANCEL_LIMIT:,} jobs selected: nothing was done. Narrow the list."
+            self.message_user(request, message, messages.ERROR)
+            return
+        result = cancel_jobs([row.pk for row in rows], actor=request.user.get_username())
+        audit.log(
+            request,
+            [
+                (row, CHANGE, f"Cancelled: dead letter {result.dead_letters[row.pk]}.")
+                if row.pk in result.dead_letters
+                else (row, CHANGE, "Cancel requested: its worker stops it.")
+                for row in rows
+                if row.pk in result.dead_letters or row.pk in result.stopping
+            ],
+        )
+        parts = [f"{len(result.dead_letters)} cancelled (now dead letters)."]
+        if result.stopping:
+            parts.append(f"{len(result.stopping)} running: their workers stop them within a heartbeat.")
+        if result.not_live:
+            parts.append(f"{len(result.not_live)} had already finished or died.")
+        level = messages.WARNING if result.not_live else messages.SUCCESS
+        self.message_user(request, " ".join(parts), level)

@@ -140,6 +140,14 @@ def add_runworker_arguments(parser: CommandParser) -> None:
     )
 
 
+# --- manage.py canceljobs -----------------------------------------------------------------------
+
+
+def add_canceljobs_arguments(parser: CommandParser) -> None:
+    parser.add_argument("ids", nargs="+", type=positive_int, metavar="ID", help="ids of the jobs to cancel")
+    parser.add_argument("--actor", help="who cancels, recorded with the cancel (default: the OS user)")
+
+
 # --- manage.py prunejobs -----------------------------------------------------------------------
 
 

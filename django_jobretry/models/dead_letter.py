@@ -15,6 +15,7 @@ class DeadReason(models.TextChoices):
     EXHAUSTED = "exhausted", "Attempts exhausted"
     DEADLINE = "deadline", "retry_for deadline passed"
     LEASE_EXPIRED = "lease_expired", "Last attempt lost (lease expired)"
+    CANCELLED = "cancelled", "Cancelled by an operator"
 
 
 class DeadLetter(models.Model):

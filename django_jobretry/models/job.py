@@ -66,13 +66,19 @@ class Job(models.Model):
     first_attempt_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    #: Set by an operator's cancel of a running job; its worker stops it at its next heartbeat.
+    cancel_requested_by = models.CharField(max_length=150, blank=True, db_default="")
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
     class Meta:
         verbose_name = "job"
         # Arguments may hold personal data: seeing them is a separate right.
-        permissions = [("view_job_payload", "Can view job and dead-letter arguments")]
+        permissions = [
+            ("view_job_payload", "Can view job and dead-letter arguments"),
+            ("cancel_job", "Can cancel jobs"),
+        ]
         indexes = [
             # The claim query: WHERE status = 'ready' AND run_at <= now()
             # ORDER BY priority DESC, run_at, id. Same column order as ORDER BY.
@@ -128,6 +134,11 @@ class Job(models.Model):
                     | (~models.Q(status="running") & models.Q(lease_token__isnull=True))
                 ),
                 name="jobretry_job_lease_iff_running",
+            ),
+            # Only a running job can be waiting for its worker to stop it.
+            models.CheckConstraint(
+                condition=models.Q(status="running") | models.Q(cancel_requested_at__isnull=True),
+                name="jobretry_job_cancel_only_running",
             ),
             # A ready job can still run: one with no attempts left would wait forever.
             models.CheckConstraint(

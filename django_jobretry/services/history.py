@@ -32,6 +32,7 @@ class AttemptEnd(enum.StrEnum):
     WORKER_EXIT = "worker_exit"
     SHUTDOWN = "shutdown"
     TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
 
 
 class AttemptEntry(TypedDict):

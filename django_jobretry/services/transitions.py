@@ -154,19 +154,23 @@ def release(jobs: Sequence[ClaimedJob]) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
-def heartbeat(jobs: Sequence[ClaimedJob], lease_seconds: float) -> set[int]:
-    """Extend the leases still held; returns their ids (a missing id lost its lease)."""
+def heartbeat(jobs: Sequence[ClaimedJob], lease_seconds: float) -> dict[int, str]:
+    """Extend the leases still held; returns id -> who asked to cancel it ("" if nobody).
+
+    A missing id lost its lease. A cancel request rides on the heartbeat, so
+    asking a running job to stop costs the worker no query of its own.
+    """
     if not jobs:
-        return set()
+        return {}
     sql = f"""
         UPDATE {JOB} AS j SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
         FROM {_FENCED_ROWS}
         WHERE j.id = d.id AND {FENCE}
-        RETURNING j.id
+        RETURNING j.id, j.cancel_requested_by
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, {**_fence_arrays(jobs), "lease": lease_seconds})
-        return {row[0] for row in cursor.fetchall()}
+        return dict(cursor.fetchall())
 
 
 def lock_failed(job: ClaimedJob) -> Failure | None:

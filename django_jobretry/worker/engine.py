@@ -69,7 +69,9 @@ class Worker:
         self.succeeded: list[ClaimedJob] = []
         self.failed: list[Failed] = []
         self.recorder = Recorder(self.id, type(self))
-        self.time_limits = TimeLimits(self.running, self.recorder)
+        self.slots: list[ChildSlot] = []
+        self.time_limits = TimeLimits(self.running, self.recorder, self.slots)
+        self.cancel_requests: dict[int, str] = {}  # job id -> who; from the heartbeat thread
         self.claimed_total = 0
         self.finished_total = 0
         self._last_recovery = 0.0
@@ -93,6 +95,7 @@ class Worker:
             Heartbeat(
                 worker_id=self.id,
                 running=self.time_limits.alive,
+                on_cancel=self._cancel_requested,
                 lease_seconds=self.lease,
                 every=self.heartbeat_every,
                 stop=self.heartbeat_stop,
@@ -135,7 +138,12 @@ class Worker:
         if self.options.pool == "thread":
             return runner(sender=type(self), time_limits=self.time_limits)
         slot = ChildSlot(PoolOptions(self.options.max_jobs_per_child, self.options.max_memory_mb))
+        self.slots.append(slot)
         return runner(sender=type(self), executor=slot.execute, close=lambda: slot.stop(kill=False))
+
+    def _cancel_requested(self, job_id: int, actor: str) -> None:
+        self.cancel_requests[job_id] = actor
+        self.wake.set()
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -163,6 +171,7 @@ class Worker:
             try:
                 self._record_outcomes()
                 self.time_limits.end_overdue()
+                self.time_limits.end_cancelled(self.cancel_requests)
                 self._maybe_recover()
                 # Claim when woken (NOTIFY, a finished job) or when the poll is
                 # due; waking only to recover leases does not claim, so

@@ -38,8 +38,11 @@ class Heartbeat(threading.Thread):
         lease_seconds: float,
         every: float,
         stop: threading.Event,
+        on_cancel: Callable[[int, str], None] | None = None,
     ) -> None:
         super().__init__(name="jobretry-heartbeat", daemon=True)
+        #: Told of each running job an operator asked to cancel (job id, who).
+        self.on_cancel = on_cancel
         self.worker_id, self.running, self.lease, self.every, self.stop = (
             worker_id,
             running,
@@ -60,6 +63,9 @@ class Heartbeat(threading.Thread):
                     log_database_error(logging.WARNING, "heartbeat failed", exc, self.worker_id)
                     drop_connection()
                     continue
+                for job_id, cancelled_by in alive.items():
+                    if cancelled_by and self.on_cancel is not None:
+                        self.on_cancel(job_id, cancelled_by)
                 for job in jobs:
                     if job.id not in alive:
                         lost.add(job.id)

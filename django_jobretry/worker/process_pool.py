@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+from datetime import timedelta
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -43,6 +44,8 @@ class ChildSlot:
         self._child: BaseProcess | None = None
         self._conn: Connection | None = None
         self._jobs = 0
+        #: The job the child runs now, so the main loop can kill it when cancelled.
+        self.current: int | None = None
 
     def execute(self, job: ClaimedJob) -> Succeeded | Failed:
         """Run ``job`` in the child; kill the child at the job's time limit."""
@@ -51,8 +54,25 @@ class ChildSlot:
         except ChildStartError as exc:
             return _failed(job, exc, AttemptEnd.WORKER_EXIT)
         limit = time_limit(job.task_name, job.policy_name)
+        self.current = job.id
+        try:
+            return self._run(conn, job, limit)
+        finally:
+            self.current = None
+
+    def kill_if_running(self, job_id: int) -> None:
+        """Kill the child if it runs ``job_id`` (a cancel); the runner then sees it gone."""
+        child = self._child
+        if self.current == job_id and child is not None:
+            child.kill()
+
+    def _run(self, conn: Connection, job: ClaimedJob, limit: timedelta | None) -> Succeeded | Failed:
         conn.send(job)
-        if not conn.poll(None if limit is None else limit.total_seconds()):
+        try:
+            finished = conn.poll(None if limit is None else limit.total_seconds())
+        except (EOFError, OSError):
+            finished = True  # the child is gone: recv() below says so
+        if not finished:
             self.stop(kill=True)
             return _failed(
                 job,

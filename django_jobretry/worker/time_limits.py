@@ -1,4 +1,6 @@
-"""Per-job time limits in the thread pool: reported, not enforced by force.
+"""Attempts the worker ends before their handler returns: past a time limit, or cancelled.
+
+Time limits in the thread pool are reported, not enforced by force.
 
 A thread cannot be killed. When a handler runs past its ``timeout`` (from
 ``@job(timeout=...)``, else its policy's), the main loop ends the attempt as
@@ -6,6 +8,8 @@ a retryable ``timeout`` failure, so the job is retried on its policy's
 schedule, and *abandons* the thread: its slot stays taken until the handler
 returns on its own, and whatever it returns then is dropped. A second run
 may therefore overlap the abandoned one; docs/worker.md#time-limits says so.
+An operator's cancel of a running job ends its attempt the same way, as a
+"cancelled" dead letter, and kills the job's child in the process pool.
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ import logging
 import threading
 import time
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django_jobretry.exceptions import JobTimeout
+from django_jobretry.services.cancel import bury_cancelled_attempt
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.outcomes import Failed, Recorder, log_extra
+
+if TYPE_CHECKING:
+    from django_jobretry.worker.process_pool import ChildSlot
 
 logger = logging.getLogger("django_jobretry")
 
@@ -30,8 +39,12 @@ class TimeLimits:
     stays in it, holding its slot, until its handler returns.
     """
 
-    def __init__(self, running: dict[int, ClaimedJob], recorder: Recorder) -> None:
+    def __init__(
+        self, running: dict[int, ClaimedJob], recorder: Recorder, slots: list[ChildSlot] | None = None
+    ) -> None:
         self.running, self.recorder = running, recorder
+        #: The process pool's child slots (empty in the thread pool), to kill a cancelled job's child.
+        self.slots = slots if slots is not None else []
         self._due: dict[int, tuple[float, timedelta]] = {}
         self._lock = threading.Lock()
         #: Attempts already ended as "timeout" whose thread has not returned yet.
@@ -77,6 +90,20 @@ class TimeLimits:
             )
             self.recorder.record_failure(Failed(job, error, AttemptEnd.TIMEOUT, render_error(error)))
             self.abandoned.add(job_id)
+
+    def end_cancelled(self, requests: dict[int, str]) -> None:
+        """End each running attempt an operator asked to cancel (``requests``: job id -> who)."""
+        for job_id in list(requests):
+            actor = requests.pop(job_id)
+            job = self.running.get(job_id)
+            if job is None or job_id in self.abandoned:
+                continue
+            worker_id, sender = self.recorder.worker_id, self.recorder.sender
+            if bury_cancelled_attempt(job, actor, worker_id=worker_id, sender=sender) is None:
+                continue  # the lease was lost meanwhile: the outcome will be stale anyway
+            self.abandoned.add(job_id)
+            for slot in self.slots:
+                slot.kill_if_running(job_id)
 
     def release_if_abandoned(self, job: ClaimedJob) -> bool:
         """If ``job`` timed out earlier, its handler has now returned: free the slot, drop the outcome."""

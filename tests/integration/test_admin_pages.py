@@ -60,7 +60,9 @@ class TestJobAdmin:
         assert superuser.get(reverse("admin:django_jobretry_job_delete", args=[job.pk])).status_code == 403
         assert superuser.post(change_url(job), {"status": "succeeded"}).status_code == 403
         listing = superuser.get(reverse("admin:django_jobretry_job_changelist")).text
-        assert 'name="action"' not in listing  # no actions, so no bulk delete
+        # The one action is Cancel (its own permission): no bulk delete.
+        assert 'value="delete_selected"' not in listing
+        assert 'value="cancel_selected"' in listing
         assert Job.objects.get().status == JobStatus.READY
 
     def test_filters_and_search_by_id_and_task(self, superuser: Operator) -> None:
@@ -209,6 +211,7 @@ class TestDashboard:
             "exhausted": 1,
             "deadline": 0,
             "lease_expired": 0,
+            "cancelled": 0,
         }
         assert (context["hourly"].total, len(context["hourly"].bars)) == (3, 24)
         assert context["hourly"].bars[-1].count == 3

@@ -317,9 +317,9 @@ class TestTimestampsPythonCannotHold:
         html = superuser.get(url).text
         assert ">infinity<" in html
         assert ">-infinity<" in html
-        # Sorted by run at (column 5): -infinity first, then infinity, and back.
-        assert [job.pk for job in rows(superuser.get(url, {"o": "5"}))] == [earlier.pk, later.pk]
-        assert [job.pk for job in rows(superuser.get(url, {"o": "-5"}))] == [later.pk, earlier.pk]
+        # Sorted by run at (column 6, after the action checkbox): -infinity first, then infinity, and back.
+        assert [job.pk for job in rows(superuser.get(url, {"o": "6"}))] == [earlier.pk, later.pk]
+        assert [job.pk for job in rows(superuser.get(url, {"o": "-6"}))] == [later.pk, earlier.pk]
         assert "infinity" in superuser.get(change_url(later)).text
         detail = superuser.get(change_url(earlier)).text
         assert "-infinity" in detail

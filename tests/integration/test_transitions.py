@@ -106,9 +106,9 @@ class TestFencing:
         jobs.record.enqueue("a")
         claimed = claim_one()
         before = Job.objects.get(pk=claimed.id).lease_expires_at
-        assert transitions.heartbeat([claimed], 600) == {claimed.id}
+        assert transitions.heartbeat([claimed], 600) == {claimed.id: ""}
         assert Job.objects.get(pk=claimed.id).lease_expires_at > before
-        assert transitions.heartbeat([replace(claimed, token=uuid.uuid4())], 600) == set()
+        assert transitions.heartbeat([replace(claimed, token=uuid.uuid4())], 600) == {}
 
 
 class TestRelease:
