@@ -150,6 +150,16 @@ class Model:
         job.status, job.due, job.lease_expired = READY, None, False
         return None
 
+    def cancel(self, job_id: int) -> str:
+        """An operator's cancel: "buried" (a ready job), "stopping" (running) or "not_live"."""
+        job = self.jobs.get(job_id)
+        if job is None or job.status == SUCCEEDED:
+            return "not_live"
+        if job.status == RUNNING:
+            return "stopping"  # only its worker ends the run; the request dies with the lease
+        job.ended.append((job.attempts, "cancelled"))
+        return "buried"
+
     def bury(self, job_id: int, dead_id: int, reason: str) -> None:
         assert dead_id not in self.dead
         assert dead_id not in self.handled

@@ -29,7 +29,11 @@ ELAPSED_SQL = (
 )
 
 
-CLEAR_LEASE = "lease_owner = '', lease_token = NULL, lease_expires_at = NULL"
+#: Leaving "running" ends the lease, and with it any cancel request for that run.
+CLEAR_LEASE = (
+    "lease_owner = '', lease_token = NULL, lease_expires_at = NULL, "
+    "cancel_requested_by = '', cancel_requested_at = NULL"
+)
 
 #: What a job is, whichever table it is in: copied as-is when a job dies
 #: (bury) and when its dead letter is requeued (revive).

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from django_jobretry import RetryPolicy, current_job, deadletters, job
 from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.services import transitions
 from django_jobretry.services.cancel import cancel_jobs
 from tests.attempts import claim_one
 from tests.inprocess import DEADLINE, run_burst
@@ -61,6 +62,18 @@ class TestService:
             claimed.token,
         )
         assert row.cancel_requested_at is not None
+
+    def test_a_run_that_ends_before_its_worker_sees_the_request_ends_normally(self) -> None:
+        jobs.record.enqueue("a")
+        claimed = claim_one()
+        cancel_jobs([claimed.id], actor="ops")
+        assert transitions.succeed([claimed]) == {claimed.id}
+        row = Job.objects.get()
+        assert (row.status, row.cancel_requested_by, row.cancel_requested_at) == (
+            JobStatus.SUCCEEDED,
+            "",
+            None,
+        )
 
     def test_finished_dead_and_unknown_jobs_are_reported_and_untouched(self) -> None:
         done = jobs.record.enqueue("done")

@@ -1,14 +1,15 @@
 """The job store as a state machine: the real services against a pure model.
 
-Hypothesis drives enqueue (some with a unique_key), claim, success, retryable
+Hypothesis drives enqueue (some with a unique_key), claim, cancel, success, retryable
 and fatal failures (through the worker's own Recorder), stale completions,
 time passing (retries made due, leases expired), lease recovery, requeue and
 discard of dead letters (including ones already handled, and requeues the
 unique_key refuses) and pruning, against PostgreSQL and against the pure
 model in tests/job_model.py, and compares the two after every step.
 
-There is no cancel rule: the product has no operator cancel of ready and
-running jobs yet. Add one with it.
+Cancel is a rule too: a ready job becomes a "cancelled" dead letter at
+once; a running one only gets a request its worker would act on, which must
+never stop its attempt from ending normally here.
 
 Everything goes through the services. The only raw writes simulate time
 passing: every policy below backs off for an hour, so a retry is due only
@@ -67,6 +68,7 @@ from django_jobretry.decorators import JobDefinition
 from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import deadletters, recovery, retention, transitions
+from django_jobretry.services.cancel import cancel_jobs
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.sql import CLEAR_LEASE, ELAPSED_SQL, JOB
 from tests.attempts import record_failure
@@ -297,6 +299,20 @@ class JobStoreMachine(RuleBasedStateMachine):
                 assert item.dead_letter_id is not None
                 assert item.reason == reason
                 self.model.bury(item.id, item.dead_letter_id, reason)
+
+    @precondition(lambda self: bool(self.model.jobs))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        job_id = data.draw(st.sampled_from(sorted(self.model.jobs)), label="job to cancel")
+        expected = self.model.cancel(job_id)
+        result = cancel_jobs([job_id], actor=OPERATOR)
+        if expected == "buried":
+            assert list(result.dead_letters) == [job_id], f"cancel of ready job {job_id}: {result}"
+            self.model.bury(job_id, result.dead_letters[job_id], "cancelled")
+        elif expected == "stopping":
+            assert result.stopping == [job_id], f"cancel of running job {job_id}: {result}"
+        else:
+            assert result.not_live == [job_id], f"cancel of finished job {job_id}: {result}"
 
     # -- dead letters ----------------------------------------------------------------------------
 
