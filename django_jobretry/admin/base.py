@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from django.contrib import admin
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
+from django.contrib.auth import get_permission_codename
 from django.db.models import QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.forms import ModelForm
@@ -44,6 +45,11 @@ REFUSED_LOOKUPS = frozenset({"regex", "iregex"})
 #: A row id as the admin accepts it from a request. ``str.isdigit()`` and ``int()``
 #: also take "²", "١٢" or " 12 "; 18 digits always fit a bigint.
 _ID = re.compile(r"[0-9]{1,18}")
+
+
+def holds(request: HttpRequest, opts: Any, action: str) -> bool:
+    """Whether the user holds the model's permission for ``action`` (requeue -> requeue_deadletter)."""
+    return request.user.has_perm(f"{opts.app_label}.{get_permission_codename(action, opts)}")
 
 
 def parse_id(text: str) -> int | None:

@@ -14,13 +14,12 @@ from typing import Any, override
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
 from django.contrib.admin.utils import flatten_fieldsets
-from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
 from django_jobretry.admin import audit, rendering, timestamps
-from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
+from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.models import Job
 from django_jobretry.services.cancel import cancel_jobs
@@ -102,8 +101,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
         return found, duplicates
 
     def has_cancel_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
-        codename = get_permission_codename("cancel", self.opts)
-        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+        return holds(request, self.opts, "cancel")
 
     @admin.action(permissions=["cancel"], description="Cancel selected jobs")
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:

@@ -17,7 +17,6 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.templatetags.admin_urls import add_preserved_filters
-from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
@@ -27,7 +26,7 @@ from django.utils.translation import ngettext
 
 from django_jobretry import deadletters
 from django_jobretry.admin import audit, timestamps
-from django_jobretry.admin.base import parse_id
+from django_jobretry.admin.base import holds, parse_id
 from django_jobretry.admin.rendering import first_line
 from django_jobretry.models import DeadLetter
 
@@ -107,14 +106,10 @@ class DeadLetterActions(_Base):
     """
 
     def has_requeue_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
-        return self._has(request, "requeue")
+        return holds(request, self.opts, "requeue")
 
     def has_discard_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
-        return self._has(request, "discard")
-
-    def _has(self, request: HttpRequest, action: str) -> bool:
-        codename = get_permission_codename(action, self.opts)
-        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
+        return holds(request, self.opts, "discard")
 
     def action_urls(self) -> list[URLPattern]:
         """The detail page's Requeue and Discard buttons post here."""
