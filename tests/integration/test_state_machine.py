@@ -7,20 +7,17 @@ discard of dead letters (including ones already handled, and requeues the
 unique_key refuses) and pruning, against PostgreSQL and against the pure
 model in tests/job_model.py, and compares the two after every step.
 
-Cancel is a rule too: a ready job becomes a "cancelled" dead letter at
-once; a running one only gets a request its worker would act on, which must
-never stop its attempt from ending normally here.
+Cancel: a ready job dies "cancelled" at once; a running one only gets a request.
 
 Everything goes through the services. The only raw writes simulate time
 passing: every policy below backs off for an hour, so a retry is due only
 when ``make_retries_due`` moves its run_at to now, and a lease runs out only
 when ``expire_lease`` moves it into the past. The model can then predict
-every claim exactly (which ids, in which order, with which attempt number).
-One task has a requeue budget of 1, so the Recorder's automatic requeue runs
-too. A held attempt whose lease ran out but was not yet recovered may still
-complete (the fence is id, running, attempt and token, docs/design.md#rule-3);
-once recovered, or finished, completing it again is a stale completion that
-must leave both tables exactly as they were.
+every claim exactly (ids, order, attempt numbers). One task has a requeue
+budget of 1, so the Recorder's automatic requeue runs too. A held attempt
+whose lease ran out but is not yet recovered may still complete (the fence
+is id, running, attempt and token, docs/design.md#rule-3); once recovered or
+finished, completing it again is stale and must leave both tables as they were.
 
 Checked after every step (``agrees_with_model`` and ``holds_invariants``):
 every job ever created is in exactly one place - a ready, running or
