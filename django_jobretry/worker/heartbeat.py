@@ -3,7 +3,10 @@
 It runs until the worker has finished draining, so jobs still running
 during a graceful shutdown keep their leases (docs/design.md#rule-7). A job
 whose lease could not be extended has lost it: it is logged once and left
-to whoever recovers it.
+to whoever recovers it. A miss is only reported when the job is still
+running at the next beat: the beat may have raced the job's own completion
+(recorded, not yet forgotten), and a lost attempt that ends before then is
+reported by the fenced recording instead.
 """
 
 from __future__ import annotations
@@ -53,10 +56,13 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         mark_bookkeeping_thread()
-        lost: set[int] = set()
+        lost: set[tuple[int, int]] = set()  # (job id, attempt) reported lost
+        missed: dict[int, int] = {}  # job id -> attempt not extended at the last beat
         try:
             while not self.stop.wait(self.every):
-                jobs = [job for job in self.running() if job.id not in lost]
+                current = self.running()
+                self._report_lost(current, missed, lost)
+                jobs = [job for job in current if (job.id, job.attempt) not in lost]
                 try:
                     alive = transitions.heartbeat(jobs, self.lease)
                 except DatabaseError as exc:
@@ -66,15 +72,22 @@ class Heartbeat(threading.Thread):
                 for job_id, cancelled_by in alive.items():
                     if cancelled_by and self.on_cancel is not None:
                         self.on_cancel(job_id, cancelled_by)
-                for job in jobs:
-                    if job.id not in alive:
-                        lost.add(job.id)
-                        logger.warning(
-                            "job %s attempt %s lost its lease while running",
-                            job.id,
-                            job.attempt,
-                            extra=log_extra(job, "lease_lost"),
-                        )
+                missed = {job.id: job.attempt for job in jobs if job.id not in alive}
         finally:
             unmark_bookkeeping_thread()
             drop_connection()
+
+    @staticmethod
+    def _report_lost(
+        current: Sequence[ClaimedJob], missed: dict[int, int], lost: set[tuple[int, int]]
+    ) -> None:
+        """Warn once for each attempt missed by the last beat and still running now."""
+        for job in current:
+            if missed.get(job.id) == job.attempt and (job.id, job.attempt) not in lost:
+                lost.add((job.id, job.attempt))
+                logger.warning(
+                    "job %s attempt %s lost its lease while running",
+                    job.id,
+                    job.attempt,
+                    extra=log_extra(job, "lease_lost"),
+                )

@@ -1,0 +1,119 @@
+"""The heartbeat thread: which misses are reported as a lost lease.
+
+The thread runs for real, on its own connection; only the number of beats is
+scripted (a stop event that lets a fixed number of beats through), so the
+tests do not depend on timing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+import pytest
+from django.db.models.functions import Now
+
+from django_jobretry.models import Job
+from django_jobretry.services import recovery, transitions
+from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.worker.heartbeat import Heartbeat
+from tests.attempts import LEASE, OWNER, claim_one
+from tests.jobs_app import jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Beats:
+    """A stop event that lets ``count`` beats through, then stops the thread."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.left -= 1
+        return self.left < 0
+
+
+def beat(running: Callable[[], Sequence[ClaimedJob]], count: int) -> None:
+    """Run a heartbeat thread for ``count`` beats, each asking ``running()`` once; fails after 30 s."""
+    thread = Heartbeat(
+        worker_id=OWNER,
+        running=running,
+        lease_seconds=LEASE,
+        every=0,
+        stop=Beats(count),  # type: ignore[arg-type]
+    )
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the heartbeat thread did not stop after its beats"
+
+
+def scripted(*steps: Callable[[], Sequence[ClaimedJob]]) -> Callable[[], Sequence[ClaimedJob]]:
+    """A running() whose n-th call runs the n-th step (the last one repeats)."""
+    calls = itertools.count()
+
+    def running() -> Sequence[ClaimedJob]:
+        return steps[min(next(calls), len(steps) - 1)]()
+
+    return running
+
+
+def lost_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "outcome", None) == "lease_lost"]
+
+
+def test_a_job_finishing_between_two_beats_is_not_reported_lost(caplog: pytest.LogCaptureFixture) -> None:
+    """The worker records the success, then forgets the job: a beat in between must not warn."""
+    jobs.record.enqueue("beat")
+    job = claim_one()
+
+    def recorded_not_yet_forgotten() -> list[ClaimedJob]:
+        assert transitions.succeed([job]) == {job.id}
+        return [job]
+
+    caplog.set_level(logging.WARNING, logger="django_jobretry")
+    beat(scripted(lambda: [job], recorded_not_yet_forgotten, lambda: []), 4)
+    assert lost_warnings(caplog) == []
+    assert Job.objects.get(id=job.id).status == "succeeded"
+
+
+def test_a_lost_lease_is_reported_once_and_no_longer_extended(caplog: pytest.LogCaptureFixture) -> None:
+    jobs.record.enqueue("beat")
+    job = claim_one()
+
+    def taken_away() -> list[ClaimedJob]:
+        assert transitions.release([job]) == {job.id}  # as if another worker had recovered it
+        return [job]
+
+    caplog.set_level(logging.WARNING, logger="django_jobretry")
+    beat(scripted(lambda: [job], taken_away, lambda: [job]), 6)
+    [warning] = lost_warnings(caplog)
+    assert (warning.job_id, warning.attempt) == (job.id, 1)  # type: ignore[attr-defined]
+
+
+def test_the_next_attempt_of_a_lost_job_is_extended_again(caplog: pytest.LogCaptureFixture) -> None:
+    """A loss is remembered per attempt: the same worker claiming the job again keeps its new lease."""
+    jobs.record.enqueue("beat")
+    first = claim_one()
+    second: list[ClaimedJob] = []
+
+    def taken_away() -> list[ClaimedJob]:
+        Job.objects.filter(id=first.id).update(lease_expires_at=Now() - timedelta(seconds=1))
+        assert [item.id for item in recovery.recover_expired(10, 10)] == [first.id]
+        return [first]
+
+    def claimed_again() -> list[ClaimedJob]:
+        if not second:
+            Job.objects.filter(id=first.id).update(run_at=Now())  # skip the recovery's backoff
+            second.append(claim_one())
+            Job.objects.filter(id=first.id).update(lease_expires_at=Now())  # about to run out
+        return second
+
+    caplog.set_level(logging.WARNING, logger="django_jobretry")
+    beat(scripted(lambda: [first], taken_away, lambda: [first], claimed_again), 6)
+    assert len(lost_warnings(caplog)) == 1
+    assert second[0].attempt == 2
+    extended = Job.objects.filter(id=first.id, lease_expires_at__gt=Now() + timedelta(seconds=LEASE / 2))
+    assert list(extended.values_list("status", "attempts")) == [("running", 2)]
