@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 
 
 class JobRetryConfig(AppConfig):
@@ -25,3 +26,29 @@ class JobRetryConfig(AppConfig):
         # Fill the task registry from every installed app's jobs.py, the way
         # the admin finds admin.py; workers only run what is registered.
         autodiscover_modules("jobs")
+        # django.tasks tasks live in tasks.py by convention; they register
+        # themselves when their @task is validated by a JobRetryBackend.
+        if uses_task_backend():
+            autodiscover_modules("tasks")
+
+
+BACKENDS_MODULE = "django_jobretry.backends"
+
+
+def uses_task_backend() -> bool:
+    """Whether settings.TASKS configures a JobRetryBackend (or a subclass of it)."""
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    configured = getattr(settings, "TASKS", None)
+    if not isinstance(configured, dict):
+        return False
+    for params in configured.values():
+        path = params.get("BACKEND") if isinstance(params, dict) else None
+        try:
+            backend = import_string(path) if isinstance(path, str) else None
+        except (ImportError, ImproperlyConfigured):
+            continue  # Django's own check reports a backend that cannot be imported
+        if isinstance(backend, type) and any(c.__module__ == BACKENDS_MODULE for c in backend.__mro__):
+            return True
+    return False

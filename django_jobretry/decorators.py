@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
@@ -41,6 +41,8 @@ class JobDefinition[**P]:
     #: How long one attempt may run before it ends as a "timeout" failure;
     #: None: the policy's ``timeout``, if any (docs/worker.md#time-limits).
     timeout: timedelta | None = None
+    #: ``@job`` functions' return values are not stored (django.tasks results are).
+    keeps_result: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))

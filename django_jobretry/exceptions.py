@@ -14,6 +14,7 @@ from django_jobretry.policy.base import InvalidPolicy, JobRetryError
 from django_jobretry.policy.errors import FatalError, RetryableError
 
 __all__ = [
+    "AttemptLost",
     "DuplicateTaskName",
     "FatalError",
     "InvalidJob",
@@ -27,6 +28,7 @@ __all__ = [
     "UndecodableArguments",
     "UnknownPolicy",
     "UnknownTask",
+    "UnstorableResult",
 ]
 
 
@@ -61,6 +63,22 @@ class JobTimeout(JobRetryError, TimeoutError):
 
 class UndecodableArguments(JobRetryError, ValueError):
     """A claimed job's stored arguments cannot be turned back into a call: a retryable failure."""
+
+
+class UnstorableResult(FatalError, TypeError):
+    """A django.tasks task returned a value that cannot be stored as JSON.
+
+    Fatal: running the task again returns the same kind of value. The
+    attempt fails with this error instead of the result being lost.
+    """
+
+
+class AttemptLost(JobRetryError):
+    """Names the failure of an attempt that raised nothing: its worker stopped or was told to.
+
+    A lease that expired, a shutdown or a cancel leaves a history entry with
+    no exception class; a django.tasks ``TaskError`` reports it as this.
+    """
 
 
 class NotDead(JobRetryError, LookupError):

@@ -44,6 +44,10 @@ class TaskDefinition(Protocol):
     @property
     def timeout(self) -> timedelta | None: ...
 
+    #: Whether the worker stores what ``func`` returns (django.tasks results); ``@job`` does not.
+    @property
+    def keeps_result(self) -> bool: ...
+
 
 class TaskRegistry:
     """Task name -> task definition, safe to read from worker threads."""

@@ -103,6 +103,24 @@ def check_arguments(
     return args_copy, kwargs_copy
 
 
+def check_result(task_name: str, value: Any, *, max_bytes: int, max_depth: int) -> str:
+    """The JSON text a task's return value is stored as, or InvalidJob saying why it cannot be.
+
+    The same rules as arguments (a value must come back from jsonb unchanged),
+    with Django's own conversion first: tuples become lists, as
+    ``django.tasks`` does for every backend.
+    """
+    what = "the return value"
+    _Walker(task_name, max_depth=max_depth, max_values=max_bytes, what=what).walk(what, value)
+    text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    if len(text.encode()) > max_bytes:
+        raise InvalidJob(
+            f"the return value of task {task_name!r} is {len(text.encode())} bytes as JSON; the limit is "
+            f"{max_bytes} (JOBRETRY['MAX_ARGS_BYTES']). Store large results elsewhere and return a reference."
+        )
+    return text
+
+
 def _check_keyword_name(task: str, position: int, name: object) -> None:
     if not isinstance(name, str):
         raise InvalidJob(
@@ -133,8 +151,8 @@ class _Walker:
     is not walked a billion times.
     """
 
-    def __init__(self, task: str, *, max_depth: int, max_values: int) -> None:
-        self.task = task
+    def __init__(self, task: str, *, max_depth: int, max_values: int, what: str = "arguments") -> None:
+        self.task, self.what = task, what
         self.max_depth = max_depth
         self.max_values = max_values
         self.seen = 0
@@ -168,7 +186,7 @@ class _Walker:
         self.seen += values
         if self.seen > self.max_values:
             raise InvalidJob(
-                f"arguments of task {self.task!r} hold more than {self.max_values} values, so more than "
+                f"{self.what} of task {self.task!r} hold more than {self.max_values} values, so more than "
                 f"{self.max_values} bytes as JSON; the limit is {self.max_values} "
                 "(JOBRETRY['MAX_ARGS_BYTES']). Pass an id and load the data in the job instead."
             )

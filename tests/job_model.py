@@ -185,6 +185,7 @@ class Model:
             old.priority,
             old.unique_key,
             due=self.tick() if due_now else None,
+            ended=list(old.ended),  # a requeued job keeps its attempt history
             requeues=[*old.requeues, (dead_id, old.id, dead.reason)],
         )
 

@@ -6,6 +6,8 @@ are stopped by tests/conftest.py with a message instead of a connection error.
 
 import os
 
+import django
+
 _url = os.environ.get("DATABASE_URL")
 # The example settings insist on DATABASE_URL; lend them a placeholder that is
 # never connected to, and leave the environment as it was for subprocesses.
@@ -20,6 +22,16 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.jobs_app"]  # noqa: F405
+
+if django.VERSION >= (6, 0):
+    # django.tasks through our backend: tests/jobs_app/tasks.py is discovered like jobs.py.
+    TASKS = {
+        "default": {
+            "BACKEND": "django_jobretry.backends.JobRetryBackend",
+            "QUEUES": ["default", "other"],
+            "OPTIONS": {"policy": "three"},
+        }
+    }
 
 JOBRETRY = {
     **JOBRETRY,  # noqa: F405

@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from django_jobretry.models.fields import StoredJSONField
+from django_jobretry.models.job import ORIGIN_JOB_ID
 
 
 class DeadReason(models.TextChoices):
@@ -61,6 +62,9 @@ class DeadLetter(models.Model):
                 )
                 for field, short in (("queue_name", "queue"), ("task_name", "task"), ("reason", "reason"))
             ),
+            # A task result by id: the dead job's own id, or its first job id once requeued.
+            models.Index(fields=["job_id"], name="jobretry_dead_job"),
+            models.Index(ORIGIN_JOB_ID, name="jobretry_dead_origin", condition=models.Q(requeue_count__gt=0)),
         ]
         constraints = [
             models.CheckConstraint(

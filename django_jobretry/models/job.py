@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Now
 
 from django_jobretry.models.fields import StoredJSONField
 from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
+
+#: The id of the first job of a requeue chain, for rows that were requeued
+#: (their first requeue entry's ``job_id``); the result id of a django.tasks task.
+ORIGIN_JOB_ID = KeyTextTransform("job_id", KeyTransform(0, "requeue_history"))
 
 
 class JobStatus(models.TextChoices):
@@ -69,6 +74,8 @@ class Job(models.Model):
     #: Set by an operator's cancel of a running job; its worker stops it at its next heartbeat.
     cancel_requested_by = models.CharField(max_length=150, blank=True, db_default="")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    #: What a django.tasks task returned, as JSON; NULL for ``@job`` jobs, which keep no result.
+    return_value = StoredJSONField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -104,6 +111,12 @@ class Job(models.Model):
                 fields=["lease_expires_at"],
                 name="jobretry_job_lease",
                 condition=models.Q(status="running"),
+            ),
+            # A task result by id: a requeued job is found by its first job id (docs/django-tasks.md).
+            models.Index(
+                ORIGIN_JOB_ID,
+                name="jobretry_job_origin",
+                condition=models.Q(requeue_count__gt=0),
             ),
             # Pruning finished jobs by age.
             models.Index(

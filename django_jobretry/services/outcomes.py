@@ -11,7 +11,7 @@ owns the job now) changes nothing and never enters the retry path
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -48,9 +48,10 @@ AUTO_REQUEUE_ACTOR = "automatic (requeue_budget)"
 
 @dataclass(frozen=True)
 class Succeeded:
-    """The handler returned."""
+    """The handler returned; ``result`` is the JSON text to keep, for tasks that keep one."""
 
     job: ClaimedJob
+    result: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,8 +130,9 @@ class Recorder:
     def __init__(self, worker_id: str, sender: type) -> None:
         self.worker_id, self.sender = worker_id, sender
 
-    def record_successes(self, jobs: Sequence[ClaimedJob]) -> None:
-        recorded = transitions.succeed(jobs)
+    def record_successes(self, jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> None:
+        """Record finished attempts in one statement; ``results``: job id -> returned JSON text."""
+        recorded = transitions.succeed(jobs, results)
         for job in jobs:
             if job.id not in recorded:
                 self._stale(job, "succeeded")

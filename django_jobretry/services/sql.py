@@ -30,10 +30,11 @@ ELAPSED_SQL = (
 
 
 #: Leaving "running" ends the lease, and with it any cancel request for that run.
-CLEAR_LEASE = (
-    "lease_owner = '', lease_token = NULL, lease_expires_at = NULL, "
-    "cancel_requested_by = '', cancel_requested_at = NULL"
+END_LEASE = (
+    "lease_token = NULL, lease_expires_at = NULL, cancel_requested_by = '', cancel_requested_at = NULL"
 )
+#: The same, forgetting the worker too: the job will run again, on some other worker.
+CLEAR_LEASE = f"lease_owner = '', {END_LEASE}"
 
 #: What a job is, whichever table it is in: copied as-is when a job dies
 #: (bury) and when its dead letter is requeued (revive).
@@ -89,10 +90,15 @@ def dead_letter_select(source: str, *, errors: str, reason: str, error_class: st
 
 
 def revived_job_select(source: str, *, run_at: str, max_attempts: str, actor: str) -> str:
-    """The SELECT list turning the dead-letter row ``source`` into a ready job: REVIVED_COLUMNS."""
+    """The SELECT list turning the dead-letter row ``source`` into a ready job: REVIVED_COLUMNS.
+
+    The attempt history comes along: a job that dies again, and a task
+    result polled across the requeue, still show why the earlier attempts
+    failed (docs/decisions/0006-a-task-result-spans-requeues.md).
+    """
     entry = requeue_entry_sql(source, actor)
     return (
-        f"{_carried(source)}, 'ready', {run_at}, 0, {max_attempts}, '[]'::jsonb, '', "
+        f"{_carried(source)}, 'ready', {run_at}, 0, {max_attempts}, {source}.errors, '', "
         f"{source}.requeue_count + 1, {source}.requeue_history || jsonb_build_array({entry}), "
         "statement_timestamp()"
     )

@@ -11,7 +11,7 @@ Lease recovery is in recovery.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from django_jobretry.services.sql import (
     DEAD,
     DEAD_COLUMNS,
     ELAPSED_SQL,
+    END_LEASE,
     FENCE,
     JOB,
     REVIVED_COLUMNS,
@@ -122,18 +123,28 @@ def _fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
 _FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
 
 
-def succeed(jobs: Sequence[ClaimedJob]) -> set[int]:
-    """Mark finished attempts succeeded in one statement; returns the ids that still held their lease."""
+def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> set[int]:
+    """Mark finished attempts succeeded in one statement; returns the ids that still held their lease.
+
+    ``results`` maps a job id to the JSON text its task returned (django.tasks
+    keeps results; ``@job`` does not). The worker that ran the last attempt
+    stays on the row as ``lease_owner``: who ran a finished job is history,
+    and a task result lists it.
+    """
     if not jobs:
         return set()
+    results = results or {}
     sql = f"""
-        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(), {CLEAR_LEASE}
-        FROM {_FENCED_ROWS}
+        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(),
+            return_value = d.result::jsonb, {END_LEASE}
+        FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(results)s::text[])
+            AS d(id, attempts, token, result)
         WHERE j.id = d.id AND {FENCE}
         RETURNING j.id
     """
+    params = {**_fence_arrays(jobs), "results": [results.get(job.id) for job in jobs]}
     with connection.cursor() as cursor:
-        cursor.execute(sql, _fence_arrays(jobs))
+        cursor.execute(sql, params)
         return {row[0] for row in cursor.fetchall()}
 
 

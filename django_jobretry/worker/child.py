@@ -38,6 +38,8 @@ class Reply:
     requested_delay: timedelta | None = None
     #: The child is over its memory limit and exits after this reply.
     retiring: bool = False
+    #: What a task that keeps results returned, as JSON text.
+    result: str | None = None
 
 
 def child_main(conn: Connection, options: PoolOptions) -> None:
@@ -65,7 +67,7 @@ def child_main(conn: Connection, options: PoolOptions) -> None:
         outcome = run_handler(job)
         retiring = _over_memory(options.max_memory_mb)
         if isinstance(outcome, Succeeded):
-            conn.send(Reply(None, retiring=retiring))
+            conn.send(Reply(None, retiring=retiring, result=outcome.result))
         else:
             verdict = classify_failure(policy_for(job.task_name, job.policy_name), outcome)
             rendered = outcome.rendered or render_error(outcome.error)

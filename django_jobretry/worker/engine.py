@@ -67,6 +67,7 @@ class Worker:
         self.running: dict[int, ClaimedJob] = {}  # claimed, outcome not yet recorded
         # Outcomes taken from the outbox, kept until recorded (across a reconnect).
         self.succeeded: list[ClaimedJob] = []
+        self.results: dict[int, str] = {}  # job id -> returned JSON, for tasks that keep results
         self.failed: list[Failed] = []
         self.recorder = Recorder(self.id, type(self))
         self.slots: list[ChildSlot] = []
@@ -229,13 +230,15 @@ class Worker:
                 continue
             if isinstance(outcome, Succeeded):
                 self.succeeded.append(outcome.job)
+                if outcome.result is not None:
+                    self.results[outcome.job.id] = outcome.result
             else:
                 self.failed.append(outcome)
         if self.succeeded:
             # All successes in one statement; failures one by one, each its own decision.
-            self.recorder.record_successes(self.succeeded)
+            self.recorder.record_successes(self.succeeded, self.results)
             self._forget(self.succeeded)
-            self.succeeded = []
+            self.succeeded, self.results = [], {}
         while self.failed:
             self.recorder.record_failure(self.failed[0])
             self._forget([self.failed.pop(0).job])

@@ -157,7 +157,7 @@ def _failed(job: ClaimedJob, error: BaseException, ended: AttemptEnd) -> Failed:
 
 def _outcome(job: ClaimedJob, reply: Reply) -> Succeeded | Failed:
     if reply.ended is None:
-        return Succeeded(job)
+        return Succeeded(job, reply.result)
     rendered = reply.rendered or RenderedError("", "", "")
     classification = Classification(reply.kind or ErrorKind.RETRYABLE, reply.requested_delay)
     return Failed(job, ChildFailed(rendered.message), reply.ended, rendered, classification)

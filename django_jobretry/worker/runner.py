@@ -19,12 +19,14 @@ from typing import Any
 from django.db import close_old_connections
 
 from django_jobretry import signals
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
-from django_jobretry.exceptions import UnknownTask
+from django_jobretry.exceptions import InvalidJob, UnknownTask, UnstorableResult
 from django_jobretry.registry import registry, time_limit
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.outcomes import Failed, Succeeded, send_job_signal
+from django_jobretry.validation import check_result
 from django_jobretry.worker.time_limits import TimeLimits
 
 #: Runs one claimed attempt to its outcome.
@@ -87,12 +89,18 @@ def unknown_task(job: ClaimedJob) -> Failed:
     return Failed(job, error, AttemptEnd.UNKNOWN_TASK)
 
 
-def run_handler(job: ClaimedJob) -> Succeeded | Failed:
-    """Call the registered function of ``job`` with its arguments, in this thread, and say how it went."""
+def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeeded | Failed:
+    """Call the registered function of ``job`` with its arguments, in this thread, and say how it went.
+
+    ``manage_connections=False`` leaves the thread's database connection
+    alone: ``django_jobretry.testing`` runs jobs inside a test's transaction,
+    which closing a connection "too old to reuse" would end.
+    """
     definition = registry.get(job.task_name)
     if definition is None:
         return unknown_task(job)
-    close_old_connections()
+    if manage_connections:
+        close_old_connections()
     context = JobContext(
         job.id,
         job.task_name,
@@ -105,17 +113,32 @@ def run_handler(job: ClaimedJob) -> Succeeded | Failed:
     token = set_current_job(context)
     try:
         args, kwargs = job.arguments()
-        result = definition.func(*args, **kwargs)
-        if inspect.isawaitable(result):
-            asyncio.run(_await(result))
+        value = definition.func(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = asyncio.run(_await(value))
+        result = _stored_result(job.task_name, value) if definition.keeps_result else None
     except Exception as error:
         return Failed(job, error, AttemptEnd.ERROR, render_error(error))
     except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself
         return Failed(job, error, AttemptEnd.WORKER_EXIT, render_error(error))
     finally:
         reset_current_job(token)
-        close_old_connections()
-    return Succeeded(job)
+        if manage_connections:
+            close_old_connections()
+    return Succeeded(job, result)
+
+
+def _stored_result(task_name: str, value: Any) -> str:
+    """The JSON text of a task's return value; a value that cannot be stored fails the attempt."""
+    try:
+        return check_result(
+            task_name,
+            value,
+            max_bytes=jobretry_settings.max_args_bytes,
+            max_depth=jobretry_settings.max_args_depth,
+        )
+    except InvalidJob as exc:
+        raise UnstorableResult(str(exc)) from None
 
 
 async def _await(awaitable: Any) -> Any:

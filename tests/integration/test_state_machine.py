@@ -67,7 +67,7 @@ from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import deadletters, recovery, retention, transitions
 from django_jobretry.services.cancel import cancel_jobs
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.sql import CLEAR_LEASE, ELAPSED_SQL, JOB
+from django_jobretry.services.sql import ELAPSED_SQL, END_LEASE, JOB
 from tests.attempts import record_failure
 from tests.job_model import FATAL, LIVE, READY, RETRY_NOW, RETRYABLE, RUNNING, SUCCEEDED, Kind, Model
 
@@ -409,7 +409,8 @@ class JobStoreMachine(RuleBasedStateMachine):
             running = r["status"] == RUNNING
             assert r["attempts"] <= r["max_attempts"], r
             assert running == (r["lease_token"] is not None) == (r["lease_expires_at"] is not None), r
-            assert running == (r["lease_owner"] != ""), r
+            # A finished job names the worker of its last attempt; a ready one names none.
+            assert (r["lease_owner"] != "") == (r["status"] != READY), r
             assert (r["first_attempt_at"] is None) == (r["attempts"] == 0), r
             assert (r["finished_at"] is not None) == (r["status"] == SUCCEEDED), r
             assert r["requeue_count"] == len(r["requeue_history"]), r
@@ -456,10 +457,10 @@ def claim_sql_without_counting(*, filter_queues: bool) -> str:
     return broken
 
 
-def succeed_fenced_by_status_only(jobs: list[ClaimedJob]) -> set[int]:
+def succeed_fenced_by_status_only(jobs: list[ClaimedJob], results: object = None) -> set[int]:
     """Success fenced by id and status, ignoring the attempt and the lease token (rule 3 broken)."""
     sql = f"""
-        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(), {CLEAR_LEASE}
+        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(), {END_LEASE}
         WHERE j.id = ANY(%(ids)s) AND j.status = 'running'
         RETURNING j.id
     """

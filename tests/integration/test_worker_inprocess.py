@@ -10,7 +10,7 @@ connections of their own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -67,10 +67,12 @@ def test_the_budget_catches_a_planted_query_per_job(monkeypatch: pytest.MonkeyPa
     """Negative control: one extra statement per success must break the budget above."""
     acknowledge = Recorder.record_successes
 
-    def one_more_query_per_job(self: Recorder, claimed: Sequence[ClaimedJob]) -> None:
+    def one_more_query_per_job(
+        self: Recorder, claimed: Sequence[ClaimedJob], results: Mapping[int, str] | None = None
+    ) -> None:
         for job in claimed:
             Job.objects.filter(pk=job.id).exists()
-        acknowledge(self, claimed)
+        acknowledge(self, claimed, results)
 
     monkeypatch.setattr(Recorder, "record_successes", one_more_query_per_job)
     # The budget assertion fails, listing the statements: the planted one among them.

@@ -41,6 +41,11 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.decorators": 5,
     f"{PACKAGE}.deadletters": 5,
     f"{PACKAGE}.apps": 5,
+    f"{PACKAGE}.backends": 5,
+    f"{PACKAGE}.task_backend_checks": 5,
+    f"{PACKAGE}.task_results": 5,
+    f"{PACKAGE}.task_runs": 5,
+    f"{PACKAGE}.testing": 5,
     PACKAGE: 6,  # the package's __init__: the lazy public API over everything
 }
 LAYER_NAMES = {1: "policy", 2: "models/registry/conf", 3: "services", 4: "worker", 5: "adapters", 6: "root"}

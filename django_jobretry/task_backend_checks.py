@@ -1,0 +1,92 @@
+"""System checks of a ``JobRetryBackend`` in ``TASKS``: `manage.py check` names the bad option.
+
+Django runs them through ``BaseTaskBackend.check()``. Ids are stable
+(documented in docs/settings.md#system-checks); never renumber them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.apps import apps
+from django.core.checks import CheckMessage, Error
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.exceptions import InvalidJob, JobRetryError
+from django_jobretry.validation import check_queue_name
+
+if TYPE_CHECKING:
+    from django_jobretry.backends import JobRetryBackend
+
+#: The keys OPTIONS may hold.
+OPTION_KEYS = ("policy", "task_policies")
+
+
+def check_backend(backend: JobRetryBackend) -> list[CheckMessage]:
+    """Every problem of one backend's configuration, each with its own id and hint."""
+    where = f'TASKS["{backend.alias}"]'
+    problems: list[CheckMessage] = []
+    if not apps.is_installed("django_jobretry"):
+        problems.append(
+            Error(
+                f"{where} uses JobRetryBackend, but django_jobretry is not in INSTALLED_APPS.",
+                hint='Add "django_jobretry" to INSTALLED_APPS and run manage.py migrate.',
+                id="django_jobretry.E020",
+            )
+        )
+    options = backend.options
+    if not isinstance(options, dict):
+        return [*problems, _options_error(where, f'{where}["OPTIONS"] = {options!r} is not a dict.')]
+    unknown = sorted(str(key) for key in options if key not in OPTION_KEYS)
+    if unknown:
+        problems.append(_options_error(where, f'{where}["OPTIONS"] has unknown key(s) {unknown}.'))
+    problems += _policy_problems(where, options)
+    for queue in sorted(backend.queues, key=str):
+        try:
+            check_queue_name(queue)
+        except InvalidJob as exc:
+            problems.append(Error(f'{where}["QUEUES"]: {exc}', id="django_jobretry.E024"))
+    return problems
+
+
+def _options_error(where: str, message: str) -> Error:
+    return Error(
+        message,
+        hint=f"OPTIONS may hold {', '.join(repr(k) for k in OPTION_KEYS)}; see docs/django-tasks.md.",
+        id="django_jobretry.E021",
+    )
+
+
+def _policy_problems(where: str, options: dict[str, Any]) -> list[CheckMessage]:
+    named: list[tuple[str, Any]] = []
+    if "policy" in options:
+        named.append((f'{where}["OPTIONS"]["policy"]', options["policy"]))
+    mapping = options.get("task_policies", {})
+    if not isinstance(mapping, dict):
+        return [
+            Error(
+                f'{where}["OPTIONS"]["task_policies"] = {mapping!r} is not a dict.',
+                hint='Map task paths to policy names: {"myapp.tasks.send_invoice": "payments"}.',
+                id="django_jobretry.E023",
+            )
+        ]
+    named += [(f'{where}["OPTIONS"]["task_policies"][{path!r}]', name) for path, name in mapping.items()]
+    return [problem for label, name in named if (problem := _unknown_policy(label, name)) is not None]
+
+
+def _unknown_policy(label: str, name: Any) -> Error | None:
+    if isinstance(name, str):
+        try:
+            jobretry_settings.policy(name)
+            return None
+        except JobRetryError:
+            pass
+    try:
+        known = sorted(jobretry_settings.policies)
+    except JobRetryError:  # JOBRETRY itself is invalid: its own checks report that
+        return None
+    return Error(
+        f"{label} = {name!r} is not a policy in JOBRETRY['POLICIES'].",
+        hint=f"Use one of {known}, or define it in JOBRETRY['POLICIES'].",
+        id="django_jobretry.E022",
+    )

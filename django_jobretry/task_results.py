@@ -1,0 +1,115 @@
+"""django.tasks results read from our rows: a job or a dead letter seen as a ``TaskResult``.
+
+A result id is the id of the first job of its requeue chain, so a caller
+polling one id sees FAILED -> READY -> SUCCESSFUL across a requeue
+(docs/decisions/0006-a-task-result-spans-requeues.md). Only imported by
+:mod:`django_jobretry.backends`, which makes sure ``django.tasks`` exists.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q
+from django.tasks.base import Task, TaskError, TaskResult, TaskResultStatus
+from django.tasks.exceptions import TaskResultDoesNotExist
+from django.utils.dateparse import parse_datetime
+
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.models.job import ORIGIN_JOB_ID
+from django_jobretry.validation import INT_MAX
+
+#: The error class a history entry without one (lease expired, shutdown, cancel) is reported as.
+LOST_ATTEMPT_CLASS = "django_jobretry.exceptions.AttemptLost"
+
+_STATUS = {
+    JobStatus.READY: TaskResultStatus.READY,
+    JobStatus.RUNNING: TaskResultStatus.RUNNING,
+    JobStatus.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+}
+
+
+def parse_result_id(result_id: object) -> int:
+    """The first job id a result id names; anything else is a result that does not exist."""
+    text = str(result_id)
+    if not (text.isascii() and text.isdigit() and 0 < len(text) <= 19) or not 0 < int(text) <= INT_MAX:
+        raise TaskResultDoesNotExist(f"{result_id!r} is not a task result id of this backend")
+    return int(text)
+
+
+def find_row(result_id: object) -> Job | DeadLetter:
+    """The one row holding this result now: the live or finished job, or its dead letter."""
+    origin = parse_result_id(result_id)
+    chain = Q(requeue_count__gt=0, origin=str(origin))
+    job = Job.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(id=origin, requeue_count=0) | chain).first()
+    if job is not None:
+        return job
+    dead = DeadLetter.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(job_id=origin, requeue_count=0) | chain)
+    found = dead.first()
+    if found is None:
+        raise TaskResultDoesNotExist(f"no task result {result_id!r}: never enqueued, or pruned since")
+    return found
+
+
+def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> TaskResult[..., Any]:
+    """The row as a TaskResult of ``task``, as the backend called ``backend`` reports it."""
+    history = _entries(row.errors)
+    if isinstance(row, DeadLetter):
+        status, origin = TaskResultStatus.FAILED, row.job_id
+        finished_at: datetime | None = row.dead_at
+        last_attempted_at: datetime | None = _last_at(history) or row.dead_at
+        current: list[str] = []
+    else:
+        status, origin = _STATUS[JobStatus(row.status)], row.pk
+        finished_at = row.finished_at if row.status == JobStatus.SUCCEEDED else None
+        last_attempted_at = row.started_at
+        current = [row.lease_owner] if row.status != JobStatus.READY else []
+    requeues = _entries(row.requeue_history)
+    if requeues and str(requeues[0].get("job_id", "")).isdigit():
+        origin = int(requeues[0]["job_id"])
+    result = TaskResult(
+        task=task,
+        id=str(origin),
+        status=status,
+        enqueued_at=row.enqueued_at,
+        started_at=row.first_attempt_at,
+        finished_at=finished_at,
+        last_attempted_at=last_attempted_at,
+        args=row.args if isinstance(row.args, list) else [],
+        kwargs=row.kwargs if isinstance(row.kwargs, dict) else {},
+        backend=backend,
+        errors=[_task_error(entry) for entry in history],
+        worker_ids=_worker_ids(row, history, current, requeues),
+    )
+    if status == TaskResultStatus.SUCCESSFUL and isinstance(row, Job):
+        object.__setattr__(result, "_return_value", row.return_value)
+    return result
+
+
+def _entries(value: Any) -> list[dict[str, Any]]:
+    # A hand-edited row may hold anything: only well-formed entries count.
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+
+
+def _task_error(entry: dict[str, Any]) -> TaskError:
+    error_class = str(entry.get("error_class") or LOST_ATTEMPT_CLASS)
+    traceback = str(entry.get("traceback") or f"{entry.get('ended')}: {entry.get('message', '')}")
+    return TaskError(exception_class_path=error_class, traceback=traceback)
+
+
+def _worker_ids(
+    row: Job | DeadLetter, history: list[dict[str, Any]], current: list[str], requeues: list[dict[str, Any]]
+) -> list[str]:
+    """One worker id per attempt, the requeued ones included; "" where the bounded history lost it."""
+    known = [str(entry.get("worker", "")) for entry in history] + current
+    earlier = sum(entry["attempts"] for entry in requeues if isinstance(entry.get("attempts"), int))
+    attempts = row.attempts + earlier
+    return [""] * (attempts - len(known)) + known[-attempts:] if attempts else []
+
+
+def _last_at(history: list[dict[str, Any]]) -> datetime | None:
+    try:
+        return parse_datetime(str(history[-1].get("at", ""))) if history else None
+    except ValueError:  # a well-formed but impossible time, from a hand-edited row
+        return None

@@ -1,0 +1,125 @@
+"""django.tasks tasks as registered jobs: how the worker runs one, and the task signals it sends.
+
+A ``@task`` of a JobRetryBackend is registered under its module path when
+Django validates it (at decoration), so the worker finds it like any
+``@job``: through the registry, never by importing a path read from a row
+(docs/design.md#rule-10). Only imported by :mod:`django_jobretry.backends`,
+which makes sure ``django.tasks`` exists.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.tasks.base import Task, TaskContext, TaskResult
+from django.tasks.signals import task_finished, task_started
+from django.utils.json import normalize_json
+
+from django_jobretry import signals
+from django_jobretry.context import current_job
+from django_jobretry.exceptions import UnstorableResult
+from django_jobretry.registry import registry
+
+logger = logging.getLogger("django_jobretry")
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """The registry's entry for a django.tasks task; ``func`` runs one attempt of it."""
+
+    task: Task[..., Any]
+    #: The policy name the backend enqueues this task under (listed by ``showpolicies``).
+    policy: str
+    name: str = field(init=False)
+    #: Runs one attempt; named like the task's function, for messages and logs.
+    func: Callable[..., Any] = field(init=False)
+    timeout: timedelta | None = None
+    #: A task's return value is its result: the worker stores it.
+    keeps_result: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.task.module_path)
+
+        def attempt(*args: Any, **kwargs: Any) -> Any:
+            return self.run(*args, **kwargs)
+
+        object.__setattr__(self, "func", functools.update_wrapper(attempt, self.task.func))
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """One attempt: send ``task_started``, call the task (with its context), return its value."""
+        result = running_result(self.task)
+        send_task_signal(task_started, self.task, result)
+        if self.task.takes_context:
+            value = self.task.call(TaskContext(task_result=result), *args, **kwargs)
+        else:
+            value = self.task.call(*args, **kwargs)
+        try:
+            return normalize_json(value)
+        except (TypeError, ValueError) as exc:
+            raise UnstorableResult(
+                f"task {self.name!r} returned a value that is not JSON ({exc}); "
+                "return plain data (str, int, float, bool, None, list, dict)"
+            ) from None
+
+
+def task_of(task_name: str) -> Task[..., Any] | None:
+    """The django.tasks Task registered under ``task_name`` in this process, if any."""
+    definition = registry.get(task_name)
+    return definition.task if isinstance(definition, TaskRun) else None
+
+
+def running_result(task: Task[..., Any]) -> TaskResult[..., Any]:
+    """The result of the attempt this worker thread runs now, read from its row."""
+    from django_jobretry.models import Job
+    from django_jobretry.task_results import result_of
+
+    context = current_job()
+    if context is None:
+        raise RuntimeError(f"task {task.module_path!r} ran outside a worker; call it with .call()")
+    return result_of(Job.objects.get(id=context.job_id), task, task.backend)
+
+
+def send_task_signal(signal: Any, task: Task[..., Any], result: TaskResult[..., Any]) -> None:
+    """A django.tasks signal with the task's backend class as sender; a failing receiver is logged."""
+    extra = {"job_id": result.id, "task": task.module_path, "outcome": "signal_error"}
+    signals.send(signal, type(task.get_backend()), extra, task_result=result)
+
+
+def _finished(row: Any) -> None:
+    """Send ``task_finished`` for ``row`` (a job or dead letter) if it belongs to a django.tasks task."""
+    from django_jobretry.task_results import result_of
+
+    task = task_of(row.task_name)
+    if task is not None:
+        send_task_signal(task_finished, task, result_of(row, task, task.backend))
+
+
+def _on_succeeded(sender: type, *, task_name: str = "", job_id: int | None = None, **kwargs: Any) -> None:
+    from django_jobretry.models import Job
+
+    if task_of(task_name) is None or job_id is None:
+        return
+    if (row := Job.objects.filter(id=job_id).first()) is not None:
+        _finished(row)
+
+
+def _on_dead_lettered(
+    sender: type, *, dead_letter_id: int | None = None, task_name: str = "", **kwargs: Any
+) -> None:
+    """A task ended for good as a dead letter (an operator's cancel sends no ``task_name``)."""
+    from django_jobretry.models import DeadLetter
+
+    if dead_letter_id is None or (task_name and task_of(task_name) is None):
+        return
+    # None: an automatic requeue revived it already, so it has not finished.
+    if (row := DeadLetter.objects.filter(id=dead_letter_id).first()) is not None:
+        _finished(row)
+
+
+signals.job_succeeded.connect(_on_succeeded, dispatch_uid="django_jobretry.task_runs.succeeded")
+signals.job_dead_lettered.connect(_on_dead_lettered, dispatch_uid="django_jobretry.task_runs.dead")
