@@ -117,6 +117,7 @@ class JobFactory(DjangoModelFactory[Job]):
             started_at=LazyFunction(timezone.now),
             first_attempt_at=SelfAttribute("started_at"),
             finished_at=LazyFunction(timezone.now),
+            lease_owner=FAKE_WORKER,
         )
 
     task_name = DEFAULT_TASK

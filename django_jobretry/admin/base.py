@@ -36,9 +36,10 @@ if TYPE_CHECKING:  # generic only in django-stubs, not at run time
 else:
     _Base = admin.ModelAdmin
 
-#: The columns holding job arguments: no URL filter or search reaches them
-#: without the right to see them (rendering.can_filter_payload).
-PAYLOAD_FIELDS = frozenset({"args", "kwargs"})
+#: The columns holding job arguments (and what a django.tasks task returned, which
+#: may be as personal): no URL filter or search reaches them without the right
+#: to see them (rendering.can_filter_payload).
+PAYLOAD_FIELDS = frozenset({"args", "kwargs", "return_value"})
 #: Lookups the admin never runs from a URL: PostgreSQL compiles the pattern it
 #: is sent, so a bad one is an error and a pathological one a slow scan.
 REFUSED_LOOKUPS = frozenset({"regex", "iregex"})

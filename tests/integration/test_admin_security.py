@@ -69,6 +69,17 @@ ARGUMENT_PROBES = [
 ]
 
 
+def test_a_task_result_cannot_be_filtered_on_without_the_payload_permission(
+    viewer: Operator, reader: Operator
+) -> None:
+    """What a django.tasks task returned may be as personal as its arguments."""
+    JobFactory.create(succeeded=True, return_value={"token": SECRET})
+    JobFactory.create(succeeded=True, return_value={"token": "public"})
+    probe = {"return_value__token": SECRET}
+    assert viewer.get(reverse(JOBS), probe).status_code == 400
+    assert len(rows(reader.get(reverse(JOBS), probe))) == 1
+
+
 @pytest.mark.usefixtures("secrets")
 class TestArgumentsCannotBeFilteredOn:
     @pytest.mark.parametrize(("lookup", "hit", "miss"), ARGUMENT_PROBES)
