@@ -11,7 +11,7 @@ Lease recovery is in recovery.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -68,13 +68,20 @@ ORIGINAL_JOB_ID = (
 )
 
 
-def claim_sql(*, filter_queues: bool) -> str:
-    """The claim statement; public so its plan can be tested and documented."""
-    queue_filter = "AND queue_name = ANY(%(queues)s)" if filter_queues else ""
+def claim_sql(*, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False) -> str:
+    """The claim statement; public so its plan can be tested and documented.
+
+    Workers filter by queue only; the task and id filters serve ``testing.run_jobs``.
+    """
+    filters = (
+        ("AND queue_name = ANY(%(queues)s) " if filter_queues else "")
+        + ("AND task_name = ANY(%(tasks)s) " if filter_tasks else "")
+        + ("AND id <> ALL(%(skip)s::bigint[])" if skip_ids else "")
+    )
     return f"""
         WITH picked AS (
             SELECT id FROM {JOB}
-            WHERE status = 'ready' AND run_at <= statement_timestamp() {queue_filter}
+            WHERE status = 'ready' AND run_at <= statement_timestamp() {filters}
               AND attempts < max_attempts
             ORDER BY priority DESC, run_at, id
             LIMIT %(limit)s
@@ -94,11 +101,21 @@ def claim_sql(*, filter_queues: bool) -> str:
     """
 
 
-def claim(owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None) -> list[ClaimedJob]:
+def claim(
+    owner: str,
+    limit: int,
+    lease_seconds: float,
+    queues: Sequence[str] | None,
+    *,
+    task_names: Sequence[str] | None = None,
+    skip: Collection[int] = (),
+) -> list[ClaimedJob]:
     """Claim up to ``limit`` due jobs; the attempt is counted here (docs/design.md#rule-1)."""
-    sql = claim_sql(filter_queues=bool(queues))
+    sql = claim_sql(filter_queues=bool(queues), filter_tasks=bool(task_names), skip_ids=bool(skip))
     params: dict[str, Any] = {
         "queues": list(queues or []),
+        "tasks": list(task_names or []),
+        "skip": list(skip),
         "limit": limit,
         "owner": owner,
         "lease": lease_seconds,
