@@ -25,6 +25,7 @@ __all__ = [
     "NotDead",
     "RequeueConflict",
     "RetryableError",
+    "TooManyRuns",
     "UndecodableArguments",
     "UnknownPolicy",
     "UnknownTask",
@@ -79,6 +80,10 @@ class AttemptLost(JobRetryError):
     A lease that expired, a shutdown or a cancel leaves a history entry with
     no exception class; a django.tasks ``TaskError`` reports it as this.
     """
+
+
+class TooManyRuns(JobRetryError, RuntimeError):
+    """``testing.run_jobs()`` made its maximum number of attempts and jobs were still due: probably a loop."""
 
 
 class NotDead(JobRetryError, LookupError):

@@ -24,6 +24,7 @@ from django.db import connection, transaction
 
 from django_jobretry import signals
 from django_jobretry.decorators import JobDefinition
+from django_jobretry.exceptions import TooManyRuns, UnknownTask
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.policy import ErrorKind, RetryPolicy
 from django_jobretry.registry import policy_for, registry
@@ -53,10 +54,6 @@ LEASE_SECONDS = 300.0
 type Outcome = Literal["succeeded", "retried", "dead", "lost"]
 #: A task named by its registered name, its ``@job``, or its django.tasks ``Task``.
 type TaskRef = str | JobDefinition[Any] | Task[Any, Any]
-
-
-class TooManyRuns(RuntimeError):
-    """:func:`run_jobs` made ``max_runs`` attempts and jobs were still due: probably a loop."""
 
 
 @dataclass(frozen=True)
@@ -249,7 +246,7 @@ def classify(task: TaskRef, error: BaseException) -> ErrorKind:
     name = task_name_of(task)
     definition = task if isinstance(task, JobDefinition) else registry.get(name)
     if definition is None:
-        raise LookupError(f"task {name!r} is not registered in this process; import the module defining it")
+        raise UnknownTask(f"task {name!r} is not registered in this process; import the module defining it")
     policy = definition.policy
     if not isinstance(policy, RetryPolicy):
         policy = policy_for(name, policy)

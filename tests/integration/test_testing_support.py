@@ -20,6 +20,7 @@ from django.db import connection
 from django.test import TestCase
 
 from django_jobretry import FatalError, RetryableError, RetryPolicy, job, signals
+from django_jobretry.exceptions import UnknownTask
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.policy import ErrorKind
 from django_jobretry.services.outcomes import Recorder
@@ -320,5 +321,5 @@ class Classify(TestCase):
         assert DeadLetter.objects.get().reason == classify(picky, KeyError("id")) == "fatal"
 
     def test_an_unregistered_task_is_a_clear_error(self) -> None:
-        with pytest.raises(LookupError, match="not registered"):
+        with pytest.raises(UnknownTask, match="not registered"):
             classify("tests.nowhere.gone", ValueError())
