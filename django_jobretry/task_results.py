@@ -31,9 +31,14 @@ _STATUS = {
 
 
 def parse_result_id(result_id: object) -> int:
-    """The first job id a result id names; anything else is a result that does not exist."""
+    """The first job id a result id names; anything else is a result that does not exist.
+
+    Only the spelling this backend hands out (``str(job id)``) names a result:
+    "012" is not "12", or a result read by it would carry another id.
+    """
     text = str(result_id)
-    if not (text.isascii() and text.isdigit() and 0 < len(text) <= 19) or not 0 < int(text) <= INT_MAX:
+    canonical = text.isascii() and text.isdigit() and 0 < len(text) <= 19 and text[0] != "0"
+    if not canonical or int(text) > INT_MAX:
         raise TaskResultDoesNotExist(f"{result_id!r} is not a task result id of this backend")
     return int(text)
 
