@@ -67,9 +67,12 @@ class JobRetryBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
+        # A bad OPTIONS must not crash the import of a tasks.py (tasks are validated then, before
+        # any system check runs): whatever cannot be used is ignored here and reported by check().
         options = self.options if isinstance(self.options, dict) else {}
         self.default_policy: str = options.get("policy", "default")
-        self.task_policies: dict[str, str] = options.get("task_policies") or {}
+        mapping = options.get("task_policies")
+        self.task_policies: dict[str, str] = mapping if isinstance(mapping, dict) else {}
 
     def policy_name(self, task: Task[..., Any]) -> str:
         """The policy a task of this backend runs under: OPTIONS mapping, decorator, then OPTIONS policy."""
