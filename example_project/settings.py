@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import django
+
 from example_project.database import database_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -74,6 +76,16 @@ JOBRETRY: dict[str, Any] = {
         "demo": {"max_attempts": 3, "base_delay": 0.2, "multiplier": 2, "max_delay": 1, "jitter": 0.1},
     },
 }
+
+if django.VERSION >= (6, 0):
+    # Django's task framework through django-jobretry: shop/tasks.py runs on
+    # runworker like the jobs (docs/django-tasks.md). Django 5.2 has no django.tasks.
+    TASKS = {
+        "default": {
+            "BACKEND": "django_jobretry.backends.JobRetryBackend",
+            "OPTIONS": {"policy": "default"},
+        }
+    }
 
 LOGGING = {
     "version": 1,
