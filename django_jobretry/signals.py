@@ -34,7 +34,9 @@ dead_letters_pruning = Signal()
 def send(signal: Signal, sender: type, log_extra: dict[str, Any] | None = None, **kwargs: Any) -> None:
     """Send ``signal`` to every receiver; log each one that raised, with ``log_extra``.
 
-    No signal carries job arguments, so a receiver's traceback cannot leak one.
+    The log line holds ``log_extra`` and the receiver's exception, never the
+    signal's keyword arguments: Django's task signals carry a ``TaskResult``
+    with the task's arguments (their contract); this package's own carry none.
     """
     for receiver, result in signal.send_robust(sender, **kwargs):
         if isinstance(result, Exception):

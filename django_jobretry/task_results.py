@@ -106,8 +106,12 @@ def _task_error(entry: dict[str, Any]) -> TaskError:
 def _worker_ids(
     row: Job | DeadLetter, history: list[dict[str, Any]], current: list[str], requeues: list[dict[str, Any]]
 ) -> list[str]:
-    """One worker id per attempt, the requeued ones included; "" where the bounded history lost it."""
-    known = [str(entry.get("worker", "")) for entry in history] + current
+    """One worker id per attempt, the requeued ones included; "" where the bounded history lost it.
+
+    Only entries with a worker were attempts: an operator's cancel of a
+    waiting task records why it ended, but nothing ran.
+    """
+    known = [str(entry["worker"]) for entry in history if entry.get("worker")] + current
     earlier = sum(entry["attempts"] for entry in requeues if isinstance(entry.get("attempts"), int))
     attempts = row.attempts + earlier
     return [""] * (attempts - len(known)) + known[-attempts:] if attempts else []

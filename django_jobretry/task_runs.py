@@ -33,7 +33,7 @@ class TaskRun:
     """The registry's entry for a django.tasks task; ``func`` runs one attempt of it."""
 
     task: Task[..., Any]
-    #: The policy name the backend enqueues this task under (listed by ``showpolicies``).
+    #: The policy name the backend enqueues this task under.
     policy: str
     name: str = field(init=False)
     #: Runs one attempt; named like the task's function, for messages and logs.
@@ -116,7 +116,7 @@ def _on_dead_lettered(
 
     if dead_letter_id is None or (task_name and task_of(task_name) is None):
         return
-    # None: an automatic requeue revived it already, so it has not finished.
+    # None: the dead letter was requeued or discarded before this receiver ran.
     if (row := DeadLetter.objects.filter(id=dead_letter_id).first()) is not None:
         _finished(row)
 

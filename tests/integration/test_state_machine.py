@@ -449,9 +449,9 @@ def test_the_services_agree_with_the_model_after_every_step() -> None:
 # -- negative controls: the same machine against broken transitions must fail ----------------------
 
 
-def claim_sql_without_counting(*, filter_queues: bool) -> str:
+def claim_sql_without_counting(**filters: bool) -> str:
     """The claim, but the attempt is not counted (rule 1 broken)."""
-    real = REAL_CLAIM_SQL(filter_queues=filter_queues)
+    real = REAL_CLAIM_SQL(**filters)
     broken = real.replace("attempts = j.attempts + 1", "attempts = j.attempts")
     assert broken != real, "the control no longer breaks the claim: update it"
     return broken
