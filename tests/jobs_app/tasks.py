@@ -88,3 +88,12 @@ def other_queue(key: str) -> str:
 @retry_policy("default")
 def decorated_policy(key: str) -> None:
     _record(key)
+
+
+@task(takes_context=True)
+def slow_first_attempt(context: TaskContext[..., int], key: str, seconds: float) -> int:
+    """Records its attempt; the first one runs ``seconds`` (long enough to kill its worker meanwhile)."""
+    Execution.objects.create(key=key, attempt=context.attempt, pid=os.getpid())
+    if context.attempt == 1:
+        time.sleep(seconds)
+    return context.attempt

@@ -1,0 +1,179 @@
+"""django.tasks tasks run by the real worker engine, in process: results, policies and signals.
+
+The worker (tests/inprocess.py) claims, runs on its runner threads and
+records exactly as ``runworker`` does; running it in the test's process lets
+the test receive the django.tasks signals the worker sends. Django 6+ only
+(tests/conftest.py leaves this module out on Django 5.2).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.tasks import TaskResultStatus, default_task_backend
+from django.tasks.signals import task_enqueued, task_finished, task_started
+from django.test import override_settings
+
+from django_jobretry.backends import JobRetryBackend
+from django_jobretry.exceptions import UnstorableResult
+from django_jobretry.models import DeadLetter, Job
+from django_jobretry.registry import registry
+from django_jobretry.task_runs import TaskRun
+from tests.inprocess import run_until_settled
+from tests.jobs_app import tasks
+from tests.jobs_app.models import Execution
+from tests.processes import owner_pid
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("keep_signal_handlers")]
+
+DECORATED = "tests.jobs_app.tasks.decorated_policy"
+FLAKY = "tests.jobs_app.tasks.flaky"
+
+
+def attempts_of(key: str) -> list[int]:
+    return list(Execution.objects.filter(key=key).order_by("id").values_list("attempt", flat=True))
+
+
+class TestRuns:
+    def test_a_task_that_fails_twice_then_returns_is_successful(self) -> None:
+        enqueued = tasks.flaky.enqueue("k", failures=2)
+        run_until_settled()
+        result = tasks.flaky.get_result(enqueued.id)
+        assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, {"key": "k", "runs": 3})
+        assert [e.exception_class_path for e in result.errors] == ["builtins.ConnectionResetError"] * 2
+        # One worker id per attempt: each burst here is a worker of its own, in this process.
+        assert [owner_pid(worker) for worker in result.worker_ids] == [os.getpid()] * 3
+        assert attempts_of("k") == [1, 2, 3]
+
+    def test_an_async_task_runs_to_completion_with_its_return_value(self) -> None:
+        enqueued = tasks.asynchronous.enqueue("k")
+        run_until_settled()
+        result = tasks.asynchronous.get_result(enqueued.id)
+        returned: object = result.return_value  # the coroutine's value, whatever its annotation says
+        assert (result.status, returned, result.errors) == (TaskResultStatus.SUCCESSFUL, ["k", "async"], [])
+        assert attempts_of("k") == [1]
+
+    def test_a_task_taking_its_context_sees_its_attempt_number(self) -> None:
+        enqueued = tasks.attempts.enqueue("k", 2)
+        run_until_settled()
+        result = tasks.attempts.get_result(enqueued.id)
+        assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 3)
+        assert attempts_of("k") == [1, 2, 3]
+
+    def test_a_value_that_is_not_json_fails_the_task_fatally(self) -> None:
+        enqueued = tasks.returns_a_set.enqueue("k")
+        run_until_settled()
+        result = tasks.returns_a_set.get_result(enqueued.id)
+        assert result.status == TaskResultStatus.FAILED
+        [error] = result.errors
+        assert error.exception_class is UnstorableResult
+        assert "not JSON" in error.traceback
+        assert attempts_of("k") == [1], "fatal: never retried"
+        dead = DeadLetter.objects.get()
+        assert (dead.reason, dead.attempts) == ("fatal", 1)
+
+
+class TestPolicyPrecedence:
+    """OPTIONS["task_policies"] > @retry_policy > OPTIONS["policy"] (> "default")."""
+
+    @staticmethod
+    def stored_policies() -> dict[str, tuple[str, int]]:
+        policies = {job.task_name: (job.policy_name, job.max_attempts) for job in Job.objects.all()}
+        Job.objects.all().delete()
+        return policies
+
+    @staticmethod
+    def tasks_setting(**options: Any) -> dict[str, Any]:
+        backend = {"BACKEND": "django_jobretry.backends.JobRetryBackend", "QUEUES": ["default", "other"]}
+        return {"default": {**backend, "OPTIONS": options} if options else backend}
+
+    def enqueue_both(self) -> dict[str, tuple[str, int]]:
+        tasks.flaky.enqueue("k", 0)
+        tasks.decorated_policy.enqueue("k")
+        return self.stored_policies()
+
+    def test_each_level_and_override_settings(self) -> None:
+        # tests/settings.py: OPTIONS policy "three"; the decorator says "default".
+        assert self.enqueue_both() == {FLAKY: ("three", 3), DECORATED: ("default", 20)}
+        with override_settings(TASKS=self.tasks_setting(policy="emails")):
+            assert self.enqueue_both() == {FLAKY: ("emails", 8), DECORATED: ("default", 20)}
+        mapping = {DECORATED: "three", FLAKY: "demo"}
+        with override_settings(TASKS=self.tasks_setting(policy="emails", task_policies=mapping)):
+            assert self.enqueue_both() == {FLAKY: ("demo", 3), DECORATED: ("three", 3)}
+            run = registry.get(DECORATED)
+            assert isinstance(run, TaskRun)
+            assert run.policy == "three", "showpolicies lists the mapped one"
+        with override_settings(TASKS=self.tasks_setting()):
+            assert self.enqueue_both() == {FLAKY: ("default", 20), DECORATED: ("default", 20)}
+        # Leaving the override puts the test settings' backend back.
+        assert self.enqueue_both() == {FLAKY: ("three", 3), DECORATED: ("default", 20)}
+
+    def test_the_worker_retries_under_the_mapped_policy(self) -> None:
+        with override_settings(TASKS=self.tasks_setting(policy="default", task_policies={FLAKY: "three"})):
+            enqueued = tasks.flaky.enqueue("k", failures=5)
+        run_until_settled()
+        result = tasks.flaky.get_result(enqueued.id)
+        assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 3)
+        assert attempts_of("k") == [1, 2, 3]
+
+
+class Received:
+    """Every django.tasks signal, as (signal name, sender, status, attempts, status re-read by id)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: list[tuple[str, type, str, int, str]] = []
+
+    def receiver(self, name: str) -> Any:
+        def receive(sender: type, task_result: Any, **kwargs: Any) -> None:
+            stored = default_task_backend.get_result(task_result.id).status
+            with self.lock:
+                self.events.append((name, sender, task_result.status, task_result.attempts, stored))
+
+        return receive
+
+
+@pytest.fixture
+def received() -> Iterator[Received]:
+    found = Received()
+    handlers = [(s, found.receiver(n)) for s, n in ((task_enqueued, "enqueued"), (task_started, "started"))]
+    handlers.append((task_finished, found.receiver("finished")))
+    for signal, handler in handlers:
+        signal.connect(handler, weak=False)
+    yield found
+    for signal, handler in handlers:
+        signal.disconnect(handler)
+
+
+class TestSignals:
+    def test_a_retried_task_finishes_once(self, received: Received) -> None:
+        tasks.flaky.enqueue("k", failures=2)
+        run_until_settled()
+        assert {sender for _, sender, *_ in received.events} == {JobRetryBackend}
+        assert [(name, status, attempts) for name, _, status, attempts, _ in received.events] == [
+            ("enqueued", TaskResultStatus.READY, 0),
+            ("started", TaskResultStatus.RUNNING, 1),
+            ("started", TaskResultStatus.RUNNING, 2),
+            ("started", TaskResultStatus.RUNNING, 3),
+            ("finished", TaskResultStatus.SUCCESSFUL, 3),
+        ]
+        # task_finished comes once the success is recorded: reading the result by id agrees.
+        assert received.events[-1][-1] == TaskResultStatus.SUCCESSFUL
+
+    def test_a_dead_letter_finishes_the_task_as_failed(self, received: Received) -> None:
+        tasks.always_fails.enqueue("k")
+        run_until_settled()
+        names = [name for name, *_ in received.events]
+        assert names == ["enqueued", "started", "started", "started", "finished"]
+        assert received.events[-1][2:] == (TaskResultStatus.FAILED, 3, TaskResultStatus.FAILED)
+
+    def test_plain_jobs_send_no_task_signals(self, received: Received) -> None:
+        from tests.jobs_app import jobs
+
+        jobs.flaky.enqueue("k", 1)
+        run_until_settled()
+        assert received.events == []
