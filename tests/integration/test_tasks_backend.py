@@ -12,6 +12,7 @@ the last attempt's start, finished_at only once finished; and the result id
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,11 +22,14 @@ from django.db.models.functions import Now
 from django.tasks import TaskResultStatus
 from django.tasks.base import TaskResult
 from django.tasks.exceptions import TaskResultDoesNotExist
+from django.tasks.signals import task_finished
 
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
+from django_jobretry.backends import JobRetryBackend
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import recovery
+from django_jobretry.services.cancel import bury_cancelled_attempt, cancel_jobs
 from django_jobretry.task_results import LOST_ATTEMPT_CLASS
 from tests.integration.tasks_backend import claim_due, fail, succeed
 from tests.jobs_app import tasks
@@ -197,3 +201,54 @@ class TestRequeue:
         for later in {dead.job_id, *(e["job_id"] for e in dead.requeue_history[1:])}:
             with pytest.raises(TaskResultDoesNotExist):
                 tasks.fatal.get_result(str(later))
+
+
+class TestCancel:
+    """An operator's cancel ends a task as a "cancelled" dead letter: FAILED, and finished."""
+
+    @pytest.fixture
+    def finished(self) -> Iterator[list[TaskResult[..., Any]]]:
+        sent: list[TaskResult[..., Any]] = []
+
+        def receive(sender: type, task_result: TaskResult[..., Any], **kwargs: Any) -> None:
+            assert sender is JobRetryBackend
+            sent.append(task_result)
+
+        task_finished.connect(receive, weak=False)
+        yield sent
+        task_finished.disconnect(receive)
+
+    def test_a_waiting_task_cancelled_is_failed_with_no_attempt(self, finished: list[Any]) -> None:
+        enqueued = tasks.flaky.enqueue("k", 0)
+        cancel_jobs([int(enqueued.id)], actor="ops")
+        result = fetch(enqueued)
+        assert (result.status, error_classes(result), result.worker_ids) == (
+            TaskResultStatus.FAILED,
+            [LOST_ATTEMPT_CLASS],
+            [],
+        )
+        assert "cancelled by ops" in result.errors[0].traceback
+        assert [(r.id, r.status) for r in finished] == [(enqueued.id, TaskResultStatus.FAILED)]
+
+    def test_a_task_waiting_for_its_retry_keeps_its_worker_when_cancelled(self, finished: list[Any]) -> None:
+        enqueued = tasks.flaky.enqueue("k", 5)
+        fail("w1", ConnectionResetError("reset"))
+        cancel_jobs([int(enqueued.id)], actor="ops")
+        result = fetch(enqueued)
+        assert result.status == TaskResultStatus.FAILED
+        assert (error_classes(result), result.worker_ids) == ([RESET, LOST_ATTEMPT_CLASS], ["w1"])
+        assert [r.status for r in finished] == [TaskResultStatus.FAILED]
+
+    def test_a_running_task_cancelled_by_its_worker(self, finished: list[Any]) -> None:
+        enqueued = tasks.flaky.enqueue("k", 0)
+        claimed = claim_due("w1")
+        assert cancel_jobs([claimed.id], actor="ops").stopping == [claimed.id]
+        assert fetch(enqueued).status == TaskResultStatus.RUNNING, "running until its worker stops it"
+        bury_cancelled_attempt(claimed, "ops", worker_id="w1", sender=JobRetryBackend)
+        result = fetch(enqueued)
+        assert (result.status, error_classes(result), result.worker_ids) == (
+            TaskResultStatus.FAILED,
+            [LOST_ATTEMPT_CLASS],
+            ["w1"],
+        )
+        assert [r.status for r in finished] == [TaskResultStatus.FAILED]

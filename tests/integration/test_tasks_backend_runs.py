@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.tasks import TaskResultStatus, default_task_backend
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import override_settings
@@ -177,3 +178,18 @@ class TestSignals:
         jobs.flaky.enqueue("k", 1)
         run_until_settled()
         assert received.events == []
+
+    def test_an_automatic_requeue_does_not_finish_the_task(self, received: Received) -> None:
+        """A policy's requeue_budget revives the dead letter: the task finishes once, dead for good."""
+        budget = {"max_attempts": 1, "base_delay": 0.01, "max_delay": 0.05, "jitter": 0, "requeue_budget": 1}
+        jobretry = {**settings.JOBRETRY, "POLICIES": {**settings.JOBRETRY["POLICIES"], "budget": budget}}
+        always_fails = "tests.jobs_app.tasks.always_fails"
+        backend = TestPolicyPrecedence.tasks_setting(policy="three", task_policies={always_fails: "budget"})
+        with override_settings(JOBRETRY=jobretry, TASKS=backend):
+            enqueued = tasks.always_fails.enqueue("k")
+            run_until_settled()
+        result = tasks.always_fails.get_result(enqueued.id)
+        assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 2)
+        assert DeadLetter.objects.get().requeue_count == 1
+        finished = [event[2:] for event in received.events if event[0] == "finished"]
+        assert finished == [(TaskResultStatus.FAILED, 2, TaskResultStatus.FAILED)]
