@@ -20,6 +20,9 @@ logger = logging.getLogger("django_jobretry")
 job_started = Signal()
 job_succeeded = Signal()
 job_retry_scheduled = Signal()
+#: Also ``requeued_as``: the id of the job the policy's ``requeue_budget`` revived the
+#: dead letter as, or None. With a budget it is sent after that automatic requeue (and
+#: after its ``job_requeued``), so a receiver can tell whether the job has really ended.
 job_dead_lettered = Signal()
 #: Sent by the dead-letter service with DeadLetter as sender; kwargs
 #: ``dead_letter_id``, ``job_id``, ``task_name``, ``queue_name``, ``actor``

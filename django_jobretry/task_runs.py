@@ -109,36 +109,25 @@ def _on_succeeded(sender: type, *, task_name: str = "", job_id: int | None = Non
 
 
 def _on_dead_lettered(
-    sender: type, *, dead_letter_id: int | None = None, task_name: str = "", **kwargs: Any
+    sender: type,
+    *,
+    dead_letter_id: int | None = None,
+    task_name: str = "",
+    requeued_as: int | None = None,
+    **kwargs: Any,
 ) -> None:
-    """A task ended for good as a dead letter (an operator's cancel sends no ``task_name``)."""
+    """A task ended for good as a dead letter (an operator's cancel sends no ``task_name``).
+
+    Not when the policy's ``requeue_budget`` revived it at once (``requeued_as``):
+    the task runs again and finishes later.
+    """
     from django_jobretry.models import DeadLetter
 
-    if dead_letter_id is None or (task_name and task_of(task_name) is None):
+    if dead_letter_id is None or requeued_as is not None or (task_name and task_of(task_name) is None):
         return
     # None: the dead letter was requeued or discarded before this receiver ran.
-    row = DeadLetter.objects.filter(id=dead_letter_id).first()
-    if row is not None and not _requeued_next(row):
+    if (row := DeadLetter.objects.filter(id=dead_letter_id).first()) is not None:
         _finished(row)
-
-
-def _requeued_next(row: Any) -> bool:
-    """Whether the worker revives this dead letter right after sending the signal.
-
-    ``Recorder`` sends ``job_dead_lettered`` first and then spends the policy's
-    ``requeue_budget`` (services/outcomes.py, ``_auto_requeue``): for a give-up
-    of the policy (not fatal, not a cancel) with budget left. Lease recovery
-    never requeues; its burials end with a "lease_expired" entry.
-    """
-    from django_jobretry.models import DeadReason
-    from django_jobretry.registry import policy_for
-
-    if row.reason not in (DeadReason.EXHAUSTED, DeadReason.DEADLINE):
-        return False
-    last = row.errors[-1] if isinstance(row.errors, list) and row.errors else None
-    if isinstance(last, dict) and last.get("ended") == "lease_expired":
-        return False
-    return bool(row.requeue_count < policy_for(row.task_name, row.policy_name).requeue_budget)
 
 
 signals.job_succeeded.connect(_on_succeeded, dispatch_uid="django_jobretry.task_runs.succeeded")

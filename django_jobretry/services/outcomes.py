@@ -206,12 +206,19 @@ class Recorder:
                     error_class=entry["error_class"],
                 ),
             )
-            send_job_signal(
-                self.sender, signals.job_dead_lettered, job, reason=reason.value, dead_letter_id=dead_id
-            )
             # Fatal means retrying cannot help: the budget is for transient outages.
+            requeued_as = None
             if policy.requeue_budget and reason is not DeadReason.FATAL:
-                self._auto_requeue(job, policy, dead_id)
+                requeued_as = self._auto_requeue(job, policy, dead_id)
+            # After the requeue, so a receiver knows whether the job has really ended.
+            send_job_signal(
+                self.sender,
+                signals.job_dead_lettered,
+                job,
+                reason=reason.value,
+                dead_letter_id=dead_id,
+                requeued_as=requeued_as,
+            )
         else:
             logger.info(
                 "job %s attempt %s failed; retry in %.3fs",
@@ -261,14 +268,14 @@ class Recorder:
         else:
             signals.send(signals.job_retry_scheduled, self.sender, extra, delay=item.delay, **common)
 
-    def _auto_requeue(self, job: ClaimedJob, policy: RetryPolicy, dead_id: int) -> None:
-        """Spend one unit of the policy's requeue budget, after max_delay.
+    def _auto_requeue(self, job: ClaimedJob, policy: RetryPolicy, dead_id: int) -> int | None:
+        """Spend one unit of the policy's requeue budget, after max_delay; the new job's id, if any.
 
         Opt-in only (docs/design.md#dead-letters): nothing requeues itself otherwise.
         """
         used = DeadLetter.objects.filter(pk=dead_id).values_list("requeue_count", flat=True).first()
         if used is None or used >= policy.requeue_budget:
-            return
+            return None
         try:
             revived = deadletters.requeue(dead_id, run_after=policy.max_delay, actor=AUTO_REQUEUE_ACTOR)
         except (NotDead, RequeueConflict) as exc:
@@ -278,7 +285,7 @@ class Recorder:
                 exc,
                 extra=log_extra(job, "auto_requeue_skipped", dead_letter_id=dead_id),
             )
-            return
+            return None
         logger.info(
             "dead letter %s requeued automatically as job %s (%d of %d)",
             dead_id,
@@ -287,6 +294,7 @@ class Recorder:
             policy.requeue_budget,
             extra=log_extra(job, "auto_requeued", dead_letter_id=dead_id, new_job_id=revived.pk),
         )
+        return revived.pk
 
     def _stale(self, job: ClaimedJob, what: str) -> None:
         logger.warning(

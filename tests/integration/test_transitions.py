@@ -297,9 +297,29 @@ class TestRecorder:
 
 class TestAutomaticRequeue:
     def test_budget_requeues_once_then_the_job_stays_dead(self) -> None:
-        enqueued = jobs.budgeted.enqueue("budget")
-        fail_attempt(ConnectionResetError("down"))
+        heard: list[tuple[str, dict[str, Any]]] = []
+
+        def dead(sender: Any, **kwargs: Any) -> None:
+            heard.append(("dead_lettered", kwargs))
+
+        def requeued(sender: Any, **kwargs: Any) -> None:
+            heard.append(("requeued", kwargs))
+
+        signals.job_dead_lettered.connect(dead)
+        signals.job_requeued.connect(requeued)
+        try:
+            enqueued = jobs.budgeted.enqueue("budget")
+            fail_attempt(ConnectionResetError("down"))
+        finally:
+            signals.job_dead_lettered.disconnect(dead)
+            signals.job_requeued.disconnect(requeued)
         [revived] = Job.objects.filter(args=["budget"])
+        # The death is announced after the requeue, saying the job lives on.
+        assert [(name, kwargs["job_id"]) for name, kwargs in heard] == [
+            ("requeued", revived.pk),
+            ("dead_lettered", enqueued.pk),
+        ]
+        assert heard[1][1]["requeued_as"] == revived.pk
         assert (revived.requeue_count, revived.requeue_history[0]["by"]) == (1, "automatic (requeue_budget)")
         assert revived.run_at > revived.enqueued_at  # after max_delay, not at once
         assert not DeadLetter.objects.exists()
