@@ -299,19 +299,19 @@ class TestAutomaticRequeue:
     def test_budget_requeues_once_then_the_job_stays_dead(self) -> None:
         heard: list[tuple[str, dict[str, Any]]] = []
 
-        def dead(sender: Any, **kwargs: Any) -> None:
+        def died(sender: Any, **kwargs: Any) -> None:
             heard.append(("dead_lettered", kwargs))
 
         def requeued(sender: Any, **kwargs: Any) -> None:
             heard.append(("requeued", kwargs))
 
-        signals.job_dead_lettered.connect(dead)
+        signals.job_dead_lettered.connect(died)
         signals.job_requeued.connect(requeued)
         try:
             enqueued = jobs.budgeted.enqueue("budget")
             fail_attempt(ConnectionResetError("down"))
         finally:
-            signals.job_dead_lettered.disconnect(dead)
+            signals.job_dead_lettered.disconnect(died)
             signals.job_requeued.disconnect(requeued)
         [revived] = Job.objects.filter(args=["budget"])
         # The death is announced after the requeue, saying the job lives on.
