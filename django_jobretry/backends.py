@@ -88,7 +88,11 @@ class JobRetryBackend(BaseTaskBackend):
             check_queue_name(task.queue_name)
         except InvalidJob as exc:
             raise InvalidTask(str(exc)) from None
-        registry.register(TaskRun(task, self.policy_name(task)))
+        # The first Task of a function (its @task) stays registered: a .using() copy
+        # validated later must not change what get_result() reports as the task.
+        registered = registry.get(task.module_path)
+        if not (isinstance(registered, TaskRun) and registered.task.func is task.func):
+            registry.register(TaskRun(task, self.policy_name(task)))
 
     def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
         from django_jobretry.decorators import JobDefinition

@@ -178,3 +178,11 @@ class TestEnqueue:
         with pytest.raises(InvalidTask):
             tasks.flaky.using(**options).enqueue("k", 0)
         assert Job.objects.count() == 0
+
+
+def test_a_using_copy_does_not_change_the_task_a_result_reports() -> None:
+    """get_result().task is the module's @task, whatever .using() copies were made since."""
+    result = tasks.other_queue.using(priority=-5).enqueue("copy")
+    found = tasks.other_queue.get_result(result.id)
+    assert found.task is tasks.other_queue
+    assert Job.objects.get(pk=int(result.id)).priority == -5
