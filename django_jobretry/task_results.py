@@ -71,14 +71,20 @@ def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> Task
         last_attempted_at = row.started_at
         current = [row.lease_owner] if row.status != JobStatus.READY else []
     requeues = _entries(row.requeue_history)
-    if requeues and str(requeues[0].get("job_id", "")).isdigit():
-        origin = int(requeues[0]["job_id"])
+    enqueued_at, started_at = row.enqueued_at, row.first_attempt_at
+    if requeues:
+        # The result began with the first job of the chain: its id, enqueue and first attempt.
+        first = requeues[0]
+        if str(first.get("job_id", "")).isdigit():
+            origin = int(first["job_id"])
+        enqueued_at = _time(first.get("enqueued_at")) or enqueued_at
+        started_at = _time(first.get("first_attempt_at")) or started_at
     result = TaskResult(
         task=task,
         id=str(origin),
         status=status,
-        enqueued_at=row.enqueued_at,
-        started_at=row.first_attempt_at,
+        enqueued_at=enqueued_at,
+        started_at=started_at,
         finished_at=finished_at,
         last_attempted_at=last_attempted_at,
         args=row.args if isinstance(row.args, list) else [],
@@ -118,7 +124,12 @@ def _worker_ids(
 
 
 def _last_at(history: list[dict[str, Any]]) -> datetime | None:
+    return _time(history[-1].get("at")) if history else None
+
+
+def _time(value: Any) -> datetime | None:
+    """A time from a history entry; None when missing or not a time (a hand-edited row)."""
     try:
-        return parse_datetime(str(history[-1].get("at", ""))) if history else None
-    except ValueError:  # a well-formed but impossible time, from a hand-edited row
+        return parse_datetime(value) if isinstance(value, str) else None
+    except ValueError:  # well-formed but impossible, e.g. month 13
         return None

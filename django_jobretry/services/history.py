@@ -60,6 +60,10 @@ class RequeueEntry(TypedDict):
     dead_at: str
     by: str
     at: str
+    #: When the job that died was enqueued and first attempted (the start of a
+    #: task result that spans requeues); absent from entries written by earlier versions.
+    enqueued_at: NotRequired[str]
+    first_attempt_at: NotRequired[str | None]
 
 
 #: Characters of the dead letter's last error kept in a requeue entry.

@@ -110,7 +110,8 @@ def requeue_entry_sql(source: str, actor: str) -> str:
         f"jsonb_build_object('dead_letter_id', {source}.id, 'job_id', {source}.job_id, "
         f"'reason', {source}.reason, 'attempts', {source}.attempts, "
         f"'last_error', left({source}.last_error, {REQUEUE_ERROR_CHARS}), "
-        f"'dead_at', {source}.dead_at, 'by', {actor})"
+        f"'dead_at', {source}.dead_at, 'by', {actor}, "
+        f"'enqueued_at', {source}.enqueued_at, 'first_attempt_at', {source}.first_attempt_at)"
     )
 
 

@@ -165,7 +165,8 @@ class TestRequeue:
     def test_the_result_id_survives_requeues_with_its_history(self) -> None:
         enqueued = tasks.succeeds_when.enqueue("k", "/nonexistent/flag")
         fail("w1", FatalError("bad once"))
-        statuses = [tasks.succeeds_when.get_result(enqueued.id).status]
+        dead = tasks.succeeds_when.get_result(enqueued.id)
+        statuses = [dead.status]
 
         service.requeue(DeadLetter.objects.get().pk, actor="operator")
         job = Job.objects.get()
@@ -173,7 +174,10 @@ class TestRequeue:
         ready = tasks.succeeds_when.get_result(enqueued.id)
         statuses.append(ready.status)
         assert (error_classes(ready), ready.worker_ids, ready.finished_at) == ([FATAL], ["w1"], None)
-        assert ready.started_at == job.first_attempt_at
+        # The result began with the first job: its enqueue and first attempt, across the requeue.
+        assert job.first_attempt_at is None
+        assert (ready.enqueued_at, ready.started_at) == (enqueued.enqueued_at, dead.started_at)
+        assert dead.started_at is not None
 
         fail("w2", ConnectionResetError("still down"))
         retrying = tasks.succeeds_when.get_result(enqueued.id)
@@ -185,6 +189,7 @@ class TestRequeue:
         assert (done.id, done.return_value, done.attempts) == (enqueued.id, "fixed", 3)
         assert (error_classes(done), done.worker_ids) == ([FATAL, RESET], ["w1", "w2", "w3"])
         assert done.finished_at == Job.objects.get().finished_at
+        assert (done.enqueued_at, done.started_at) == (enqueued.enqueued_at, dead.started_at)
 
     def test_a_task_requeued_twice_and_dead_again_keeps_its_id(self) -> None:
         enqueued = tasks.fatal.enqueue("k")
