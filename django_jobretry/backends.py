@@ -92,7 +92,7 @@ class JobRetryBackend(BaseTaskBackend):
         # validated later must not change what get_result() reports as the task.
         registered = registry.get(task.module_path)
         if not (isinstance(registered, TaskRun) and registered.task.func is task.func):
-            registry.register(TaskRun(task, self.policy_name(task)))
+            registry.register(TaskRun(task))
 
     def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
         from django_jobretry.decorators import JobDefinition

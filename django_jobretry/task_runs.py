@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.tasks.base import Task, TaskContext, TaskResult
 from django.tasks.signals import task_finished, task_started
 from django.utils.json import normalize_json
@@ -33,8 +34,6 @@ class TaskRun:
     """The registry's entry for a django.tasks task; ``func`` runs one attempt of it."""
 
     task: Task[..., Any]
-    #: The policy name the backend enqueues this task under.
-    policy: str
     name: str = field(init=False)
     #: Runs one attempt; named like the task's function, for messages and logs.
     func: Callable[..., Any] = field(init=False)
@@ -49,6 +48,16 @@ class TaskRun:
             return self.run(*args, **kwargs)
 
         object.__setattr__(self, "func", functools.update_wrapper(attempt, self.task.func))
+
+    @property
+    def policy(self) -> str:
+        """The policy the task's backend enqueues it under now (settings may have changed since)."""
+        try:
+            backend = self.task.get_backend()
+        except ImproperlyConfigured:  # its alias left TASKS: what a job gets without a policy
+            return "default"
+        policy_name = getattr(backend, "policy_name", None)
+        return policy_name(self.task) if callable(policy_name) else "default"
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """One attempt: send ``task_started``, call the task (with its context), return its value."""

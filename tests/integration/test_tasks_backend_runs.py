@@ -107,7 +107,7 @@ class TestPolicyPrecedence:
             assert self.enqueue_both() == {FLAKY: ("demo", 3), DECORATED: ("three", 3)}
             run = registry.get(DECORATED)
             assert isinstance(run, TaskRun)
-            assert run.policy == "three", "showpolicies lists the mapped one"
+            assert run.policy == "three", "the registry (and testing.classify) see the mapped one"
         with override_settings(TASKS=self.tasks_setting()):
             assert self.enqueue_both() == {FLAKY: ("default", 20), DECORATED: ("default", 20)}
         # Leaving the override puts the test settings' backend back.
