@@ -142,13 +142,18 @@ def run_jobs(
     owner = f"run_jobs:{os.getpid()}"
     recorder = Recorder(owner, _sender())
     runs: list[Run] = []
+    last_look = False
     while True:
         skip = set() if include_scheduled else {run.job_id for run in runs}
         claimed = transitions.claim(owner, 1, LEASE_SECONDS, queues, task_names=tasks, skip=skip)
         if not claimed:
-            if include_scheduled and inline.bring_forward_next(queues=queues, task_names=tasks):
+            if include_scheduled and not last_look:
+                # Nothing scheduled later either: one more claim, for a retry that
+                # fell due between the claim above and this statement.
+                last_look = not inline.bring_forward_next(queues=queues, task_names=tasks)
                 continue
             return RunSummary.of(runs)
+        last_look = False
         job = claimed[0]
         if len(runs) >= max_runs:
             transitions.release(claimed)

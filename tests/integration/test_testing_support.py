@@ -17,12 +17,14 @@ from unittest import mock
 
 import pytest
 from django.db import connection
+from django.db.models.functions import Now
 from django.test import TestCase
 
 from django_jobretry import FatalError, RetryableError, RetryPolicy, job, signals
 from django_jobretry.exceptions import UnknownTask
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.policy import ErrorKind
+from django_jobretry.services import inline
 from django_jobretry.services.outcomes import Recorder
 from django_jobretry.testing import (
     MAX_RUNS,
@@ -183,6 +185,24 @@ class RunToTheEnd(TestCase):
         assert run_jobs(include_scheduled=True) == RunSummary(retried=2, dead=1)
         dead = DeadLetter.objects.get()
         assert (dead.reason, dead.last_error_class) == ("exhausted", "django_jobretry.exceptions.UnknownTask")
+
+
+class FallingDue(TestCase):
+    def test_a_retry_falling_due_between_two_statements_still_runs(self) -> None:
+        """The claim found nothing due, then the retry fell due before the bring-forward looked."""
+        queued = jobs.record.using(run_after=timedelta(hours=1)).enqueue("k")
+        real = inline.bring_forward_next
+
+        def due_meanwhile(**filters: Any) -> list[int]:
+            # The clock passing run_at between the two statements, made certain.
+            Job.objects.filter(pk=queued.pk).update(run_at=Now() - timedelta(seconds=1))
+            moved = real(**filters)
+            assert moved == [], "nothing is scheduled later any more"
+            return moved
+
+        with mock.patch.object(inline, "bring_forward_next", side_effect=due_meanwhile):
+            assert run_jobs(include_scheduled=True) == RunSummary(succeeded=1)
+        assert attempts_of("k") == [1]
 
 
 class RunWhatIsDue(TestCase):
