@@ -7,6 +7,7 @@ from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.services.deadletters import (
     BulkResult,
     Page,
+    Resubmitted,
     discard,
     discard_many,
     filtered,
@@ -22,6 +23,7 @@ __all__ = [
     "NotDead",
     "Page",
     "RequeueConflict",
+    "Resubmitted",
     "discard",
     "discard_many",
     "filtered",

@@ -15,6 +15,7 @@ from django_jobretry.policy.errors import FatalError, RetryableError
 
 __all__ = [
     "AttemptLost",
+    "CannotResubmit",
     "DuplicateTaskName",
     "FatalError",
     "InvalidJob",
@@ -104,3 +105,11 @@ class RequeueConflict(JobRetryError):
         super().__init__(
             f"dead letter {dead_letter_id} was not requeued: a live job holds unique_key {unique_key!r}"
         )
+
+
+class CannotResubmit(RequeueConflict):
+    """A dead letter from another system (django-q2) cannot be handed back to it."""
+
+    def __init__(self, dead_letter_id: int, why: str) -> None:
+        self.dead_letter_id, self.unique_key, self.why = dead_letter_id, "", why
+        JobRetryError.__init__(self, f"dead letter {dead_letter_id} was not requeued: {why}")

@@ -94,6 +94,8 @@ DEFAULTS: dict[str, Any] = {
     "POLICIES": {"default": {}},
     **{key: limit.default for key, limit in LIMITS.items()},
     **HOOKS,
+    # The django-q2 adapter's settings; django_jobretry.contrib.django_q2 checks them.
+    "DJANGO_Q2": None,
 }
 
 POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")

@@ -18,6 +18,7 @@ from django.db import models
 from django.http import HttpRequest
 
 from django_jobretry.models import DeadLetter, Job
+from django_jobretry.services.deadletters import Resubmitted
 
 #: One row to log: the object, its action flag and a message in plain words.
 Row = tuple[models.Model, int, str]
@@ -42,8 +43,10 @@ def log(request: HttpRequest, rows: Iterable[Row]) -> None:
         LogEntry.objects.bulk_create(entries)
 
 
-def requeued(dead: DeadLetter, job: Job) -> list[Row]:
+def requeued(dead: DeadLetter, job: Job | Resubmitted) -> list[Row]:
     """A requeue ends the dead letter and starts a job: both sides are logged."""
+    if isinstance(job, Resubmitted):  # the new task is another system's, not one of our rows
+        return [(dead, DELETION, f"Requeued as {job.source} task {job.pk}.")]
     return [
         (dead, DELETION, f"Requeued as job {job.pk}."),
         (job, ADDITION, f"Requeued from dead letter {dead.pk} (job {dead.job_id}, {dead.reason})."),

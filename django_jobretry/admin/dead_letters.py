@@ -22,7 +22,7 @@ from django_jobretry.admin import dashboard, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.admin.operations import DeadLetterActions
-from django_jobretry.models import DeadLetter
+from django_jobretry.models import DeadLetter, DeadLetterSource
 
 
 def died_text(when: timestamps.Shown) -> str:
@@ -46,7 +46,7 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
         "last_error_line",
     )
     list_display_links = ("id", "task")
-    list_filter = (QueueFilter, TaskFilter, "reason")
+    list_filter = (QueueFilter, TaskFilter, "reason", "source")
     date_hierarchy = "dead_at"
     search_fields = ("task_name", "last_error")
     search_help_text = "Task or error text; a number also matches a dead-letter id or job id."
@@ -56,7 +56,9 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     actions = ("requeue_selected", "discard_selected")
     fieldsets = (
         (None, {"fields": ("task_name", "queue_name", "policy_name", "reason", "attempts_display")}),
-        ("Job", {"fields": ("job_id", "priority", "unique_key")}),
+        ("Job", {"fields": ("source", "job_id", "priority", "unique_key")}),
+        # Dead letters from django-q2 (source "django_q2"); empty for this package's own jobs.
+        ("External task", {"fields": ("external_id", "external_name", "external_group")}),
         ("Times", {"fields": ("enqueued_at_shown", "first_attempt_at_shown", "dead_at_shown")}),
         ("Last error", {"fields": ("last_error_class", "last_error")}),
         ("Attempt history", {"fields": ("attempt_history",)}),
@@ -83,6 +85,13 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     @admin.display(description="last error")
     def last_error_line(self, obj: DeadLetter) -> str:
         return rendering.first_line(obj.last_error)
+
+    def get_fieldsets(self, request: HttpRequest, obj: DeadLetter | None = None) -> Any:
+        """The external task's ids only on dead letters that came from another system."""
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or obj.source == DeadLetterSource.JOBRETRY:
+            return [(name, options) for name, options in fieldsets if name != "External task"]
+        return fieldsets
 
     @override
     def render_change_form(

@@ -28,6 +28,7 @@ from django_jobretry import deadletters
 from django_jobretry.admin import audit, timestamps
 from django_jobretry.admin.base import holds, parse_id
 from django_jobretry.admin.rendering import first_line
+from django_jobretry.exceptions import CannotResubmit
 from django_jobretry.models import DeadLetter
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -264,13 +265,17 @@ class DeadLetterActions(_Base):
             job = deadletters.requeue(pk, actor=actor(request))
         except deadletters.NotDead:
             return self._already_handled(request, pk)
+        except CannotResubmit as exc:
+            self.message_user(request, f"{exc}.", messages.ERROR)
+            return self._object_redirect(request, pk)
         except deadletters.RequeueConflict as exc:
             refused = f"Dead letter {pk} was not requeued: a live job holds the same unique key"
             self.message_user(request, f"{refused} {exc.unique_key!r}.", messages.ERROR)
             return self._object_redirect(request, pk)
         if dead is not None:  # always: it existed until the service took it
             audit.log(request, audit.requeued(dead, job))
-        self.message_user(request, f"Dead letter {pk} requeued as job {job.pk}.", messages.SUCCESS)
+        new = f"{job.source} task" if isinstance(job, deadletters.Resubmitted) else "job"
+        self.message_user(request, f"Dead letter {pk} requeued as {new} {job.pk}.", messages.SUCCESS)
         return self._changelist_redirect(request)
 
     def discard_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

@@ -4,7 +4,7 @@ Dead letters live apart so the hot jobs table stays small and its partial
 indexes stay tiny whatever the backlog of failures.
 """
 
-from django_jobretry.models.dead_letter import DeadLetter, DeadReason
+from django_jobretry.models.dead_letter import DeadLetter, DeadLetterSource, DeadReason
 from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
 
-__all__ = ["LIVE_STATUSES", "DeadLetter", "DeadReason", "Job", "JobQuerySet", "JobStatus"]
+__all__ = ["LIVE_STATUSES", "DeadLetter", "DeadLetterSource", "DeadReason", "Job", "JobQuerySet", "JobStatus"]

@@ -19,6 +19,13 @@ class DeadReason(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled by an operator"
 
 
+class DeadLetterSource(models.TextChoices):
+    """Which system ran the job that died: this package's workers, or a django-q2 cluster."""
+
+    JOBRETRY = "jobretry", "django-jobretry"
+    DJANGO_Q2 = "django_q2", "django-q2"
+
+
 class DeadLetter(models.Model):
     """Everything needed to understand and replay a job that died."""
 
@@ -44,6 +51,19 @@ class DeadLetter(models.Model):
     enqueued_at = models.DateTimeField()
     first_attempt_at = models.DateTimeField(null=True, blank=True)
     dead_at = models.DateTimeField(db_default=Now())
+    # A db_default too: bury's INSERT ... SELECT (services/sql.py) does not name it.
+    source = models.CharField(
+        max_length=16,
+        choices=DeadLetterSource.choices,
+        default=DeadLetterSource.JOBRETRY,
+        db_default=DeadLetterSource.JOBRETRY,
+    )
+    # Only for dead letters from another system (source != "jobretry"); job_id is 0 there.
+    external_id = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
+    external_name = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    external_group = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
+    #: What replay needs, as the other system signed it (django-q2: its SignedPackage).
+    external_payload = models.TextField(null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         verbose_name = "dead letter"
@@ -60,7 +80,12 @@ class DeadLetter(models.Model):
                 models.Index(
                     field, models.F("dead_at").desc(), models.F("id").desc(), name=f"jobretry_dead_{short}"
                 )
-                for field, short in (("queue_name", "queue"), ("task_name", "task"), ("reason", "reason"))
+                for field, short in (
+                    ("queue_name", "queue"),
+                    ("task_name", "task"),
+                    ("reason", "reason"),
+                    ("source", "source"),
+                )
             ),
             # A task result by id: the dead job's own id, or its first job id once requeued.
             models.Index(fields=["job_id"], name="jobretry_dead_job"),
@@ -69,6 +94,9 @@ class DeadLetter(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(reason__in=DeadReason.values), name="jobretry_dead_reason_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(source__in=DeadLetterSource.values), name="jobretry_dead_source_valid"
             ),
         ]
 

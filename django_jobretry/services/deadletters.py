@@ -10,7 +10,7 @@ wins and the other is told the item was already handled
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -19,8 +19,8 @@ from django.db.models import DurationField, QuerySet, Value
 from django.db.models.functions import Now
 
 from django_jobretry import signals
-from django_jobretry.exceptions import NotDead, RequeueConflict
-from django_jobretry.models import DeadLetter, DeadReason, Job
+from django_jobretry.exceptions import CannotResubmit, NotDead, RequeueConflict
+from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason, Job
 from django_jobretry.registry import policy_for
 from django_jobretry.services import transitions
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
@@ -29,7 +29,17 @@ logger = logging.getLogger("django_jobretry")
 
 #: The columns an action reads under its lock: enough to log, signal and
 #: revive; arguments and histories are moved by SQL, never loaded here.
-LOCKED_FIELDS = ("id", "job_id", "task_name", "queue_name", "policy_name", "reason", "attempts", "unique_key")
+LOCKED_FIELDS = (
+    "id",
+    "job_id",
+    "task_name",
+    "queue_name",
+    "policy_name",
+    "reason",
+    "attempts",
+    "unique_key",
+    "source",
+)
 
 #: Bulk actions lock and act in chunks so one action never holds thousands of locks.
 CHUNK = 500
@@ -43,6 +53,32 @@ class Page:
     next_cursor: tuple[datetime, int] | None
 
 
+@dataclass(frozen=True)
+class Resubmitted:
+    """A dead letter handed back to the system it came from, instead of becoming a Job.
+
+    ``pk`` is that system's new task id (django-q2: the task's uuid hex).
+    """
+
+    pk: str
+    task_name: str
+    queue_name: str
+    requeue_count: int
+    source: str
+
+
+#: How a dead letter of another source is requeued: (locked dead letter, actor) ->
+#: Resubmitted. Called in the transaction that holds the dead letter's row lock;
+#: it deletes the row itself. Registered by the adapter's AppConfig.ready().
+type Resubmitter = Callable[[DeadLetter, str], Resubmitted]
+_resubmitters: dict[str, Resubmitter] = {}
+
+
+def register_resubmitter(source: str, resubmitter: Resubmitter) -> None:
+    """Route requeues of dead letters from ``source`` to ``resubmitter``."""
+    _resubmitters[source] = resubmitter
+
+
 @dataclass
 class BulkResult:
     """What a bulk action did: acted on, already handled by someone else, refused."""
@@ -50,7 +86,8 @@ class BulkResult:
     done: list[int] = field(default_factory=list)
     already_handled: list[int] = field(default_factory=list)
     conflicts: list[int] = field(default_factory=list)
-    jobs: list[Job] = field(default_factory=list)
+    #: A Job per done requeue, or a Resubmitted for dead letters from another source.
+    jobs: list[Job | Resubmitted] = field(default_factory=list)
 
 
 def filtered(
@@ -112,8 +149,14 @@ def page_of(queryset: QuerySet[DeadLetter], *, limit: int, after: tuple[datetime
     return Page(items, (items[-1].dead_at, items[-1].pk) if more else None)
 
 
-def requeue(dead_letter_id: int, *, run_after: timedelta | None = None, actor: str | None = None) -> Job:
-    """Turn a dead letter back into a ready job; raises NotDead if it is gone."""
+def requeue(
+    dead_letter_id: int, *, run_after: timedelta | None = None, actor: str | None = None
+) -> Job | Resubmitted:
+    """Turn a dead letter back into a ready job; raises NotDead if it is gone.
+
+    A dead letter from another system (``source``, e.g. django-q2) goes back
+    to that system instead, and a :class:`Resubmitted` is returned.
+    """
     with transaction.atomic():
         dead = DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk=dead_letter_id).first()
         if dead is None:
@@ -140,7 +183,7 @@ def requeue_many(
     """Requeue each still-dead letter; the rest are reported, never silently skipped."""
     result = BulkResult()
     for chunk in _chunks(_ids(ids)):
-        revived: list[tuple[DeadLetter, Job]] = []
+        revived: list[tuple[DeadLetter, Job | Resubmitted]] = []
         with transaction.atomic():
             for dead in _lock(chunk, result):
                 try:
@@ -206,12 +249,19 @@ def _lock(ids: list[int], result: BulkResult) -> list[DeadLetter]:
     return locked
 
 
-def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None) -> Job:
+def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None) -> Job | Resubmitted:
     """transitions.revive under the caller's row lock, in a savepoint a conflict rolls back.
 
     max_attempts is the current policy's: an operator may have raised it
-    before requeueing.
+    before requeueing. A dead letter of another source goes to its resubmitter
+    (``run_after`` does not apply there) and never becomes a Job row.
     """
+    if dead.source != DeadLetterSource.JOBRETRY:
+        resubmit = _resubmitters.get(dead.source)
+        if resubmit is None:
+            raise CannotResubmit(dead.pk, f"no adapter for source {dead.source!r} is installed")
+        with transaction.atomic():
+            return resubmit(dead, actor or "")
     max_attempts = policy_for(dead.task_name, dead.policy_name).max_attempts
     try:
         with transaction.atomic():
@@ -229,7 +279,7 @@ def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None)
     return job
 
 
-def _after_requeue(dead: DeadLetter, job: Job, actor: str | None) -> None:
+def _after_requeue(dead: DeadLetter, job: Job | Resubmitted, actor: str | None) -> None:
     extra = {
         "dead_letter_id": dead.pk,
         "job_id": job.pk,

@@ -294,7 +294,8 @@ class Recorder:
             policy.requeue_budget,
             extra=log_extra(job, "auto_requeued", dead_letter_id=dead_id, new_job_id=revived.pk),
         )
-        return revived.pk
+        # Our own dead letter always becomes a Job (an int id); never another system's task.
+        return revived.pk if isinstance(revived.pk, int) else None
 
     def _stale(self, job: ClaimedJob, what: str) -> None:
         logger.warning(

@@ -325,7 +325,9 @@ class JobStoreMachine(RuleBasedStateMachine):
         refusal = self.model.requeue_refusal(dead_id)
 
         def call() -> Job:
-            return deadletters.requeue(dead_id, run_after=run_after, actor=OPERATOR)
+            job = deadletters.requeue(dead_id, run_after=run_after, actor=OPERATOR)
+            assert isinstance(job, Job)  # only this package's own dead letters here
+            return job
 
         if refusal == "not_dead":
             assert raises(NotDead, call), f"requeue of handled dead letter {dead_id} did not raise NotDead"
