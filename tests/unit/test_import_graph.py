@@ -46,6 +46,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.task_results": 5,
     f"{PACKAGE}.task_runs": 5,
     f"{PACKAGE}.testing": 5,
+    f"{PACKAGE}.contrib": 5,  # adapters to other task systems (django-q2)
     PACKAGE: 6,  # the package's __init__: the lazy public API over everything
 }
 LAYER_NAMES = {1: "policy", 2: "models/registry/conf", 3: "services", 4: "worker", 5: "adapters", 6: "root"}

@@ -1,0 +1,228 @@
+"""Monitor-side: write the policy's decision on a failed django-q2 task (ORM broker).
+
+Runs in django-q2's monitor process on ``post_execute``, after django-q2
+saved its Task row and left the broker row unacknowledged (the worker hook
+set ``ack_failure`` to False). In one transaction, with the broker row
+locked and still leased to this delivery (``lock`` in the future):
+
+- Retry: the row gets a new payload (attempt + 1, the history) and a
+  ``lock`` at now + the policy's delay; django-q2's pusher delivers it again
+  when the lock passes. Durable: nothing sleeps, a restart loses nothing.
+- Give up: the row is deleted and one DeadLetter (source "django_q2") is
+  inserted, so django-q2 never delivers the task again.
+
+A row whose lock already passed was redelivered (or acknowledged) meanwhile:
+the outcome is stale and changes nothing, like our own fenced writes
+(docs/design.md#rule-3).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from django_jobretry import signals
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.contrib.django_q2.hooks import KEY
+from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason
+from django_jobretry.policy import ErrorKind, GiveUp
+from django_jobretry.registry import policy_for
+from django_jobretry.services.decisions import decide
+from django_jobretry.services.history import AttemptEnd, AttemptEntry, attempt_entry
+
+logger = logging.getLogger("django_jobretry")
+
+
+class DjangoQ2Cluster:
+    """The sender of the worker signals the adapter sends for django-q2 tasks."""
+
+
+def on_post_execute(sender: Any, task: dict[str, Any], **kwargs: Any) -> None:
+    state = task.get(KEY)
+    if task.get("success") or not isinstance(state, dict) or "failure" not in state:
+        return  # success, or a task no policy covers: django-q2's own behaviour
+    try:
+        record_failure(task, state)
+    except Exception:  # never take django-q2's monitor down
+        logger.exception(
+            "could not record the failure of django-q2 task %s",
+            task.get("id"),
+            extra={"task": str(task.get("func")), "outcome": "record_error"},
+        )
+
+
+def json_safe(value: Any) -> Any:
+    """A JSON rendering of task arguments for display; what JSON cannot say becomes its repr."""
+    try:
+        text = json.dumps(value, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = json.dumps(repr(value))
+    return json.loads(text.replace("\\u0000", "\\\\0"))  # jsonb refuses NUL
+
+
+def entry_for(attempt: int, failure: dict[str, Any], worker: str, now: datetime) -> AttemptEntry:
+    """The history entry of a failed attempt, from the worker's verdict."""
+    kind = ErrorKind(failure["kind"])
+    ended = AttemptEnd.FATAL if kind is ErrorKind.FATAL else AttemptEnd(failure["ended"])
+    entry = attempt_entry(
+        attempt,
+        ended,
+        kind,
+        worker,
+        error_class=failure.get("error_class", ""),
+        message=failure.get("message", ""),
+        traceback_text=failure.get("traceback", ""),
+    )
+    entry["at"] = now.isoformat()
+    return entry
+
+
+def record_failure(task: dict[str, Any], state: dict[str, Any]) -> None:
+    from django_q.brokers import get_broker
+    from django_q.brokers.orm import ORM
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+    from django_q.utils import get_func_repr
+
+    ack_id = state.get("ack_id")
+    if ack_id is None or not isinstance(get_broker(task.get("cluster")), ORM):
+        logger.warning(
+            "django-q2 task %s failed on a broker other than the ORM broker: not handled",
+            task.get("id"),
+            extra={"outcome": "unsupported_broker"},
+        )
+        return
+    now = timezone.now()
+    func_name = get_func_repr(task["func"])
+    policy_name = str(state["policy"])
+    policy = policy_for(func_name, policy_name)
+    failure = state["failure"]
+    worker = f"django-q2 {Conf.CLUSTER_NAME}"
+    with transaction.atomic(using=Conf.ORM):
+        row = OrmQ.objects.using(Conf.ORM).select_for_update().filter(pk=ack_id, lock__gt=now).first()
+        if row is None:
+            logger.warning(
+                "django-q2 task %s failed after its broker row was redelivered; outcome ignored",
+                task.get("id"),
+                extra={"task": func_name, "outcome": "stale_ignored"},
+            )
+            return
+        package = SignedPackage.loads(row.payload)
+        carried = dict(package.get(KEY) or {})
+        attempt = int(carried.get("attempt", 1))
+        first = carried.get("first_attempt_at") or state.get("first_attempt_at")
+        entry = entry_for(attempt, failure, worker, now)
+        requested = failure.get("requested_delay")
+        decision = decide(
+            policy,
+            attempt,
+            ErrorKind(failure["kind"]),
+            elapsed=max(now - datetime.fromisoformat(first), timedelta(0)) if first else None,
+            requested_delay=None if requested is None else timedelta(seconds=requested),
+            max_attempts=policy.max_attempts,
+        )
+        if not isinstance(decision, GiveUp):
+            entry["delay"] = decision.delay.total_seconds()
+        limit = jobretry_settings.error_history_limit
+        errors = [*carried.get("errors", []), entry][-limit:]
+        carried.update(policy=policy_name, errors=errors, first_attempt_at=first)
+        carried.setdefault("enqueued_at", _iso(package.get("started")) or now.isoformat())
+        if isinstance(decision, GiveUp):
+            reason = DeadReason(decision.reason.value)
+            package[KEY] = carried
+            dead = bury(
+                package,
+                carried,
+                queue=row.key,
+                reason=reason,
+                attempt=attempt,
+                max_attempts=policy.max_attempts,
+                func_name=func_name,
+                entry=entry,
+            )
+            OrmQ.objects.using(Conf.ORM).filter(pk=row.pk).delete()
+        else:
+            package[KEY] = {**carried, "attempt": attempt + 1}
+            OrmQ.objects.using(Conf.ORM).filter(pk=row.pk).update(
+                lock=now + decision.delay, payload=SignedPackage.dumps(package)
+            )
+    common = {"job_id": package["id"], "task_name": func_name, "queue_name": row.key, "attempt": attempt}
+    extra = {"task": func_name, "queue": row.key, "attempt": attempt, "error_class": entry["error_class"]}
+    if isinstance(decision, GiveUp):
+        logger.warning(
+            "django-q2 task %s attempt %s failed; dead letter %s (%s)",
+            package["id"],
+            attempt,
+            dead.pk,
+            reason,
+            extra={**extra, "outcome": "dead_lettered", "reason": reason.value, "dead_letter_id": dead.pk},
+        )
+        signals.send(
+            signals.job_dead_lettered,
+            DjangoQ2Cluster,
+            extra,
+            reason=reason.value,
+            dead_letter_id=dead.pk,
+            requeued_as=None,
+            **common,
+        )
+    else:
+        seconds = decision.delay.total_seconds()
+        logger.info(
+            "django-q2 task %s attempt %s failed; retry in %.3fs",
+            package["id"],
+            attempt,
+            seconds,
+            extra={**extra, "outcome": "retry_scheduled", "delay": seconds},
+        )
+        signals.send(signals.job_retry_scheduled, DjangoQ2Cluster, extra, delay=decision.delay, **common)
+
+
+def _iso(value: object) -> str | None:
+    return value.isoformat() if isinstance(value, datetime) else None
+
+
+def bury(
+    package: dict[str, Any],
+    carried: dict[str, Any],
+    *,
+    queue: str,
+    reason: DeadReason,
+    attempt: int,
+    max_attempts: int,
+    func_name: str,
+    entry: AttemptEntry,
+) -> DeadLetter:
+    """The one DeadLetter of a django-q2 task that will not be retried again."""
+    from django_q.signing import SignedPackage
+
+    first = carried.get("first_attempt_at")
+    return DeadLetter.objects.create(
+        source=DeadLetterSource.DJANGO_Q2,
+        job_id=0,  # not one of our jobs; external_id names the django-q2 task
+        task_name=func_name[:200],
+        queue_name=queue[:100],
+        policy_name=str(carried["policy"]),
+        args=json_safe(list(package.get("args") or ())),
+        kwargs=json_safe(dict(package.get("kwargs") or {})),
+        reason=reason,
+        attempts=attempt,
+        max_attempts=max_attempts,
+        errors=carried["errors"],
+        last_error_class=entry["error_class"],
+        last_error=entry["message"],
+        requeue_count=int(carried.get("requeue_count", 0)),
+        requeue_history=carried.get("requeue_history", []),
+        enqueued_at=datetime.fromisoformat(carried["enqueued_at"]),
+        first_attempt_at=datetime.fromisoformat(first) if first else None,
+        external_id=str(package["id"]),
+        external_name=str(package.get("name") or "")[:100],
+        external_group=None if package.get("group") is None else str(package["group"])[:100],
+        external_payload=SignedPackage.dumps(package),
+    )
