@@ -21,7 +21,29 @@ finally:
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {"version": 1, "disable_existing_loggers": False}
 
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.jobs_app"]  # noqa: F405
+INSTALLED_APPS = [
+    *INSTALLED_APPS,  # noqa: F405
+    "tests.jobs_app",
+    # The django-q2 adapter, after django_q and django_jobretry (tests/integration/test_django_q2*.py).
+    "django_q",
+    "django_jobretry.contrib.django_q2",
+]
+
+# django-q2 freezes Q_CLUSTER when first imported: every test and every qcluster
+# subprocess (started with these settings) shares these values. The ORM broker
+# on the test database; short timeout/retry so a lost delivery shows up quickly.
+Q_CLUSTER = {
+    "name": "jobretry-tests",
+    "orm": "default",
+    "workers": 2,
+    "timeout": 3,
+    "retry": 6,
+    "max_attempts": 0,
+    "poll": 0.1,
+    "catch_up": False,
+    "save_limit": 0,
+    "log_level": "INFO",
+}
 
 if django.VERSION >= (6, 0):
     # django.tasks through our backend: tests/jobs_app/tasks.py is discovered like jobs.py.
@@ -39,7 +61,11 @@ JOBRETRY = {
         **JOBRETRY["POLICIES"],  # noqa: F405
         # Fast and jitter-free so retries are due almost at once in tests.
         "three": {"max_attempts": 3, "base_delay": 0.01, "multiplier": 2, "max_delay": 0.05, "jitter": 0},
+        # django-q2 tasks (tests/jobs_app/q2_tasks.py): delays that grow 0.5 -> 1.5 s, no jitter.
+        "q2": {"max_attempts": 3, "base_delay": 0.5, "multiplier": 3, "max_delay": 5, "jitter": 0},
+        "q2-two": {"max_attempts": 2, "base_delay": 0.2, "multiplier": 1, "max_delay": 0.2, "jitter": 0},
     },
     # Tests that prove LISTEN/NOTIFY wakes a worker raise this so polling cannot.
     "POLL_SECONDS": float(os.environ.get("JOBRETRY_TEST_POLL_SECONDS", "0.05")),
+    "DJANGO_Q2": {"POLICY": "q2"},
 }

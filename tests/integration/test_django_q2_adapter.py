@@ -1,0 +1,199 @@
+"""The django-q2 adapter's decisions, in process, without a cluster.
+
+A delivery is simulated the way django-q2's pusher, worker and monitor make
+it (tests/integration/test_django_q2_cluster.py runs the real thing): the
+queue row is locked for ``retry`` seconds, the worker hooks run around the
+failing call, then the monitor hook writes the decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+from django_q.exceptions import TimeoutException
+from django_q.models import OrmQ
+from django_q.signing import SignedPackage
+from django_q.tasks import async_task
+
+from django_jobretry import FatalError, deadletters, signals
+from django_jobretry.contrib.django_q2 import hooks, monitor
+from django_jobretry.models import DeadLetter, Job
+from tests.jobs_app import q2_tasks
+
+pytestmark = pytest.mark.django_db
+TASKS = "tests.jobs_app.q2_tasks"
+
+
+def deliver(func: Callable[..., Any], error: BaseException | None) -> dict[str, Any]:
+    """One delivery of the only queued task; returns the task dict the monitor got."""
+    row = OrmQ.objects.get()
+    OrmQ.objects.filter(pk=row.pk).update(lock=timezone.now() + timedelta(seconds=6))  # the pusher
+    task: dict[str, Any] = SignedPackage.loads(row.payload)
+    task["ack_id"] = row.pk
+    hooks.on_pre_execute("django_q", func=func, task=task)
+    try:
+        if error is not None:
+            raise error
+        task["success"] = True
+    except (Exception, TimeoutException) as exc:
+        task["result"], task["success"] = f"{exc} : Traceback", False
+        hooks.Reporter(None).report()
+    hooks.on_post_execute_in_worker("django_q", func=func, task=task)
+    monitor.on_post_execute("django_q", task=task)
+    return task
+
+
+def carried() -> dict[str, Any]:
+    state: dict[str, Any] = SignedPackage.loads(OrmQ.objects.get().payload)["jobretry"]
+    return state
+
+
+def test_success_path_changes_nothing() -> None:
+    async_task(f"{TASKS}.succeed", "ok")
+    before = OrmQ.objects.get().payload
+    task = deliver(q2_tasks.succeed, None)
+    assert "jobretry" not in task
+    assert "ack_failure" not in task  # django-q2 acknowledges it as usual
+    assert OrmQ.objects.get().payload == before
+
+
+def test_a_retry_rewrites_the_queue_row_with_attempt_history_and_delay() -> None:
+    async_task(f"{TASKS}.always_fail", "x")
+    now = timezone.now()
+    task = deliver(q2_tasks.always_fail, ConnectionError("down"))
+    assert task["ack_failure"] is False
+    row = OrmQ.objects.get()
+    assert now + timedelta(seconds=0.5) <= row.lock < now + timedelta(seconds=2)
+    state = carried()
+    assert (state["attempt"], state["policy"]) == (2, "q2")
+    assert [(e["attempt"], e["kind"], e["delay"], e["message"]) for e in state["errors"]] == [
+        (1, "retryable", 0.5, "down")
+    ]
+
+
+def test_give_up_buries_once_and_removes_the_queue_row() -> None:
+    sent: list[dict[str, Any]] = []
+    signals.job_dead_lettered.connect(lambda **kw: sent.append(kw), weak=False, dispatch_uid="q2-test")
+    try:
+        task_id = async_task(f"{TASKS}.always_fail", "x", group="g")
+        for _ in range(3):
+            deliver(q2_tasks.always_fail, ConnectionError("down"))
+    finally:
+        signals.job_dead_lettered.disconnect(dispatch_uid="q2-test")
+    dead = DeadLetter.objects.get()
+    assert (dead.external_id, dead.source, dead.attempts, dead.reason) == (
+        task_id,
+        "django_q2",
+        3,
+        "exhausted",
+    )
+    assert not OrmQ.objects.exists()
+    assert [(kw["dead_letter_id"], kw["reason"], kw["job_id"]) for kw in sent] == [
+        (dead.pk, "exhausted", task_id)
+    ]
+
+
+def test_fatal_and_timeout_are_classified_in_the_worker() -> None:
+    async_task(f"{TASKS}.fatal", "f")
+    deliver(q2_tasks.fatal, FatalError("bad"))
+    assert DeadLetter.objects.get().reason == "fatal"
+    async_task(f"{TASKS}.too_slow", "s")
+    deliver(q2_tasks.too_slow, TimeoutException())
+    assert [(e["kind"], e["ended"]) for e in carried()["errors"]] == [("retryable", "timeout")]
+
+
+def test_an_outcome_after_the_row_was_redelivered_changes_nothing() -> None:
+    async_task(f"{TASKS}.always_fail", "x")
+    row = OrmQ.objects.get()
+    task = SignedPackage.loads(row.payload)
+    task.update(ack_id=row.pk, success=False, result="late : Traceback")
+    hooks.on_pre_execute("django_q", func=q2_tasks.always_fail, task=task)
+    hooks.on_post_execute_in_worker("django_q", func=q2_tasks.always_fail, task=task)
+    monitor.on_post_execute("django_q", task=task)  # the row's lock is not in the future
+    assert OrmQ.objects.get().payload == row.payload
+    assert not DeadLetter.objects.exists()
+
+
+def test_without_the_reporter_the_result_text_is_a_retryable_failure() -> None:
+    verdict = hooks.from_result_text("boom : Traceback (most recent call last):\nValueError: boom\n")
+    assert (verdict["kind"], verdict["error_class"], verdict["message"]) == (
+        "retryable",
+        "ValueError",
+        "boom",
+    )
+
+
+def test_policy_per_function() -> None:
+    assert hooks.policy_name_for(q2_tasks.always_fail) == "q2"
+    assert hooks.policy_name_for(q2_tasks.two_attempts) == "q2-two"
+    assert hooks.policy_name_for(q2_tasks.opted_out) is None
+    async_task(f"{TASKS}.opted_out", "o")
+    task = deliver(q2_tasks.opted_out, ConnectionError("down"))
+    assert "jobretry" not in task
+    assert "ack_failure" not in task
+
+
+def bury_one() -> DeadLetter:
+    async_task(f"{TASKS}.fatal", "f", group="g")
+    deliver(q2_tasks.fatal, FatalError("bad"))
+    return DeadLetter.objects.get()
+
+
+def test_requeue_resubmits_to_django_q2_not_to_our_jobs() -> None:
+    dead = bury_one()
+    again = deadletters.requeue(dead.pk, actor="ops")
+    assert isinstance(again, deadletters.Resubmitted)
+    assert (again.source, again.requeue_count) == ("django_q2", 1)
+    assert not Job.objects.exists()
+    assert not DeadLetter.objects.exists()
+    package = SignedPackage.loads(OrmQ.objects.get().payload)
+    assert (package["id"], package["func"], package["args"], package["group"]) == (
+        again.pk,
+        f"{TASKS}.fatal",
+        ("f",),
+        "g",
+    )
+    assert package["jobretry"]["attempt"] == 1
+    assert package["jobretry"]["requeue_history"][0]["by"] == "ops"
+    assert len(package["jobretry"]["errors"]) == 1
+    with pytest.raises(deadletters.NotDead):
+        deadletters.requeue(dead.pk)
+
+
+def test_a_function_django_q2_cannot_locate_is_refused_and_kept() -> None:
+    dead = bury_one()
+    package = SignedPackage.loads(dead.external_payload)
+    package["func"] = f"{TASKS}.renamed_since"
+    DeadLetter.objects.filter(pk=dead.pk).update(external_payload=SignedPackage.dumps(package))
+    with pytest.raises(deadletters.RequeueConflict, match="cannot locate the function"):
+        deadletters.requeue(dead.pk)
+    DeadLetter.objects.filter(pk=dead.pk).update(external_payload="tampered")
+    result = deadletters.requeue_many([dead.pk])
+    assert (result.done, result.conflicts) == ([], [dead.pk])
+    assert DeadLetter.objects.filter(pk=dead.pk).exists()
+    assert not OrmQ.objects.exists()
+    deadletters.discard(dead.pk)
+    assert not DeadLetter.objects.exists()
+
+
+def test_the_admin_filters_by_source_and_requeues(admin_client: Client) -> None:
+    dead = bury_one()
+    url = reverse("admin:django_jobretry_deadletter_changelist")
+    assert str(dead.pk) in admin_client.get(url, {"source": "django_q2"}).content.decode()
+    page = admin_client.get(
+        reverse("admin:django_jobretry_deadletter_change", args=[dead.pk])
+    ).content.decode()
+    assert dead.external_id in page
+    listing = admin_client.get(url, {"source": "jobretry"}).content.decode()
+    assert f"/deadletter/{dead.pk}/change/" not in listing
+    response = admin_client.post(
+        reverse("admin:django_jobretry_deadletter_requeue", args=[dead.pk]), follow=True
+    )
+    assert "requeued as django_q2 task" in response.content.decode()
+    assert OrmQ.objects.count() == 1

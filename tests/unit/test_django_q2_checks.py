@@ -1,0 +1,77 @@
+"""The django-q2 adapter's system checks: each bad value gets its own id and says why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from django_jobretry.contrib.django_q2 import retry_policy
+from django_jobretry.contrib.django_q2.checks import check_django_q2, cluster_problems
+
+GOOD = {"name": "c", "orm": "default", "max_attempts": 0, "timeout": 60, "retry": 90}
+
+
+def ids(cluster: dict[str, Any]) -> list[str]:
+    return [problem.id or "" for problem in cluster_problems(cluster)]
+
+
+def test_the_recommended_cluster_and_the_test_settings_pass() -> None:
+    assert ids(GOOD) == []
+    assert check_django_q2() == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"orm": None}, "E033"),
+        ({"redis": {"host": "127.0.0.1"}}, "E033"),
+        ({"orm": "other"}, "E037"),
+        ({"max_attempts": 5}, "E034"),
+        ({"timeout": None}, "E035"),
+        ({"timeout": 90}, "E035"),
+        ({"timeout": 120, "retry": 60}, "E035"),
+        ({"sync": True}, "E036"),
+        ({"ack_failures": True}, "W030"),
+    ],
+)
+def test_each_incompatible_value_has_its_id(change: dict[str, Any], expected: str) -> None:
+    assert ids({**GOOD, **change}) == [f"django_jobretry.{expected}"]
+
+
+def test_messages_name_the_value_and_the_reason() -> None:
+    (problem,) = cluster_problems({**GOOD, "max_attempts": 5})
+    assert 'max_attempts"] = 5' in problem.msg
+    assert "deletes" in problem.msg
+    assert "= 0" in (problem.hint or "")
+
+
+def test_no_cluster_at_all() -> None:
+    assert [p.id for p in cluster_problems(None)] == ["django_jobretry.E033"]
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ({"POLICY": "nope"}, "E031"),
+        ({"POLICY": 3}, "E030"),
+        ({"POLICY": "q2", "X": 1}, "E030"),
+        ("q2", "E030"),
+    ],
+)
+def test_the_setting_is_checked(section: object, expected: str) -> None:
+    with override_settings(JOBRETRY={**settings.JOBRETRY, "DJANGO_Q2": section}):
+        assert [p.id for p in check_django_q2()] == [f"django_jobretry.{expected}"]
+
+
+def test_the_app_must_come_after_django_q_and_django_jobretry() -> None:
+    apps = [a for a in settings.INSTALLED_APPS if a != "django_q"]
+    with override_settings(INSTALLED_APPS=apps):
+        assert "django_jobretry.E032" in [p.id for p in check_django_q2()]
+
+
+def test_retry_policy_takes_a_name_or_none() -> None:
+    with pytest.raises(TypeError, match="policy name or None"):
+        retry_policy(3)  # type: ignore[arg-type]
