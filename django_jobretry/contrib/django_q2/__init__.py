@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+#: The key of the adapter's state in a django-q2 task package (attempt, history, policy).
+KEY = "jobretry"
+
 #: Attribute ``retry_policy`` sets on a task function: a policy name, or None to opt out.
 POLICY_ATTRIBUTE = "__jobretry_django_q2_policy__"
 
@@ -34,4 +37,4 @@ def retry_policy[F: Callable[..., Any]](name: str | None) -> Callable[[F], F]:
     return apply
 
 
-__all__ = ["POLICY_ATTRIBUTE", "retry_policy"]
+__all__ = ["KEY", "POLICY_ATTRIBUTE", "retry_policy"]

@@ -26,14 +26,15 @@ def connect() -> None:
     """Connect every hook to django-q2's signals; install the reporter; route requeues."""
     import logging
 
-    from django_q.signals import post_execute, post_execute_in_worker, pre_execute
+    from django_q.signals import post_execute, post_execute_in_worker, post_spawn, pre_execute
 
-    from django_jobretry.contrib.django_q2 import hooks, monitor, resubmit
+    from django_jobretry.contrib.django_q2 import claims, hooks, monitor, resubmit
     from django_jobretry.services.deadletters import register_resubmitter
 
     pre_execute.connect(hooks.on_pre_execute, dispatch_uid="jobretry_q2_pre_execute")
     post_execute_in_worker.connect(hooks.on_post_execute_in_worker, dispatch_uid="jobretry_q2_post_worker")
     post_execute.connect(monitor.on_post_execute, dispatch_uid="jobretry_q2_post_execute")
+    post_spawn.connect(claims.recover_lost, dispatch_uid="jobretry_q2_post_spawn")
     if not hooks.install_reporter():
         logging.getLogger("django_jobretry").warning(
             "django_q.worker has no error_reporter: failed django-q2 tasks are classified from "

@@ -15,6 +15,9 @@ to its monitor process; only the worker sees the exception. So:
    ``ack_failure`` to False, so the monitor leaves the broker row to us.
    A successful task is left untouched: the success path writes nothing.
 
+A claim file marks the running task, so that the replacement of a worker
+killed mid-task counts the lost attempt (:mod:`.claims`).
+
 The monitor then writes the decision (:mod:`.monitor`). When the reporter
 could not run, the failure is classified from django-q2's result text as
 retryable.
@@ -32,15 +35,13 @@ from typing import Any
 from django.utils import timezone
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.contrib.django_q2 import POLICY_ATTRIBUTE
+from django_jobretry.contrib.django_q2 import KEY, POLICY_ATTRIBUTE, claims
 from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import policy_for
 from django_jobretry.services.history import AttemptEnd, render_error
 
 logger = logging.getLogger("django_jobretry")
 
-#: The key of the adapter's state in a django-q2 task package.
-KEY = "jobretry"
 _UNSET = object()
 
 
@@ -76,7 +77,9 @@ class _Current:
 
 def on_pre_execute(sender: Any, func: Callable[..., Any] | None, task: dict[str, Any], **kwargs: Any) -> None:
     name = getattr(func, "__qualname__", None) or str(task.get("func"))
-    _Current.running = Running(policy_name_for(func), str(name), timezone.now())
+    running = _Current.running = Running(policy_name_for(func), str(name), timezone.now())
+    if running.policy is not None:  # a worker killed from here on still counts the attempt
+        claims.claim(task, running.policy, running.started.isoformat())
 
 
 def classify(policy_name: str, func_name: str, error: BaseException) -> dict[str, Any]:
@@ -144,6 +147,8 @@ def on_post_execute_in_worker(
     sender: Any, func: Callable[..., Any] | None, task: dict[str, Any], **kwargs: Any
 ) -> None:
     running, _Current.running = _Current.running, None
+    if running is not None and running.policy is not None:
+        claims.release()
     if running is None or running.policy is None or task.get("success") or task.get("sync"):
         return
     state = dict(task.get(KEY) or {})

@@ -28,9 +28,9 @@ from django.utils import timezone
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.contrib.django_q2.hooks import KEY
+from django_jobretry.contrib.django_q2 import KEY
 from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason
-from django_jobretry.policy import ErrorKind, GiveUp
+from django_jobretry.policy import Decision, ErrorKind, GiveUp, Retry
 from django_jobretry.registry import policy_for
 from django_jobretry.services.decisions import decide
 from django_jobretry.services.history import AttemptEnd, AttemptEntry, attempt_entry
@@ -133,8 +133,11 @@ def record_failure(task: dict[str, Any], state: dict[str, Any]) -> None:
         errors = [*carried.get("errors", []), entry][-limit:]
         carried.update(policy=policy_name, errors=errors, first_attempt_at=first)
         carried.setdefault("enqueued_at", _iso(package.get("started")) or now.isoformat())
+        dead: DeadLetter | None = None
         if isinstance(decision, GiveUp):
             reason = DeadReason(decision.reason.value)
+            if reason is DeadReason.EXHAUSTED and entry["ended"] == AttemptEnd.WORKER_EXIT:
+                reason = DeadReason.LEASE_EXPIRED  # like our own jobs: the last attempt was lost
             package[KEY] = carried
             dead = bury(
                 package,
@@ -152,27 +155,42 @@ def record_failure(task: dict[str, Any], state: dict[str, Any]) -> None:
             OrmQ.objects.using(Conf.ORM).filter(pk=row.pk).update(
                 lock=now + decision.delay, payload=SignedPackage.dumps(package)
             )
-    common = {"job_id": package["id"], "task_name": func_name, "queue_name": row.key, "attempt": attempt}
-    extra = {"task": func_name, "queue": row.key, "attempt": attempt, "error_class": entry["error_class"]}
-    if isinstance(decision, GiveUp):
+    _announce(decision, package, queue=row.key, attempt=attempt, func_name=func_name, entry=entry, dead=dead)
+
+
+def _announce(
+    decision: Decision,
+    package: dict[str, Any],
+    *,
+    queue: str,
+    attempt: int,
+    func_name: str,
+    entry: AttemptEntry,
+    dead: DeadLetter | None,
+) -> None:
+    """Log and signal a committed retry or burial, like the worker does for our jobs."""
+    common = {"job_id": package["id"], "task_name": func_name, "queue_name": queue, "attempt": attempt}
+    extra = {"task": func_name, "queue": queue, "attempt": attempt, "error_class": entry["error_class"]}
+    if isinstance(decision, GiveUp) and dead is not None:
+        reason = str(dead.reason)
         logger.warning(
             "django-q2 task %s attempt %s failed; dead letter %s (%s)",
             package["id"],
             attempt,
             dead.pk,
             reason,
-            extra={**extra, "outcome": "dead_lettered", "reason": reason.value, "dead_letter_id": dead.pk},
+            extra={**extra, "outcome": "dead_lettered", "reason": reason, "dead_letter_id": dead.pk},
         )
         signals.send(
             signals.job_dead_lettered,
             DjangoQ2Cluster,
             extra,
-            reason=reason.value,
+            reason=reason,
             dead_letter_id=dead.pk,
             requeued_as=None,
             **common,
         )
-    else:
+    elif isinstance(decision, Retry):
         seconds = decision.delay.total_seconds()
         logger.info(
             "django-q2 task %s attempt %s failed; retry in %.3fs",

@@ -27,7 +27,7 @@ import pydoc
 from django.core.signing import BadSignature
 from django.utils import timezone
 
-from django_jobretry.contrib.django_q2.hooks import KEY
+from django_jobretry.contrib.django_q2 import KEY
 from django_jobretry.exceptions import CannotResubmit
 from django_jobretry.models import DeadLetter
 from django_jobretry.services.deadletters import Resubmitted

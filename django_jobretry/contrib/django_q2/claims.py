@@ -1,0 +1,135 @@
+"""Killed workers: a claim file per running task, picked up by the replacement worker.
+
+django-q2 records nothing when a worker process dies mid-task (SIGKILL, out
+of memory, a guard kill past the timeout): the queue row comes back after
+``retry`` seconds with the same payload, so the lost attempt would not count
+and a task that kills its worker would loop forever.
+
+So a worker notes the task it starts in a small file named after its pid
+(``pre_execute``) and removes it when the task ends, whatever the outcome
+(``post_execute_in_worker``). Every worker django-q2 starts, at cluster start
+or to replace a dead one, fires ``post_spawn``: it then looks for claims of
+pids that no longer run, takes each with an atomic rename (two new workers
+cannot both take one), and records the lost attempt like a failure
+(``ended: "worker_exit"``, retryable) through the monitor's code path: a
+retry after the policy's delay, or the dead letter. The same fence applies:
+a row whose lock has passed (django-q2 delivered it again) is left alone.
+
+Files, not the database: the success path must not pay a database write.
+The directory is local to the host, as django-q2's workers are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("django_jobretry")
+
+SUFFIX = ".claim"
+
+
+def directory() -> Path:
+    """Claims of this cluster (name) on this database, in the system's temporary directory."""
+    from django.db import connections
+    from django_q.conf import Conf
+
+    database = connections[Conf.ORM or "default"].settings_dict
+    identity = f"{Conf.CLUSTER_NAME}|{database.get('HOST')}|{database.get('PORT')}|{database.get('NAME')}"
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"jobretry-django-q2-{digest}"
+
+
+def _mine() -> Path:
+    return directory() / f"{os.getpid()}{SUFFIX}"
+
+
+def claim(task: dict[str, Any], policy: str, started: str) -> None:
+    """Note the task this worker starts; never fails the task."""
+    if task.get("ack_id") is None:
+        return
+    record = {
+        "ack_id": task["ack_id"],
+        "id": task.get("id"),
+        "func": str(task.get("func")),
+        "cluster": task.get("cluster"),
+        "policy": policy,
+        "started": started,
+    }
+    try:
+        path = _mine()
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(record))
+        os.replace(partial, path)
+    except OSError:
+        logger.warning("could not write a claim file for a django-q2 task", extra={"outcome": "claim_error"})
+
+
+def release() -> None:
+    with contextlib.suppress(OSError):
+        _mine().unlink(missing_ok=True)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def recover_lost(**kwargs: Any) -> None:
+    """``post_spawn``: record the attempts of workers that died mid-task."""
+    from django_jobretry.contrib.django_q2.monitor import record_failure
+
+    try:
+        found = list(directory().glob(f"*{SUFFIX}"))
+    except OSError:
+        return
+    for path in found:
+        try:
+            pid = int(path.name.removesuffix(SUFFIX))
+        except ValueError:
+            continue
+        if pid == os.getpid() or alive(pid):
+            continue
+        taken = path.with_name(f"{path.name}.taken-{os.getpid()}")
+        try:
+            os.rename(path, taken)
+            record = json.loads(taken.read_text())
+        except (OSError, ValueError):
+            continue  # another new worker took it first, or it is unreadable
+        failure = {
+            "kind": "retryable",
+            "ended": "worker_exit",
+            "requested_delay": None,
+            "error_class": "",
+            "message": f"django-q2 worker {pid} died during the task",
+            "traceback": "",
+        }
+        task = {"func": record["func"], "id": record["id"], "cluster": record["cluster"]}
+        state = {
+            "ack_id": record["ack_id"],
+            "policy": record["policy"],
+            "failure": failure,
+            "first_attempt_at": record["started"],
+        }
+        try:
+            record_failure(task, state)
+        except Exception:
+            logger.exception("could not record a lost django-q2 attempt", extra={"outcome": "record_error"})
+        finally:
+            taken.unlink(missing_ok=True)
