@@ -8,9 +8,14 @@ failing call, then the monitor hook writes the decision.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from django.test import Client
@@ -22,7 +27,7 @@ from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
 from django_jobretry import FatalError, deadletters, signals
-from django_jobretry.contrib.django_q2 import hooks, monitor
+from django_jobretry.contrib.django_q2 import claims, hooks, monitor
 from django_jobretry.models import DeadLetter, Job
 from tests.jobs_app import q2_tasks
 
@@ -118,6 +123,40 @@ def test_an_outcome_after_the_row_was_redelivered_changes_nothing() -> None:
     monitor.on_post_execute("django_q", task=task)  # the row's lock is not in the future
     assert OrmQ.objects.get().payload == row.payload
     assert not DeadLetter.objects.exists()
+
+
+def test_the_replacement_of_a_killed_worker_counts_the_lost_attempt(tmp_path: Path) -> None:
+    async_task(f"{TASKS}.kill_own_worker", "k")
+    row = OrmQ.objects.get()
+    OrmQ.objects.filter(pk=row.pk).update(lock=timezone.now() + timedelta(seconds=6))
+    task: dict[str, Any] = {**SignedPackage.loads(row.payload), "ack_id": row.pk}
+    dead_pid = _finished_pid()
+    with (
+        patch.object(claims, "directory", return_value=tmp_path),
+        patch.object(os, "getpid", return_value=dead_pid),
+    ):
+        hooks.on_pre_execute("django_q", func=q2_tasks.kill_own_worker, task=task)  # then the worker dies
+    assert [p.name for p in tmp_path.iterdir()] == [f"{dead_pid}.claim"]
+    with patch.object(claims, "directory", return_value=tmp_path):
+        claims.recover_lost(sender="django_q", proc_name="Process-2")
+        claims.recover_lost(sender="django_q", proc_name="Process-3")  # nothing left to take
+    assert list(tmp_path.iterdir()) == []
+    state = carried()
+    assert state["attempt"] == 2
+    assert [(e["ended"], e["delay"]) for e in state["errors"]] == [("worker_exit", 0.5)]
+
+
+def _finished_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_live_workers_claim_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / f"{os.getppid()}.claim").write_text("{}")
+    with patch.object(claims, "directory", return_value=tmp_path):
+        claims.recover_lost()
+    assert [p.name for p in tmp_path.iterdir()] == [f"{os.getppid()}.claim"]
 
 
 def test_without_the_reporter_the_result_text_is_a_retryable_failure() -> None:

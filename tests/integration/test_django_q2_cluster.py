@@ -59,9 +59,7 @@ def stays(key: str, count: int, *, seconds: float = 1.5) -> None:
 
 def test_fails_twice_then_succeeds_with_growing_delays(cluster: Cluster) -> None:
     task_id = async_task(f"{TASKS}.fail_then_succeed", "twice", 2)
-    wait_until(
-        lambda: Task.objects.filter(id=task_id, success=True).exists(), timeout=DEADLINE, what="success"
-    )
+    succeeded(task_id)
     made = runs("twice")
     assert len(made) == 3
     gaps = [(later.created_at - earlier.created_at).total_seconds() for earlier, later in pairwise(made)]
@@ -109,6 +107,15 @@ def test_a_task_past_its_timeout_every_time_ends_as_a_dead_letter(cluster: Clust
     assert not OrmQ.objects.exists()
 
 
+def test_a_task_that_kills_its_worker_every_time_ends_as_a_dead_letter(cluster: Cluster) -> None:
+    dead = dead_letter_of(async_task(f"{TASKS}.kill_own_worker", "killer"))
+    assert (dead.reason, dead.attempts) == ("lease_expired", 3)
+    assert [e["ended"] for e in dead.errors] == ["worker_exit"] * 3
+    assert [e.get("delay") for e in dead.errors] == [0.5, 1.5, None]
+    assert not OrmQ.objects.exists()
+    stays("killer", 3)
+
+
 def test_a_requeued_dead_letter_keeps_its_history_and_succeeds_through_the_cluster(cluster: Cluster) -> None:
     first = dead_letter_of(async_task(f"{TASKS}.fail_until_fixed", "fixme", group="g"))
     again = deadletters.requeue(first.pk, actor="ops")
@@ -121,9 +128,8 @@ def test_a_requeued_dead_letter_keeps_its_history_and_succeeds_through_the_clust
     assert second.external_group == "g"
     Execution.objects.create(key="fixme:fixed", attempt=0, pid=0)  # the fix is deployed
     last = deadletters.requeue(second.pk, actor="ops")
-    wait_until(
-        lambda: Task.objects.filter(id=last.pk, success=True).exists(), timeout=DEADLINE, what="success"
-    )
+    assert isinstance(last, deadletters.Resubmitted)
+    succeeded(last.pk)
     assert len(runs("fixme")) == 7
     assert (DeadLetter.objects.count(), Job.objects.count(), OrmQ.objects.count()) == (0, 0, 0)
 

@@ -7,6 +7,7 @@ django-q2 from their dotted paths; nothing here is registered with @job.
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 from django_jobretry import FatalError
@@ -64,3 +65,9 @@ def two_attempts(key: str) -> None:
 def opted_out(key: str) -> None:
     _record(key)
     raise ConnectionError(f"{key} fails, opted out")
+
+
+def kill_own_worker(key: str) -> None:
+    """Dies like an out-of-memory kill: no exception, no result, django-q2 records nothing."""
+    _record(key)
+    os.kill(os.getpid(), signal.SIGKILL)
