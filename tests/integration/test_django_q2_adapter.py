@@ -29,6 +29,7 @@ from django_q.tasks import async_task
 from django_jobretry import FatalError, deadletters, signals
 from django_jobretry.contrib.django_q2 import claims, hooks, monitor
 from django_jobretry.models import DeadLetter, Job
+from tests.integration.conftest import cli_run
 from tests.jobs_app import q2_tasks
 
 pytestmark = pytest.mark.django_db
@@ -236,3 +237,17 @@ def test_the_admin_filters_by_source_and_requeues(admin_client: Client) -> None:
     )
     assert "requeued as django_q2 task" in response.content.decode()
     assert OrmQ.objects.count() == 1
+
+
+def test_the_command_requeues_and_discards_django_q2_dead_letters() -> None:
+    dead = bury_one()
+    out, _ = cli_run("list")
+    assert str(dead.pk) in out
+    out, _ = cli_run("requeue", str(dead.pk), "--actor", "alice")
+    assert f"requeued dead letter {dead.pk} as job " in out  # the new django-q2 task id
+    assert (Job.objects.count(), OrmQ.objects.count()) == (0, 1)
+    assert SignedPackage.loads(OrmQ.objects.get().payload)["jobretry"]["requeue_history"][0]["by"] == "alice"
+    OrmQ.objects.all().delete()
+    other = bury_one()
+    cli_run("discard", str(other.pk))
+    assert not DeadLetter.objects.exists()
