@@ -18,7 +18,9 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from django_q.exceptions import TimeoutException
@@ -62,8 +64,15 @@ def carried() -> dict[str, Any]:
 
 def test_success_path_changes_nothing() -> None:
     async_task(f"{TASKS}.succeed", "ok")
-    before = OrmQ.objects.get().payload
-    task = deliver(q2_tasks.succeed, None)
+    row = OrmQ.objects.get()
+    before = row.payload
+    task: dict[str, Any] = {**SignedPackage.loads(row.payload), "ack_id": row.pk}
+    with CaptureQueriesContext(connection) as queries:
+        hooks.on_pre_execute("django_q", func=q2_tasks.succeed, task=task)
+        task.update(success=True, result="ok")
+        hooks.on_post_execute_in_worker("django_q", func=q2_tasks.succeed, task=task)
+        monitor.on_post_execute("django_q", task=task)
+    assert queries.captured_queries == []  # not even a read
     assert "jobretry" not in task
     assert "ack_failure" not in task  # django-q2 acknowledges it as usual
     assert OrmQ.objects.get().payload == before
