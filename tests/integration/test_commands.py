@@ -34,6 +34,8 @@ def test_showpolicies_without_names_shows_all() -> None:
         "Policy 'emails'",
         "Policy 'demo'",
         "Policy 'three'",
+        "Policy 'q2'",  # the django-q2 adapter's tests (tests/settings.py)
+        "Policy 'q2-two'",
     ]
     assert "gives up 2h00m after the first attempt" in text
     assert "more than 2h00m after the first attempt -> dead letter (deadline)" in text
