@@ -48,6 +48,7 @@ def test_invalid_settings_raise_with_the_check_id() -> None:
 
 def test_unknown_policy_lists_the_known_ones() -> None:
     with pytest.raises(
-        UnknownPolicy, match=r"unknown retry policy 'nope'; .* \['default', 'demo', 'emails', 'three'\]"
+        UnknownPolicy,
+        match=r"unknown retry policy 'nope'; .* \['default', 'demo', 'emails', 'q2', 'q2-two', 'three'\]",
     ):
         jobretry_settings.policy("nope")
