@@ -1,13 +1,11 @@
 """The job store as a state machine: the real services against a pure model.
 
-Hypothesis drives enqueue (some with a unique_key), claim, cancel, success, retryable
-and fatal failures (through the worker's own Recorder), stale completions,
-time passing (retries made due, leases expired), lease recovery, requeue and
-discard of dead letters (including ones already handled, and requeues the
-unique_key refuses) and pruning, against PostgreSQL and against the pure
+Hypothesis drives enqueue (some with a unique_key), claim, cancel (a ready job dies
+"cancelled" at once; a running one only gets a request), success, retryable and fatal
+failures (through the worker's own Recorder), stale completions, time passing, lease
+recovery, requeue and discard of dead letters (including ones already handled, and
+requeues the unique_key refuses) and pruning, against PostgreSQL and against the pure
 model in tests/job_model.py, and compares the two after every step.
-
-Cancel: a ready job dies "cancelled" at once; a running one only gets a request.
 
 Everything goes through the services. The only raw writes simulate time
 passing: every policy below backs off for an hour, so a retry is due only
@@ -480,16 +478,11 @@ def lock_failed_without_fence(job: ClaimedJob) -> transitions.Failure | None:
 
 
 REAL_CLAIM_SQL = transitions.claim_sql
-# Stops at the first failure, without shrinking. The fence controls need a reclaim and then a stale
-# completion of the older attempt: measured, they fail within 5-270 generated examples.
+# First failure, no shrinking; the fence controls (reclaim, then stale completion) took 5-270 examples.
 CONTROL_SETTINGS = settings(MACHINE_SETTINGS, max_examples=1000, phases=[Phase.generate])
-# Reaching that case can take a few hundred examples: over a TCP connection to a busy server
-# that took more than the suite's 120 s timeout, which interrupted the search mid-example
-# (seen as hypothesis' FlakyFailure). The bound stays, only wider.
-CONTROL_TIMEOUT = 600
 
 
-@pytest.mark.timeout(CONTROL_TIMEOUT)
+@pytest.mark.timeout(600)  # that search outlasted the suite's 120 s over TCP to a busy server
 @pytest.mark.usefixtures("short_history")
 @pytest.mark.parametrize(
     ("name", "broken", "caught_by"),
