@@ -7,7 +7,6 @@ from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.services.deadletters import (
     BulkResult,
     Page,
-    Resubmitted,
     discard,
     discard_many,
     filtered,
@@ -17,6 +16,7 @@ from django_jobretry.services.deadletters import (
     requeue,
     requeue_many,
 )
+from django_jobretry.services.resubmitters import Resubmitted
 
 __all__ = [
     "BulkResult",

@@ -18,7 +18,7 @@ from django.db import models
 from django.http import HttpRequest
 
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services.deadletters import Resubmitted
+from django_jobretry.services.resubmitters import Resubmitted
 
 #: One row to log: the object, its action flag and a message in plain words.
 Row = tuple[models.Model, int, str]

@@ -10,7 +10,7 @@ wins and the other is told the item was already handled
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -19,11 +19,12 @@ from django.db.models import DurationField, QuerySet, Value
 from django.db.models.functions import Now
 
 from django_jobretry import signals
-from django_jobretry.exceptions import CannotResubmit, NotDead, RequeueConflict
+from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason, Job
 from django_jobretry.registry import policy_for
 from django_jobretry.services import transitions
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
+from django_jobretry.services.resubmitters import Resubmitted, resubmitter_for
 
 logger = logging.getLogger("django_jobretry")
 
@@ -51,32 +52,6 @@ class Page:
 
     items: list[DeadLetter]
     next_cursor: tuple[datetime, int] | None
-
-
-@dataclass(frozen=True)
-class Resubmitted:
-    """A dead letter handed back to the system it came from, instead of becoming a Job.
-
-    ``pk`` is that system's new task id (django-q2: the task's uuid hex).
-    """
-
-    pk: str
-    task_name: str
-    queue_name: str
-    requeue_count: int
-    source: str
-
-
-#: How a dead letter of another source is requeued: (locked dead letter, actor) ->
-#: Resubmitted. Called in the transaction that holds the dead letter's row lock;
-#: it deletes the row itself. Registered by the adapter's AppConfig.ready().
-type Resubmitter = Callable[[DeadLetter, str], Resubmitted]
-_resubmitters: dict[str, Resubmitter] = {}
-
-
-def register_resubmitter(source: str, resubmitter: Resubmitter) -> None:
-    """Route requeues of dead letters from ``source`` to ``resubmitter``."""
-    _resubmitters[source] = resubmitter
 
 
 @dataclass
@@ -257,9 +232,7 @@ def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None)
     (``run_after`` does not apply there) and never becomes a Job row.
     """
     if dead.source != DeadLetterSource.JOBRETRY:
-        resubmit = _resubmitters.get(dead.source)
-        if resubmit is None:
-            raise CannotResubmit(dead.pk, f"no adapter for source {dead.source!r} is installed")
+        resubmit = resubmitter_for(dead)
         with transaction.atomic():
             return resubmit(dead, actor or "")
     max_attempts = policy_for(dead.task_name, dead.policy_name).max_attempts

@@ -30,8 +30,8 @@ from django.utils import timezone
 from django_jobretry.contrib.django_q2 import KEY
 from django_jobretry.exceptions import CannotResubmit
 from django_jobretry.models import DeadLetter
-from django_jobretry.services.deadletters import Resubmitted
 from django_jobretry.services.history import REQUEUE_ERROR_CHARS
+from django_jobretry.services.resubmitters import Resubmitted
 
 #: Keys a finished run adds to a package; a fresh delivery starts without them.
 RUN_KEYS = ("result", "success", "stopped", "ack_id", "time_taken", "attempt_count")
