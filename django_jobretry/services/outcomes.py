@@ -37,7 +37,6 @@ from django_jobretry.services.history import (
     minimal_entry,
     render_error,
 )
-from django_jobretry.services.recovery import Recovered
 from django_jobretry.services.sql import loggable
 
 logger = logging.getLogger("django_jobretry")
@@ -233,40 +232,6 @@ class Recorder:
                 ),
             )
             send_job_signal(self.sender, signals.job_retry_scheduled, job, delay=decision.delay)
-
-    def announce_recovery(self, item: Recovered) -> None:
-        """Log and signal a lease recovery like any other retry or dead letter."""
-        reason = item.reason.value if item.reason is not None else None
-        delay = (item.delay or timedelta(0)).total_seconds()
-        extra: dict[str, Any] = {
-            "job_id": item.id,
-            "task": item.task_name,
-            "queue": item.queue_name,
-            "attempt": item.attempt,
-            "outcome": "lease_expired_dead" if item.buried else "lease_expired_retry",
-            **(
-                {"reason": reason, "dead_letter_id": item.dead_letter_id} if item.buried else {"delay": delay}
-            ),
-        }
-        then = f"dead letter {item.dead_letter_id} ({reason})" if item.buried else f"retry in {delay:.3f}s"
-        logger.warning("job %s attempt %s lost its lease; %s", item.id, item.attempt, then, extra=extra)
-        common = {
-            "job_id": item.id,
-            "task_name": item.task_name,
-            "queue_name": item.queue_name,
-            "attempt": item.attempt,
-        }
-        if item.buried:
-            signals.send(
-                signals.job_dead_lettered,
-                self.sender,
-                extra,
-                reason=reason,
-                dead_letter_id=item.dead_letter_id,
-                **common,
-            )
-        else:
-            signals.send(signals.job_retry_scheduled, self.sender, extra, delay=item.delay, **common)
 
     def _auto_requeue(self, job: ClaimedJob, policy: RetryPolicy, dead_id: int) -> int | None:
         """Spend one unit of the policy's requeue budget, after max_delay; the new job's id, if any.

@@ -12,12 +12,14 @@ dead letters, on rows this transaction still holds.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
 
+from django_jobretry import signals
 from django_jobretry.models import DeadReason
 from django_jobretry.policy import ErrorKind, GiveUp, GiveUpReason
 from django_jobretry.registry import policy_for
@@ -32,6 +34,8 @@ from django_jobretry.services.sql import (
     lease_expired_entry_sql,
     trimmed,
 )
+
+logger = logging.getLogger("django_jobretry")
 
 #: Running jobs whose lease ran out, locked for this transaction.
 EXPIRED_LEASES = f"""
@@ -153,3 +157,36 @@ def _bury(cursor: Any, reasons: dict[int, DeadReason], history_limit: int) -> di
         },
     )
     return dict(cursor.fetchall())
+
+
+def announce(item: Recovered, sender: type) -> None:
+    """Log and signal a lease recovery like any other retry or dead letter."""
+    reason = item.reason.value if item.reason is not None else None
+    delay = (item.delay or timedelta(0)).total_seconds()
+    extra: dict[str, Any] = {
+        "job_id": item.id,
+        "task": item.task_name,
+        "queue": item.queue_name,
+        "attempt": item.attempt,
+        "outcome": "lease_expired_dead" if item.buried else "lease_expired_retry",
+        **({"reason": reason, "dead_letter_id": item.dead_letter_id} if item.buried else {"delay": delay}),
+    }
+    then = f"dead letter {item.dead_letter_id} ({reason})" if item.buried else f"retry in {delay:.3f}s"
+    logger.warning("job %s attempt %s lost its lease; %s", item.id, item.attempt, then, extra=extra)
+    common = {
+        "job_id": item.id,
+        "task_name": item.task_name,
+        "queue_name": item.queue_name,
+        "attempt": item.attempt,
+    }
+    if item.buried:
+        signals.send(
+            signals.job_dead_lettered,
+            sender,
+            extra,
+            reason=reason,
+            dead_letter_id=item.dead_letter_id,
+            **common,
+        )
+    else:
+        signals.send(signals.job_retry_scheduled, sender, extra, delay=item.delay, **common)

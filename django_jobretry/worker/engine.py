@@ -254,7 +254,7 @@ class Worker:
             return
         self._last_recovery = now
         for item in recovery.recover_expired(100, jobretry_settings.error_history_limit):
-            self.recorder.announce_recovery(item)
+            recovery.announce(item, self.recorder.sender)
 
     # -- shutdown ----------------------------------------------------------------------
 
