@@ -10,7 +10,7 @@ wins and the other is told the item was already handled
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -48,10 +48,20 @@ CHUNK = 500
 
 @dataclass(frozen=True)
 class Page:
-    """One page of dead letters, newest first; pass ``next_cursor`` as ``after``."""
+    """One page of dead letters, newest first; pass ``next_cursor`` as ``after``.
+
+    Iterating a page yields its dead letters, so ``for dead in list_dead()``
+    and ``list(list_dead())`` work like on a list; the cursor stays here.
+    """
 
     items: list[DeadLetter]
     next_cursor: tuple[datetime, int] | None
+
+    def __iter__(self) -> Iterator[DeadLetter]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
 
 
 @dataclass

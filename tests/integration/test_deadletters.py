@@ -29,6 +29,14 @@ class TestList:
         assert [d.pk for d in second.items + third.items] == [dead[2].pk, dead[1].pk, dead[0].pk]
         assert third.next_cursor is None
 
+    def test_a_page_iterates_over_its_dead_letters(self) -> None:
+        dead = [kill(key=f"k{i}") for i in range(3)]
+        page = service.list_dead(limit=2)
+        assert list(page) == [dead[2], dead[1]]
+        assert len(page) == 2
+        assert [d.pk for d in page] == [d.pk for d in page.items]
+        assert page.next_cursor is not None
+
     def test_filters(self) -> None:
         fatal = kill()
         exhausted = kill(key="x")
