@@ -12,7 +12,8 @@ from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from django_jobretry.conf import HEARTBEATS_PER_LEASE, jobretry_settings
-from django_jobretry.settings_schema import validate
+from django_jobretry.registry import registry
+from django_jobretry.settings_schema import did_you_mean, validate
 
 
 @register()
@@ -42,3 +43,25 @@ def check_heartbeat(app_configs: Sequence[AppConfig] | None = None, **kwargs: An
             id="django_jobretry.W001",
         )
     ]
+
+
+@register()
+def check_job_policies(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """A registered task naming a policy JOBRETRY does not have would fail only at enqueue time."""
+    policies, problems = validate(jobretry_settings.raw)
+    if problems:  # the settings check reports those; policy names are not reliable yet
+        return []
+    errors: list[CheckMessage] = []
+    for name in registry.names():
+        definition = registry.get(name)
+        policy = definition.policy if definition is not None else None
+        if isinstance(policy, str) and policy not in policies:
+            errors.append(
+                Error(
+                    f'task {name!r} uses the policy {policy!r}, which JOBRETRY["POLICIES"] does not '
+                    f"define.{did_you_mean([policy], policies)}",
+                    hint=f"Define it in JOBRETRY['POLICIES'] or use one of {sorted(policies)}.",
+                    id="django_jobretry.E009",
+                )
+            )
+    return errors

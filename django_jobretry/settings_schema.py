@@ -6,14 +6,16 @@ project that passes `manage.py check` can never fail differently at run time.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.utils.module_loading import import_string
 
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
+from django_jobretry.policy.durations import MAX_DELAY
 
 #: Fields of one policy and their defaults: the built-in "default" policy.
 #: 20 attempts, 15 s doubling to a 2 h cap with +/-25 % jitter: about a day of
@@ -117,7 +119,11 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
         hint = 'JOBRETRY = {"POLICIES": {"default": {...}}}'
         return {}, [Problem("E001", f"JOBRETRY must be a dict, got {type(raw).__name__}.", hint)]
     problems = [
-        Problem("E002", f"JOBRETRY has an unknown key {key!r}.", f"Allowed keys: {sorted(DEFAULTS)}.")
+        Problem(
+            "E002",
+            f"JOBRETRY has an unknown key {key!r}.{did_you_mean([key], DEFAULTS)}",
+            f"Allowed keys: {sorted(DEFAULTS)}.",
+        )
         for key in raw
         if key not in DEFAULTS
     ]
@@ -144,12 +150,13 @@ def _build_policy(name: object, fields: object) -> tuple[RetryPolicy | None, lis
         return None, [Problem("E003", f"{where}: {name!r} is not a valid policy name.", hint)]
     if not isinstance(fields, Mapping):
         return None, [Problem("E003", f"{where} must be a dict, got {type(fields).__name__}.", "e.g. {}")]
+    problems: list[Problem] = []
     unknown = [key for key in fields if key not in POLICY_DEFAULTS]
     if unknown:
         hint = f"Allowed fields: {sorted(POLICY_DEFAULTS)}."
-        return None, [Problem("E004", f"{where} has unknown field(s) {sorted(unknown)}.", hint)]
-    values = {**POLICY_DEFAULTS, **fields}
-    problems: list[Problem] = []
+        msg = f"{where} has unknown field(s) {sorted(unknown)}.{did_you_mean(unknown, POLICY_DEFAULTS)}"
+        problems.append(Problem("E004", msg, hint))
+    values = {**POLICY_DEFAULTS, **{key: value for key, value in fields.items() if key in POLICY_DEFAULTS}}
     for key in _ERROR_LISTS:
         values[key], found = _import_error_classes(where, key, values[key])
         problems += found
@@ -158,14 +165,44 @@ def _build_policy(name: object, fields: object) -> tuple[RetryPolicy | None, lis
         names = sorted(f"{k.__module__}.{k.__qualname__}" for k in overlap)
         msg = f"{where} lists {names} as both fatal_errors and retryable_errors."
         problems.append(Problem("E006", msg, "List each exception class in one of the two lists only."))
+    # Each field on its own first, so one `check` run names every bad value; the
+    # limits between fields (max_delay >= base_delay, total_budget) only once all are valid.
+    problems += [
+        p for key in fields if key in _SCALAR_FIELDS and (p := _field_problem(where, key, fields[key]))
+    ]
     if problems:
         return None, problems
     try:
         return RetryPolicy(**values), []
     except InvalidPolicy as exc:
-        msg = f'{where}["{exc.field}"] = {exc.value!r} is invalid: {exc.allowed}.'
-        hint = f"Default for {exc.field!r}: {POLICY_DEFAULTS.get(exc.field)!r}. See docs/settings.md."
-        return None, [Problem("E005", msg, hint)]
+        return None, [_invalid(where, exc)]
+
+
+#: Policy fields that are checked one at a time (the error lists are imported above).
+_SCALAR_FIELDS = frozenset(POLICY_DEFAULTS) - set(_ERROR_LISTS)
+#: The other fields while one is checked alone: wide enough that no limit between fields applies.
+_ALONE = {**POLICY_DEFAULTS, "max_attempts": 1, "base_delay": 1e-6, "max_delay": MAX_DELAY}
+
+
+def _field_problem(where: str, key: str, value: object) -> Problem | None:
+    try:
+        RetryPolicy(**{**_ALONE, key: value})
+    except InvalidPolicy as exc:
+        return _invalid(where, exc)
+    return None
+
+
+def _invalid(where: str, exc: InvalidPolicy) -> Problem:
+    msg = f'{where}["{exc.field}"] = {exc.value!r} is invalid: {exc.allowed}.'
+    hint = f"Default for {exc.field!r}: {POLICY_DEFAULTS.get(exc.field)!r}. See docs/settings.md."
+    return Problem("E005", msg, hint)
+
+
+def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
+    """' Did you mean ...?' for names close to a known one, or '' (for messages and hints)."""
+    choices = sorted(known)
+    close = [f"{match!r}" for name in names for match in difflib.get_close_matches(str(name), choices, n=1)]
+    return f" Did you mean {', '.join(dict.fromkeys(close))}?" if close else ""
 
 
 def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[type], list[Problem]]:

@@ -13,6 +13,7 @@ from django.core.checks import CheckMessage, Error
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob, JobRetryError
+from django_jobretry.settings_schema import did_you_mean
 from django_jobretry.validation import check_queue_name
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def _unknown_policy(label: str, name: Any) -> Error | None:
     except JobRetryError:  # JOBRETRY itself is invalid: its own checks report that
         return None
     return Error(
-        f"{label} = {name!r} is not a policy in JOBRETRY['POLICIES'].",
+        f"{label} = {name!r} is not a policy in JOBRETRY['POLICIES'].{did_you_mean([str(name)], known)}",
         hint=f"Use one of {known}, or define it in JOBRETRY['POLICIES'].",
         id="django_jobretry.E022",
     )

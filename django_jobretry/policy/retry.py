@@ -114,7 +114,7 @@ class RetryPolicy:
         set_("multiplier", number("multiplier", multiplier, "a finite number >= 1.0", lambda v: v >= 1.0))
         set_("jitter", number("jitter", jitter, "a fraction in [0, 1]", lambda v: 0 <= v <= 1))
         if self._max_seconds < self._base_seconds:
-            raise InvalidPolicy("max_delay", max_delay, f"must be >= base_delay ({self.base_delay})")
+            raise InvalidPolicy("max_delay", max_delay, f"must be >= base_delay ({self._base_seconds:g} s)")
         set_(
             "retry_for",
             None if retry_for is None else to_timedelta("retry_for", retry_for, maximum=MAX_BUDGET),
@@ -134,7 +134,7 @@ class RetryPolicy:
                     "total_budget",
                     total_budget,
                     f"the worst-case schedule ({self.max_attempts - 1} retries at full jitter) "
-                    f"totals {worst}; raise total_budget or lower max_attempts/max_delay",
+                    f"totals {worst.total_seconds():g} s; raise total_budget or lower max_attempts/max_delay",
                 )
             set_("total_budget", budget)
 

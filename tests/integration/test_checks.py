@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.checks import Error, Warning
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from django_jobretry.checks import check_heartbeat, check_settings
+from django_jobretry.checks import check_heartbeat, check_job_policies, check_settings
+from tests.jobs_app import jobs
 
 
 def errors_for(jobretry: Any) -> list[Error]:
@@ -147,6 +149,49 @@ def test_every_problem_is_reported_not_only_the_first() -> None:
     ]
 
 
+def test_one_run_reports_every_field_of_a_policy_and_suggests_names() -> None:
+    found = errors_for(
+        {
+            "POLICY": {},
+            "POLICIES": {
+                "emails": {"max_atempts": 3, "jitter": 2, "base_delay": -1, "retryable_errors": ["no.Such"]},
+            },
+        }
+    )
+    messages = sorted(f"{e.id} {e.msg}" for e in found)
+    assert [m.split(" ")[0] for m in messages] == [
+        "django_jobretry.E002",
+        "django_jobretry.E004",
+        "django_jobretry.E005",
+        "django_jobretry.E005",
+        "django_jobretry.E006",
+    ]
+    assert "Did you mean 'POLICIES'?" in messages[0]
+    assert "['max_atempts']. Did you mean 'max_attempts'?" in messages[1]
+    assert any('["base_delay"] = -1' in m for m in messages)
+    assert any('["jitter"] = 2' in m for m in messages)
+
+
+def test_limits_between_fields_are_checked_on_the_whole_policy() -> None:
+    assert errors_for({"POLICIES": {"slow": {"base_delay": 10_000, "max_delay": 20_000}}}) == []
+    error = only_error({"POLICIES": {"slow": {"base_delay": 100, "max_delay": 10}}})
+    assert '["max_delay"] = 10 is invalid: must be >= base_delay (100 s)' in error.msg
+
+
+def test_e009_a_registered_job_names_a_policy_that_does_not_exist() -> None:
+    renamed = {**settings.JOBRETRY["POLICIES"], "threes": settings.JOBRETRY["POLICIES"]["three"]}
+    del renamed["three"]
+    with override_settings(JOBRETRY={**settings.JOBRETRY, "POLICIES": renamed}):
+        found = check_job_policies()
+        with pytest.raises(SystemCheckError, match=r"django_jobretry\.E009"):
+            call_command("check")
+    assert found
+    assert {e.id for e in found} == {"django_jobretry.E009"}
+    assert f"task {jobs.record.name!r} uses the policy 'three'" in " ".join(e.msg for e in found)
+    assert all("Did you mean 'threes'?" in e.msg for e in found)
+    assert check_job_policies() == []
+
+
 def test_manage_py_check_fails_naming_the_bad_key() -> None:
     with (
         override_settings(JOBRETRY={"POLICIES": {"emails": {"max_attempts": 0}}}),
@@ -158,7 +203,8 @@ def test_manage_py_check_fails_naming_the_bad_key() -> None:
 def test_check_ids_are_unique_and_documented() -> None:
     schema = Path(__file__).parents[2] / "django_jobretry" / "settings_schema.py"
     ids = sorted(set(re.findall(r'Problem\(\s*"(E\d{3})"', schema.read_text())))
-    assert ids == [f"E00{n}" for n in range(1, 9)]
+    ids += re.findall(r'id="django_jobretry\.(E\d{3})"', (schema.parent / "checks.py").read_text())
+    assert ids == [f"E00{n}" for n in range(1, 10)]
     docs = (Path(__file__).parents[2] / "docs" / "settings.md").read_text()
     assert all(f"django_jobretry.{i}" in docs for i in ids)
 

@@ -79,6 +79,10 @@ class TestChecks:
         assert ids(found) == [f"django_jobretry.{code}" for code in expected]
         assert all('TASKS["default"]' in message.msg and message.hint is not None for message in found)
 
+    def test_an_unknown_policy_close_to_a_known_one_is_suggested(self) -> None:
+        [found] = backend({"policy": "threee"}).check()
+        assert "'threee' is not a policy in JOBRETRY['POLICIES']. Did you mean 'three'?" in found.msg
+
     @pytest.mark.parametrize("queue", ["bad queue", "", "-leading-dash", "x" * 101, 7])
     def test_an_invalid_queue_name_is_e024(self, queue: Any) -> None:
         found = backend({}, queues=["default", queue]).check()

@@ -46,7 +46,7 @@ def check_invalid(error: InvalidPolicy, field: str, value: object, allowed: str)
         ({"base_delay": 0}, "base_delay", 0, "must be > 0 seconds"),
         ({"base_delay": -1}, "base_delay", -1, "must be > 0 seconds"),
         ({"base_delay": 1e-9}, "base_delay", 1e-9, "must be at least one microsecond"),
-        ({"base_delay": 60, "max_delay": 30}, "max_delay", 30, "must be >= base_delay (0:01:00)"),
+        ({"base_delay": 60, "max_delay": 30}, "max_delay", 30, "must be >= base_delay (60 s)"),
         ({"multiplier": "2"}, "multiplier", "2", "expected a finite number >= 1.0"),
         ({"multiplier": 0.5}, "multiplier", 0.5, "must be a finite number >= 1.0"),
         ({"jitter": 1.5}, "jitter", 1.5, "must be a fraction in [0, 1]"),
