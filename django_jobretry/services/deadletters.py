@@ -18,11 +18,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import DurationField, QuerySet, Value
 from django.db.models.functions import Now
 
-from django_jobretry import signals
 from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason, Job
 from django_jobretry.registry import policy_for
 from django_jobretry.services import transitions
+from django_jobretry.services.deadletter_events import announce_discard, announce_requeue
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
 from django_jobretry.services.resubmitters import Resubmitted, resubmitter_for
 
@@ -147,7 +147,7 @@ def requeue(
         if dead is None:
             raise NotDead(dead_letter_id)
         job = _revive(dead, run_after=run_after, actor=actor)
-    _after_requeue(dead, job, actor)
+    announce_requeue(dead, job, actor)
     return job
 
 
@@ -159,7 +159,7 @@ def discard(dead_letter_id: int, *, actor: str | None = None) -> None:
             raise NotDead(dead_letter_id)
         # Delete by id: Model.delete() would reset dead.pk, which the log needs.
         DeadLetter.objects.filter(pk=dead.pk).delete()
-    _after_discard(dead, actor)
+    announce_discard(dead, actor)
 
 
 def requeue_many(
@@ -178,7 +178,7 @@ def requeue_many(
         for dead, job in revived:
             result.done.append(dead.pk)
             result.jobs.append(job)
-            _after_requeue(dead, job, actor)
+            announce_requeue(dead, job, actor)
     return result
 
 
@@ -191,7 +191,7 @@ def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None
             DeadLetter.objects.filter(pk__in=[dead.pk for dead in locked]).delete()
         for dead in locked:
             result.done.append(dead.pk)
-            _after_discard(dead, actor)
+            announce_discard(dead, actor)
     return result
 
 
@@ -260,51 +260,3 @@ def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None)
     job = Job.objects.get(pk=job_id)
     notify([job.queue_name])
     return job
-
-
-def _after_requeue(dead: DeadLetter, job: Job | Resubmitted, actor: str | None) -> None:
-    extra = {
-        "dead_letter_id": dead.pk,
-        "job_id": job.pk,
-        "task": job.task_name,
-        "queue": job.queue_name,
-        "attempt": 0,
-        "outcome": "requeued",
-        "actor": actor or "",
-        "requeue_count": job.requeue_count,
-    }
-    logger.info("dead letter %s requeued as job %s", dead.pk, job.pk, extra=extra)
-    signals.send(
-        signals.job_requeued,
-        DeadLetter,
-        extra,
-        dead_letter_id=dead.pk,
-        job_id=job.pk,
-        task_name=job.task_name,
-        queue_name=job.queue_name,
-        requeue_count=job.requeue_count,
-        actor=actor,
-    )
-
-
-def _after_discard(dead: DeadLetter, actor: str | None) -> None:
-    extra = {
-        "dead_letter_id": dead.pk,
-        "job_id": dead.job_id,
-        "task": dead.task_name,
-        "queue": dead.queue_name,
-        "attempt": dead.attempts,
-        "outcome": "discarded",
-        "actor": actor or "",
-    }
-    logger.info("dead letter %s discarded", dead.pk, extra=extra)
-    signals.send(
-        signals.dead_letter_discarded,
-        DeadLetter,
-        extra,
-        dead_letter_id=dead.pk,
-        job_id=dead.job_id,
-        task_name=dead.task_name,
-        queue_name=dead.queue_name,
-        actor=actor,
-    )

@@ -97,6 +97,27 @@ def log_extra(job: ClaimedJob, outcome: str, **more: Any) -> dict[str, Any]:
     }
 
 
+#: How a job line starts: id, attempt, task and queue, in the message as in ``extra``.
+JOB_LINE = "job %s attempt %s (%s, queue %s)"
+
+
+def job_line_args(job: ClaimedJob) -> tuple[object, ...]:
+    """The arguments of JOB_LINE, so messages stay lazily formatted."""
+    return (job.id, job.attempt, job.task_name, job.queue_name)
+
+
+def what_ended(entry: AttemptEntry) -> str:
+    """'failed with builtins.ValueError', 'timed out', 'was cut off by shutdown', ..."""
+    ended = entry["ended"]
+    if ended == AttemptEnd.SHUTDOWN:
+        return "was cut off by shutdown"
+    if ended == AttemptEnd.TIMEOUT:
+        return "timed out"
+    if ended == AttemptEnd.CANCELLED:
+        return "was cancelled"
+    return f"failed with {entry['error_class']}" if entry["error_class"] else "failed"
+
+
 def classify_failure(policy: RetryPolicy, outcome: Failed) -> Classification:
     """The policy's verdict on the error; an unregistered task or a timeout is always worth retrying."""
     if outcome.classification is not None:
@@ -136,7 +157,7 @@ class Recorder:
             if job.id not in recorded:
                 self._stale(job, "succeeded")
                 continue
-            logger.info("job %s attempt %s succeeded", job.id, job.attempt, extra=log_extra(job, "succeeded"))
+            logger.info(f"{JOB_LINE} succeeded", *job_line_args(job), extra=log_extra(job, "succeeded"))
             send_job_signal(self.sender, signals.job_succeeded, job)
 
     def record_failure(self, outcome: Failed | Interrupted) -> None:
@@ -192,9 +213,9 @@ class Recorder:
                 )
         if isinstance(decision, GiveUp):
             logger.warning(
-                "job %s attempt %s failed; dead letter %s (%s)",
-                job.id,
-                job.attempt,
+                f"{JOB_LINE} %s; dead letter %s (%s)",
+                *job_line_args(job),
+                what_ended(entry),
                 dead_id,
                 reason,
                 extra=log_extra(
@@ -220,9 +241,10 @@ class Recorder:
             )
         else:
             logger.info(
-                "job %s attempt %s failed; retry in %.3fs",
-                job.id,
-                job.attempt,
+                f"{JOB_LINE} %s; %s in %.3fs",
+                *job_line_args(job),
+                what_ended(entry),
+                "ready again" if entry["ended"] == AttemptEnd.SHUTDOWN else "retry",
                 decision.delay.total_seconds(),
                 extra=log_extra(
                     job,
@@ -264,9 +286,8 @@ class Recorder:
 
     def _stale(self, job: ClaimedJob, what: str) -> None:
         logger.warning(
-            "job %s attempt %s %s after losing its lease; outcome ignored",
-            job.id,
-            job.attempt,
+            f"{JOB_LINE} %s after losing its lease; outcome ignored",
+            *job_line_args(job),
             what,
             extra=log_extra(job, "stale_ignored", stale_outcome=what),
         )

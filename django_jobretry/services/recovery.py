@@ -172,7 +172,15 @@ def announce(item: Recovered, sender: type) -> None:
         **({"reason": reason, "dead_letter_id": item.dead_letter_id} if item.buried else {"delay": delay}),
     }
     then = f"dead letter {item.dead_letter_id} ({reason})" if item.buried else f"retry in {delay:.3f}s"
-    logger.warning("job %s attempt %s lost its lease; %s", item.id, item.attempt, then, extra=extra)
+    logger.warning(
+        "job %s attempt %s (%s, queue %s) lost its lease; %s",
+        item.id,
+        item.attempt,
+        item.task_name,
+        item.queue_name,
+        then,
+        extra=extra,
+    )
     common = {
         "job_id": item.id,
         "task_name": item.task_name,

@@ -153,6 +153,12 @@ class Worker:
         def handle(signum: int, frame: FrameType | None) -> None:
             if self.stopping.is_set():
                 # Second signal: leave now; leases expire and others recover the jobs.
+                logger.warning(
+                    "second signal %s: exiting at once; %d running jobs are recovered after their lease",
+                    signal.Signals(signum).name,
+                    len(self.running),
+                    extra={"worker": self.id, "outcome": "forced_exit", "running": len(self.running)},
+                )
                 os._exit(1)
             logger.info("signal %s: finishing running jobs, then exiting", signal.Signals(signum).name)
             self.stop()
@@ -274,7 +280,13 @@ class Worker:
                 released = transitions.release(not_started)
                 for job in not_started:
                     self.running.pop(job.id, None)
-                    logger.info("job %s released unstarted", job.id, extra=log_extra(job, "released"))
+                    logger.info(
+                        "job %s (%s, queue %s) released unstarted",
+                        job.id,
+                        job.task_name,
+                        job.queue_name,
+                        extra=log_extra(job, "released"),
+                    )
                 if len(released) < len(not_started):
                     logger.warning(
                         "%d unstarted jobs had already lost their lease", len(not_started) - len(released)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -25,9 +26,18 @@ from django_jobretry.exceptions import InvalidJob, UnknownTask, UnstorableResult
 from django_jobretry.registry import registry, time_limit
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, render_error
-from django_jobretry.services.outcomes import Failed, Succeeded, send_job_signal
+from django_jobretry.services.outcomes import (
+    JOB_LINE,
+    Failed,
+    Succeeded,
+    job_line_args,
+    log_extra,
+    send_job_signal,
+)
 from django_jobretry.validation import check_result
 from django_jobretry.worker.time_limits import TimeLimits
+
+logger = logging.getLogger("django_jobretry")
 
 #: Runs one claimed attempt to its outcome.
 Execute = Callable[[ClaimedJob], Succeeded | Failed]
@@ -68,6 +78,7 @@ class Runner(threading.Thread):
     def execute(self, job: ClaimedJob) -> Succeeded | Failed:
         if registry.get(job.task_name) is None:
             return unknown_task(job)
+        logger.debug(f"{JOB_LINE} started", *job_line_args(job), extra=log_extra(job, "started"))
         send_job_signal(self.sender, signals.job_started, job)
         if self.executor is not None:
             return self.executor(job)

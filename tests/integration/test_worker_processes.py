@@ -163,7 +163,9 @@ def test_a_paused_worker_cannot_record_its_stale_outcome(workers: Workers) -> No
     assert code == 0, output
 
     assert "outcome ignored" in output, output
-    assert f"job {job.pk} attempt 1 succeeded after losing its lease" in output, output
+    assert (
+        f"job {job.pk} attempt 1 ({job.task_name}, queue default) succeeded after losing its lease" in output
+    ), output
     after = Job.objects.get(pk=job.pk)
     assert (after.status, after.attempts, after.finished_at, after.errors) == (
         final.status,
@@ -194,7 +196,10 @@ def test_a_resumed_worker_cannot_finish_the_attempt_another_worker_is_running(wo
     # runs; either way A's success must change nothing.
     code, a_output = finish(a, timeout=30)
     assert code == 0, a_output
-    assert f"job {job.pk} attempt 1 succeeded after losing its lease; outcome ignored" in a_output, a_output
+    assert (
+        f"job {job.pk} attempt 1 ({job.task_name}, queue default) succeeded after losing its lease; "
+        "outcome ignored" in a_output
+    ), a_output
     code, b_output = finish(b, timeout=30)
     assert code == 0, b_output
     assert "outcome ignored" not in b_output, b_output

@@ -75,6 +75,8 @@ def test_sigterm_past_the_grace_period_ends_the_attempt_as_shutdown(workers: Wor
     # Far less than the job's 60 s: the worker does not wait for it.
     code, output = finish(process, timeout=20)
     assert code == 0, output
+    assert f"job {job.pk} attempt 1 ({jobs.sleepy.name}, queue default) was cut off by shutdown" in output
+    assert "; ready again in 7.000s" in output
 
     job.refresh_from_db()
     assert (job.status, job.attempts) == (JobStatus.READY, 1)
@@ -127,6 +129,7 @@ def test_a_second_sigterm_exits_at_once_with_code_1(workers: Workers) -> None:
     process.send_signal(signal.SIGTERM)
     code, output = finish(process, timeout=10)
     assert code == 1, output
+    assert "second signal SIGTERM: exiting at once; 1 running jobs are recovered after their lease" in output
 
     job.refresh_from_db()
     assert (job.status, job.attempts, job.errors) == (JobStatus.RUNNING, 1, [])
