@@ -5,6 +5,16 @@ indexes stay tiny whatever the backlog of failures.
 """
 
 from django_jobretry.models.dead_letter import DeadLetter, DeadLetterSource, DeadReason
+from django_jobretry.models.imported_failure import ImportedFailure
 from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
 
-__all__ = ["LIVE_STATUSES", "DeadLetter", "DeadLetterSource", "DeadReason", "Job", "JobQuerySet", "JobStatus"]
+__all__ = [
+    "LIVE_STATUSES",
+    "DeadLetter",
+    "DeadLetterSource",
+    "DeadReason",
+    "ImportedFailure",
+    "Job",
+    "JobQuerySet",
+    "JobStatus",
+]

@@ -1,0 +1,165 @@
+"""Dead letters for failures another system recorded (django-q2 ``Failure`` rows): insert once.
+
+The caller (contrib/django_q2/importer.py) reads the other system and fills
+an :class:`ExternalDeadLetter` per failure; this module is the only one that
+writes them. Each failure is imported at most once, ever, even by two
+imports running at the same time: the first step of a batch claims its
+external ids in the ImportedFailure table (``INSERT .. ON CONFLICT DO
+NOTHING``, in id order); only the ids claimed by this transaction become
+dead letters, in the same transaction. A concurrent import blocks on the
+ids the other holds, and skips them once it commits. The ImportedFailure
+rows outlive the dead letters, so a requeued or discarded one is not
+imported again.
+
+A failure that already has a dead letter from the same source (the
+django-q2 adapter buried it when it gave up) is claimed but not duplicated.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, router, transaction
+
+from django_jobretry.models import DeadLetter, DeadReason, ImportedFailure
+from django_jobretry.services.history import AttemptEntry
+
+logger = logging.getLogger("django_jobretry")
+
+IMPORTED = ImportedFailure._meta.db_table
+
+
+@dataclass(frozen=True)
+class ExternalDeadLetter:
+    """Everything a dead letter from another system holds; ``job_id`` is always 0."""
+
+    source: str
+    external_id: str
+    task_name: str
+    queue_name: str
+    policy_name: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    reason: DeadReason
+    attempts: int
+    max_attempts: int
+    errors: list[AttemptEntry]
+    enqueued_at: datetime
+    dead_at: datetime
+    external_name: str = ""
+    external_group: str | None = None
+    #: What replay needs, as the other system signed it (django-q2: its SignedPackage).
+    external_payload: str | None = None
+    first_attempt_at: datetime | None = None
+
+    def to_model(self) -> DeadLetter:
+        last: AttemptEntry | dict[str, str] = self.errors[-1] if self.errors else {}
+        return DeadLetter(
+            source=self.source,
+            job_id=0,  # never one of our jobs; external_id names the task
+            task_name=self.task_name[:200],
+            queue_name=self.queue_name[:100],
+            policy_name=self.policy_name[:64],
+            args=self.args,
+            kwargs=self.kwargs,
+            reason=self.reason,
+            attempts=self.attempts,
+            max_attempts=self.max_attempts,
+            errors=self.errors,
+            last_error_class=str(last.get("error_class", ""))[:200],
+            last_error=str(last.get("message", "")),
+            enqueued_at=self.enqueued_at,
+            first_attempt_at=self.first_attempt_at,
+            dead_at=self.dead_at,
+            external_id=self.external_id,
+            external_name=self.external_name[:100],
+            external_group=None if self.external_group is None else self.external_group[:100],
+            external_payload=self.external_payload,
+        )
+
+
+@dataclass
+class Imported:
+    """What one call did, by external id."""
+
+    #: External id -> the new dead letter's id.
+    created: dict[str, int] = field(default_factory=dict)
+    #: Imported by an earlier run (or by a concurrent one): nothing written.
+    already_imported: list[str] = field(default_factory=list)
+    #: Had a dead letter of the same source already (the adapter's): remembered, not duplicated.
+    already_dead: list[str] = field(default_factory=list)
+
+
+def import_dead_letters(letters: Sequence[ExternalDeadLetter]) -> Imported:
+    """Create the dead letters of ``letters`` not imported before; one transaction.
+
+    All of ``letters`` must have the same source. Returns what was created
+    and what was skipped, and why.
+    """
+    result = Imported()
+    if not letters:
+        return result
+    source = letters[0].source
+    if any(letter.source != source for letter in letters):
+        raise ValueError("import_dead_letters() takes letters of one source at a time")
+    by_id = {letter.external_id: letter for letter in letters}
+    using = router.db_for_write(DeadLetter)
+    with transaction.atomic(using=using):
+        claimed = _claim(using, source, sorted(by_id))
+        existing = {
+            str(i)
+            for i in DeadLetter.objects.using(using)
+            .filter(source=source, external_id__in=claimed)
+            .values_list("external_id", flat=True)
+        }
+        rows = [by_id[i].to_model() for i in sorted(claimed - existing)]
+        created = DeadLetter.objects.using(using).bulk_create(rows)
+    result.created = {str(row.external_id): int(row.pk) for row in created}
+    result.already_dead = sorted(existing)
+    result.already_imported = [i for i in by_id if i not in claimed]
+    if created or existing:
+        logger.info(
+            "imported %s %s failures as dead letters",
+            len(created),
+            source,
+            extra={
+                "outcome": "imported",
+                "source": source,
+                "imported": len(created),
+                "already_imported": len(result.already_imported),
+                "already_dead": len(existing),
+            },
+        )
+    return result
+
+
+def _claim(using: str, source: str, external_ids: list[str]) -> set[str]:
+    """The ids this transaction records as imported; those already recorded (or held) are not."""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {IMPORTED} (source, external_id) "  # the table name is the model's
+            "SELECT %s, i FROM unnest(%s::text[]) AS t(i) ORDER BY i "
+            "ON CONFLICT (source, external_id) DO NOTHING RETURNING external_id",
+            [source, external_ids],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def known(source: str, external_ids: Sequence[str]) -> tuple[set[str], set[str]]:
+    """(imported before, have a dead letter) among ``external_ids``: what a dry run would skip."""
+    imported = set(
+        ImportedFailure.objects.filter(source=source, external_id__in=external_ids).values_list(
+            "external_id", flat=True
+        )
+    )
+    dead = {
+        str(i)
+        for i in DeadLetter.objects.filter(source=source, external_id__in=external_ids).values_list(
+            "external_id", flat=True
+        )
+    }
+    return imported, dead - imported
