@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.core.management.base import CommandParser, DjangoHelpFormatter
 from django.utils import timezone
@@ -223,9 +224,14 @@ def _bulk(parser: CommandParser, verb: str) -> None:
     parser.add_argument("--actor", help="who acts, recorded with the action (default: the OS user)")
 
 
-def add_deadletters_arguments(parser: CommandParser) -> None:
-    """list | show | requeue | discard, each with its own options."""
-    actions = parser.add_subparsers(dest="action", required=True, metavar="{list,show,requeue,discard}")
+def add_deadletters_arguments(parser: CommandParser) -> Any:
+    """list | show | requeue | discard, each with its own options; returns the subparsers for more.
+
+    `import-django-q2` is added by management/import_django_q2.py.
+    """
+    actions = parser.add_subparsers(
+        dest="action", required=True, metavar="{list,show,requeue,discard,import-django-q2}"
+    )
     listing = actions.add_parser(
         "list", help="dead letters, newest first", formatter_class=HelpFormatter, epilog=EPILOG
     )
@@ -267,3 +273,4 @@ def add_deadletters_arguments(parser: CommandParser) -> None:
         "Delete dead letters for good. More than one id, or --all, asks for confirmation unless --yes."
     )
     _bulk(discard, "discard")
+    return actions

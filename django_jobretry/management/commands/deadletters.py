@@ -1,4 +1,4 @@
-"""`manage.py deadletters list|show|requeue|discard`: the operator's command line.
+"""`manage.py deadletters list|show|requeue|discard|import-django-q2`: the operator's command line.
 
 Every change goes through django_jobretry.deadletters (guarded compare-and-swap):
 a dead letter someone else handled meanwhile is reported, never silently
@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 
 from django_jobretry import deadletters as service
 from django_jobretry.management import deadletter_cli as cli
+from django_jobretry.management import import_django_q2
 from django_jobretry.management.arguments import EPILOG, HelpFormatter, add_deadletters_arguments
 from django_jobretry.models import DeadLetter
 
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         return super().create_parser(prog_name, subcommand, **kwargs)
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_deadletters_arguments(parser)
+        import_django_q2.add_import_arguments(add_deadletters_arguments(parser))
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:
@@ -59,6 +60,8 @@ class Command(BaseCommand):
             self.list_page()
         elif action == "show":
             self.show_ids(options["ids"])
+        elif action == import_django_q2.ACTION:
+            import_django_q2.run(self, options)
         else:
             self.act(action)
 
