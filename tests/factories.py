@@ -44,7 +44,7 @@ FAKE_WORKER = "factory-host:0:00000000"
 
 #: (error_class, message) of the last failure, by dead-letter reason.
 _LAST_FAILURE: dict[str, tuple[str, str]] = {
-    DeadReason.FATAL: ("django_jobretry.policy.errors.FatalError", "payload for k is invalid"),
+    DeadReason.FATAL: ("django_jobretry.exceptions.FatalError", "payload for k is invalid"),
     DeadReason.EXHAUSTED: ("builtins.ConnectionResetError", "upstream reset for k"),
     DeadReason.DEADLINE: ("builtins.ConnectionResetError", "upstream reset for k"),
     DeadReason.LEASE_EXPIRED: ("", f"lease expired: worker {FAKE_WORKER} stopped heartbeating"),

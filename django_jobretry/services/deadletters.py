@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import DurationField, QuerySet, Value
+from django.db.models import DurationField, Q, QuerySet, Value
 from django.db.models.functions import Now
 
 from django_jobretry.exceptions import NotDead, RequeueConflict
@@ -94,7 +94,9 @@ def filtered(
     if reason is not None:
         queryset = queryset.filter(reason=reason)
     if error_class is not None:
-        queryset = queryset.filter(last_error_class=error_class)
+        # "PartnerTimeout", as `deadletters list` prints it, matches any module's class of that name.
+        by_name = Q(last_error_class__endswith=f".{error_class}") if "." not in error_class else Q()
+        queryset = queryset.filter(Q(last_error_class=error_class) | by_name)
     if older_than is not None:
         queryset = queryset.filter(dead_at__lt=Now() - Value(older_than, output_field=DurationField()))
     return queryset

@@ -18,6 +18,7 @@ import traceback
 from dataclasses import dataclass
 from typing import NotRequired, TypedDict
 
+from django_jobretry import exceptions
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.policy import ErrorKind
 
@@ -136,8 +137,19 @@ def _render(error: BaseException) -> RenderedError:
 
 
 def _class_name(error: BaseException) -> str:
+    """The class's import path; ours under django_jobretry.exceptions, where users import them from.
+
+    ``FatalError`` is defined in the pure policy package but documented and
+    imported as ``django_jobretry.exceptions.FatalError`` (or
+    ``django_jobretry.FatalError``): the stored name is the one operators
+    filter on and ``django.tasks`` imports.
+    """
     try:
-        return f"{type(error).__module__}.{_qualname(error)}"
+        klass, name = type(error), _qualname(error)
+        module = klass.__module__
+        if module.startswith("django_jobretry.") and getattr(exceptions, name, None) is klass:
+            module = exceptions.__name__
+        return f"{module}.{name}"
     except BaseException:  # a metaclass can make even these raise
         return "<unnamed exception class>"
 

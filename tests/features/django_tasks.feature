@@ -35,7 +35,7 @@ Feature: Django tasks retried and dead-lettered by JobRetryBackend
     When a worker runs until the task is finished
     Then the task ran 1 time
     And its result is FAILED after 1 attempt
-    And its result has 1 error of class "django_jobretry.policy.errors.FatalError"
+    And its result has 1 error of class "django_jobretry.exceptions.FatalError"
     And the operator finds it in the dead letters with reason "fatal"
 
   Scenario: A requeued dead task succeeds under the same result id

@@ -102,7 +102,7 @@ class TestDeadLetterPages:
         second = DeadLetter.objects.get(job_id=claimed.id)
         html = superuser.get(change_url(second)).text
         assert "still bad" in html
-        assert "django_jobretry.policy.errors.FatalError" in html
+        assert "django_jobretry.exceptions.FatalError" in html
         assert "<td>alice</td>" in html
         assert f"<td>{first.pk}</td>" in html
 

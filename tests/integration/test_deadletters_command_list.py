@@ -89,7 +89,11 @@ class TestList:
         assert listed("--task", OTHER_TASK) == [other.pk]
         assert listed("--reason", "exhausted") == [exhausted.pk]
         assert listed("--error-class", "builtins.ConnectionResetError") == [other.pk, exhausted.pk]
-        assert listed("--error-class", "ConnectionResetError") == []  # exact match only
+        # What `list` prints (the class name alone) selects too; a dotted name must match whole.
+        assert listed("--error-class", "ConnectionResetError") == [other.pk, exhausted.pk]
+        assert listed("--error-class", "ResetError") == []
+        assert listed("--error-class", "ins.ConnectionResetError") == []
+        assert listed("--error-class", "FatalError") == [fatal.pk]
         assert listed("--older-than", "2d") == [fatal.pk]
         assert listed("--older-than", "4d") == []
         assert listed("--queue", "default", "--reason", "deadline") == [other.pk]

@@ -37,7 +37,7 @@ from tests.jobs_app import tasks
 pytestmark = pytest.mark.django_db
 
 RESET = "builtins.ConnectionResetError"
-FATAL = "django_jobretry.policy.errors.FatalError"
+FATAL = "django_jobretry.exceptions.FatalError"
 
 
 def fetch(result: TaskResult[..., Any]) -> TaskResult[..., Any]:

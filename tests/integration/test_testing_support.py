@@ -241,7 +241,9 @@ class Filters(TestCase):
             summary = run_jobs(task_name=spelling)
             assert summary == RunSummary(succeeded=1)
             assert summary.by_task == {jobs.record.name: Counts(succeeded=1)}
-        assert enqueued(jobs.fatal, args=["f"]) == list(Job.objects.filter(task_name=jobs.fatal.name).order_by("id"))
+        assert enqueued(jobs.fatal, args=["f"]) == list(
+            Job.objects.filter(task_name=jobs.fatal.name).order_by("id")
+        )
         assert len(enqueued(jobs.fatal)) == 2
 
     def test_by_queue(self) -> None:

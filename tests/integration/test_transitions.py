@@ -215,7 +215,7 @@ class TestRecorder:
             "fatal",
             1,
             "bad payload",
-            "django_jobretry.policy.errors.FatalError",
+            "django_jobretry.exceptions.FatalError",
         )
         assert dead.errors[0]["ended"] == "fatal"
         assert dead.enqueued_at == enqueued.enqueued_at
