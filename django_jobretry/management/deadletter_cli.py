@@ -203,8 +203,11 @@ def show_lines(dead: DeadLetter) -> list[str]:
     errors = [e for e in dead.errors if isinstance(e, dict)] if isinstance(dead.errors, list) else []
     history = dead.requeue_history if isinstance(dead.requeue_history, list) else []
     lines += ["", f"Error history ({len(errors)} attempt(s) recorded)"]
+    shown: dict[str, object] = {}  # traceback -> the attempt it was printed with
     for entry in errors:
-        lines += _error_lines(entry)
+        trace = str(entry.get("traceback") or "").rstrip()
+        lines += _error_lines(entry, trace, same_as=shown.get(trace) if trace else None)
+        shown.setdefault(trace, entry.get("attempt", "?"))
     lines += ["", f"Requeue history ({len(history) or 'never requeued'})"]
     for number, entry in enumerate((e for e in history if isinstance(e, dict)), 1):
         lines.append(
@@ -217,14 +220,18 @@ def show_lines(dead: DeadLetter) -> list[str]:
     return [printable(line) for line in lines]
 
 
-def _error_lines(entry: dict[str, Any]) -> list[str]:
+def _error_lines(entry: dict[str, Any], trace: str, *, same_as: object | None) -> list[str]:
+    """One attempt; a traceback already printed for an earlier attempt is named, not repeated."""
     head = f"  attempt {entry.get('attempt', '?')} at {entry.get('at', '?')} on {entry.get('worker') or '?'}"
     head += f": {entry.get('kind', '?')} error, ended {entry.get('ended', '?')}"
     if isinstance(entry.get("delay"), int | float):
         head += f", retried after {humanize_delay(timedelta(seconds=entry['delay']))}"
     error = ": ".join(p for p in (entry.get("error_class", ""), entry.get("message", "")) if p)
     lines = [head, *(f"    {line}" for line in str(error or "-").splitlines())]
-    lines += [f"    | {line}" for line in str(entry.get("traceback") or "").rstrip().splitlines()]
+    if same_as is not None:
+        lines.append(f"    | (the same traceback as attempt {same_as})")
+    else:
+        lines += [f"    | {line}" for line in trace.splitlines()]
     return lines
 
 

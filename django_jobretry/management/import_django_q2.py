@@ -18,7 +18,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management.arguments import HelpFormatter, duration
+from django_jobretry.management.arguments import duration
+from django_jobretry.management.deadletter_arguments import HelpFormatter
 
 ACTION = "import-django-q2"
 ADAPTER = "django_jobretry.contrib.django_q2"

@@ -162,6 +162,14 @@ class TestRate:
         assert out == f"requeued {count} of {count} dead letters\n"
         assert Job.objects.count() == count
 
+    def test_discard_is_paced_too(self) -> None:
+        DeadLetterFactory.create_batch(3)
+        clock = FakeClock()
+        out, _ = cli_run("discard", "--all", "--yes", "--rate", "2/s", clock=clock, sleep=clock.sleep)
+        assert clock.sleeps == pytest.approx([0.5] * 2)
+        assert out == "discarded 3 of 3 dead letters\n"
+        assert DeadLetter.objects.count() == 0
+
     def test_unpaced_never_sleeps(self) -> None:
         DeadLetterFactory.create_batch(3)
         clock = FakeClock()

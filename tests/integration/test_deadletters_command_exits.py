@@ -56,7 +56,7 @@ class TestUsage:
             (["requeue", "--all", "--rate", "10/h"], "'10/h' is not a rate like 10/s or 30/m"),
             (["requeue", "--all", "--rate", "0/s"], "'0/s' is not a positive rate"),
             (["requeue", "--all", "--rate", "fast"], "'fast' is not a rate"),
-            (["discard", "--all", "--rate=1/s"], "unrecognized arguments: --rate=1/s"),
+            (["list", "--rate=1/s"], "unrecognized arguments: --rate=1/s"),
             (["list", "--limit", "0"], "0 is not between 1 and 1000"),
             (["list", "--after", "yesterday"], "'yesterday' is not a cursor printed by `deadletters list`"),
             (["list", "--after", "2026-01-01T00:00:00,5"], "is not a cursor"),  # naive time

@@ -165,6 +165,9 @@ class TestShow:
             "Requeue history (never requeued)",
         ):
             assert fragment in out
+        # Three attempts with one traceback: printed once, then named.
+        assert out.count("| Traceback (most recent call last):") == 1
+        assert out.count("| (the same traceback as attempt 1)") == 2
 
     def test_requeue_history_of_a_job_that_died_again(self) -> None:
         jobs.fatal.enqueue("twice")
@@ -214,3 +217,29 @@ class TestShow:
             call_command("deadletters", "show", "--json", str(dead.pk), "999999999", stdout=out)
         shown = json.loads(out.getvalue())
         assert ([d["id"] for d in shown["dead_letters"]], shown["missing"]) == ([dead.pk], [999999999])
+
+
+@pytest.mark.django_db
+class TestHints:
+    def test_a_task_name_without_its_module_is_suggested_in_full(self) -> None:
+        DeadLetterFactory.create()
+        out, _ = cli_run("list", "--task", "record")
+        assert out.splitlines() == [
+            "No dead letters match.",
+            f"No dead letter has --task 'record'. Did you mean {jobs.record.name!r}?",
+        ]
+
+    def test_a_queue_one_letter_off_is_suggested(self) -> None:
+        DeadLetterFactory.create(queue_name="emails")
+        out, _ = cli_run("list", "--queue", "email")
+        assert "No dead letter has --queue 'email'. Did you mean 'emails'?" in out
+
+    def test_no_hint_when_the_names_exist_but_other_filters_exclude(self) -> None:
+        DeadLetterFactory.create(queue_name="emails")
+        out, _ = cli_run("list", "--queue", "emails", "--reason", "deadline")
+        assert out == "No dead letters match.\n"
+
+    def test_django_options_may_follow_the_action(self) -> None:
+        DeadLetterFactory.create()
+        out, _ = cli_run("list", "--json", "--settings", "tests.settings", "-v", "2", "--traceback")
+        assert len(json.loads(out)["items"]) == 1

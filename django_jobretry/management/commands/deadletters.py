@@ -18,8 +18,13 @@ from django.db.models import QuerySet
 
 from django_jobretry import deadletters as service
 from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management import import_django_q2
-from django_jobretry.management.arguments import EPILOG, HelpFormatter, add_deadletters_arguments
+from django_jobretry.management import filter_hints, import_django_q2
+from django_jobretry.management.deadletter_arguments import (
+    EPILOG,
+    HelpFormatter,
+    accept_django_options,
+    add_deadletters_arguments,
+)
 from django_jobretry.models import DeadLetter
 
 #: Dead letters acted on per service call when unpaced: the unit of progress and of Ctrl-C loss.
@@ -38,7 +43,9 @@ class Command(BaseCommand):
         return super().create_parser(prog_name, subcommand, **kwargs)
 
     def add_arguments(self, parser: CommandParser) -> None:
-        import_django_q2.add_import_arguments(add_deadletters_arguments(parser))
+        actions = add_deadletters_arguments(parser)
+        import_django_q2.add_import_arguments(actions)
+        accept_django_options(actions)
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:
@@ -83,6 +90,9 @@ class Command(BaseCommand):
             return
         if not page.items:
             self.stdout.write("No dead letters match.")
+            near = filter_hints.hint(task=self.options["task"], queue=self.options["queue"])
+            if near and self.options["after"] is None:
+                self.stdout.write(near)
         else:
             for line in cli.table(cli.LIST_HEADERS, [cli.list_row(d) for d in page.items], cli.LIST_CAPS):
                 self.stdout.write(line)

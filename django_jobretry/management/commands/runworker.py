@@ -32,8 +32,6 @@ class Command(BaseCommand):
             handler = logging.StreamHandler()
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             logger.addHandler(handler)
-        if options["lease"] is not None and options["lease"] < 1:
-            raise CommandError(f"--lease {options['lease']} is too short: at least 1 second")
         for name in ("max_jobs_per_child", "max_memory_mb"):
             if options[name] is not None and options["pool"] != "process":
                 raise CommandError(

@@ -1,0 +1,139 @@
+"""`manage.py deadletters` options: one subparser per action, the exit codes, Django's options.
+
+The value validators are shared with the other commands (management/arguments.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from django.core.management.base import CommandParser, DjangoHelpFormatter
+
+from django_jobretry.management.arguments import cursor, duration, page_size, positive_int, queue_name, rate
+from django_jobretry.models import DeadReason
+
+# --- manage.py deadletters ----------------------------------------------------------------------
+
+EPILOG = """\
+exit codes:
+  0    done: every selected dead letter was acted on (list, show: printed;
+       list also when nothing matches)
+  1    partial: some named or selected dead letters were not acted on (or not
+       shown) because they are no longer dead letters - already requeued or
+       discarded by someone else, or never existed - or a requeue was refused
+       because a live job holds the same unique_key; the rest were acted on
+  2    usage error, or a destructive bulk action was not confirmed (answered
+       no, or stdin is not a terminal and --yes was not given): nothing changed
+  3    nothing matched: requeue/discard --all selected no dead letter
+  4    failed: invalid settings, database unreachable, unexpected error
+       (details with --traceback)
+  130  interrupted (Ctrl-C): batches finished before the interrupt stay done
+--dry-run changes nothing and exits with the code the real run would have
+(0, 1 or 3), without asking for confirmation.
+
+Django's common options (-v, --settings, --traceback, ...) go before or
+after the action:
+  manage.py deadletters requeue --all --queue emails -v 2 --traceback
+"""
+
+
+class HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Django's ordering of options, with the epilog's line breaks kept."""
+
+
+def _filters(parser: CommandParser) -> None:
+    group = parser.add_argument_group("filters (all must match)")
+    group.add_argument("--queue", type=queue_name, help="queue name")
+    group.add_argument("--task", help="task name, e.g. shop.tasks.send_receipt")
+    group.add_argument("--reason", choices=DeadReason.values, help="why the job died")
+    group.add_argument("--error-class", help="exact last error class, e.g. builtins.ConnectionResetError")
+    group.add_argument(
+        "--older-than", type=duration, metavar="DURATION", help="dead for longer than this: 7d, 12h, 15m, 90s"
+    )
+
+
+def _bulk(parser: CommandParser, verb: str) -> None:
+    parser.add_argument("ids", nargs="*", type=positive_int, metavar="ID", help=f"dead letter ids to {verb}")
+    parser.add_argument("--all", action="store_true", help=f"{verb} every dead letter matching the filters")
+    _filters(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
+    parser.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    parser.add_argument("--progress", action="store_true", help="draw the progress bar even if not a TTY")
+    parser.add_argument("--actor", help="who acts, recorded with the action (default: the OS user)")
+    parser.add_argument(
+        "--rate", type=rate, metavar="N/s", help=f"{verb} at most N/s or N/m (a recovering downstream)"
+    )
+
+
+#: Django's options of every command (BaseCommand.create_parser): also accepted after the action.
+_DJANGO_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("-v", "--verbosity"), {"type": int, "choices": [0, 1, 2, 3]}),
+    (("--settings",), {}),
+    (("--pythonpath",), {}),
+    (("--traceback",), {"action": "store_true"}),
+    (("--no-color",), {"action": "store_true"}),
+    (("--force-color",), {"action": "store_true"}),
+    (("--skip-checks",), {"action": "store_true"}),
+)
+
+
+def accept_django_options(actions: Any) -> None:
+    """Let each action take Django's options too, so `deadletters list --settings x` works.
+
+    manage.py reads --settings and --pythonpath wherever they are; argparse
+    would still refuse them after a subcommand. Hidden from each action's
+    help and left unset unless given, so the values before the action stay.
+    """
+    for subparser in actions.choices.values():
+        for flags, options in _DJANGO_OPTIONS:
+            subparser.add_argument(*flags, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **options)
+
+
+def add_deadletters_arguments(parser: CommandParser) -> Any:
+    """list | show | requeue | discard, each with its own options; returns the subparsers for more.
+
+    `import-django-q2` is added by management/import_django_q2.py.
+    """
+    actions = parser.add_subparsers(
+        dest="action", required=True, metavar="{list,show,requeue,discard,import-django-q2}"
+    )
+    listing = actions.add_parser(
+        "list", help="dead letters, newest first", formatter_class=HelpFormatter, epilog=EPILOG
+    )
+    listing.description = "Dead letters matching the filters, newest dead first, a page at a time."
+    _filters(listing)
+    listing.add_argument("--limit", type=page_size, default=50, help="page size, 1-1000 (default 50)")
+    listing.add_argument("--after", type=cursor, metavar="CURSOR", help="the next page's cursor")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    show = actions.add_parser(
+        "show", help="everything about dead letters", formatter_class=HelpFormatter, epilog=EPILOG
+    )
+    show.description = "Every field, the arguments (through PAYLOAD_REDACTOR), errors and requeues."
+    show.add_argument("ids", nargs="+", type=positive_int, metavar="ID")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    requeue = actions.add_parser(
+        "requeue",
+        help="turn dead letters back into ready jobs",
+        formatter_class=HelpFormatter,
+        epilog=EPILOG,
+    )
+    requeue.description = (
+        "Turn dead letters back into ready jobs; each new job records who requeued it and when. "
+        "--all asks for confirmation unless --yes."
+    )
+    _bulk(requeue, "requeue")
+    requeue.add_argument(
+        "--run-after", type=duration, metavar="DURATION", help="the new jobs wait this long: 10m, 1h"
+    )
+    discard = actions.add_parser(
+        "discard",
+        help="delete dead letters for good",
+        formatter_class=HelpFormatter,
+        epilog=EPILOG,
+    )
+    discard.description = (
+        "Delete dead letters for good. More than one id, or --all, asks for confirmation unless --yes."
+    )
+    _bulk(discard, "discard")
+    return actions
