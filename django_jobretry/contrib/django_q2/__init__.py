@@ -1,4 +1,4 @@
-"""Our retry policies and dead letters for tasks run by a django-q2 cluster (ORM broker).
+"""Our retry policies and dead letters for tasks run by a django-q2 cluster (ORM or Redis broker).
 
 Add ``"django_jobretry.contrib.django_q2"`` to INSTALLED_APPS after
 ``"django_q"`` and ``"django_jobretry"``, and set

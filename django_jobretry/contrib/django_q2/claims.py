@@ -15,6 +15,14 @@ cannot both take one), and records the lost attempt like a failure
 retry after the policy's delay, or the dead letter. The same fence applies:
 a row whose lock has passed (django-q2 delivered it again) is left alone.
 
+With the Redis broker nothing comes back: the task was popped from its
+list and exists only in the worker. So there the claim carries the whole
+package as django-q2 signed it (and the timeout the worker popped), the
+recovery checks the signature, and the lost attempt is recorded from the
+package: a retry re-sends it after the delay, or it is buried. The file is
+the only copy of the task's arguments outside the worker, in a directory
+only the cluster's user can read, as they are in Redis.
+
 Files, not the database: the success path must not pay a database write.
 The directory is local to the host, as django-q2's workers are.
 """
@@ -29,6 +37,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from django.core.signing import BadSignature
 
 logger = logging.getLogger("django_jobretry")
 
@@ -50,12 +60,12 @@ def _mine() -> Path:
     return directory() / f"{os.getpid()}{SUFFIX}"
 
 
-def claim(task: dict[str, Any], policy: str, started: str) -> None:
+def claim(task: dict[str, Any], policy: str, started: str, popped: dict[str, Any] | None = None) -> None:
     """Note the task this worker starts; never fails the task."""
-    if task.get("ack_id") is None:
-        return
-    record = {
-        "ack_id": task["ack_id"],
+    if task.get("sync"):
+        return  # runs in the caller, which sees its exception
+    record: dict[str, Any] = {
+        "ack_id": task.get("ack_id"),
         "id": task.get("id"),
         "func": str(task.get("func")),
         "cluster": task.get("cluster"),
@@ -63,12 +73,16 @@ def claim(task: dict[str, Any], policy: str, started: str) -> None:
         "started": started,
     }
     try:
+        if record["ack_id"] is None:  # Redis: this is the last copy of the task
+            from django_q.signing import SignedPackage
+
+            record.update(package=SignedPackage.dumps(task), popped=popped or {})
         path = _mine()
         path.parent.mkdir(mode=0o700, exist_ok=True)
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps(record))
         os.replace(partial, path)
-    except OSError:
+    except Exception:  # a full disk, an argument pickle refuses: the task runs unclaimed
         logger.warning("could not write a claim file for a django-q2 task", extra={"outcome": "claim_error"})
 
 
@@ -120,16 +134,33 @@ def recover_lost(**kwargs: Any) -> None:
             "message": f"django-q2 worker {pid} died during the task",
             "traceback": "",
         }
-        task = {"func": record["func"], "id": record["id"], "cluster": record["cluster"]}
-        state = {
-            "ack_id": record["ack_id"],
-            "policy": record["policy"],
-            "failure": failure,
-            "first_attempt_at": record["started"],
-        }
         try:
+            task, state = _lost(record)
+            state.update(policy=record["policy"], failure=failure)
             record_failure(task, state)
+        except BadSignature:
+            logger.warning(
+                "a django-q2 claim file is not signed with this SECRET_KEY; dropped",
+                extra={"outcome": "claim_unsigned"},
+            )
         except Exception:
             logger.exception("could not record a lost django-q2 attempt", extra={"outcome": "record_error"})
-        finally:
-            taken.unlink(missing_ok=True)
+            if record.get("package") is not None:  # Redis: the only copy; the next new worker tries again
+                with contextlib.suppress(OSError):
+                    os.rename(taken, path)
+        taken.unlink(missing_ok=True)
+
+
+def _lost(record: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The task and the worker-side state a claim stands for, as the monitor would get them."""
+    if record.get("package") is None:  # ORM: the queue row is the task; the monitor reads it there
+        task = {"func": record["func"], "id": record["id"], "cluster": record["cluster"]}
+        return task, {"ack_id": record["ack_id"], "first_attempt_at": record["started"]}
+    from django_q.signing import SignedPackage
+
+    from django_jobretry.contrib.django_q2 import KEY
+
+    task = SignedPackage.loads(record["package"])  # BadSignature: not a claim django-q2 signed
+    state = {**dict(task.get(KEY) or {}), **record.get("popped", {}), "ack_id": None}
+    state.setdefault("first_attempt_at", record["started"])
+    return task, state

@@ -18,6 +18,12 @@ to its monitor process; only the worker sees the exception. So:
 A claim file marks the running task, so that the replacement of a worker
 killed mid-task counts the lost attempt (:mod:`.claims`).
 
+On a broker without redelivery (Redis: a task is popped, never
+acknowledged, ``ack_id`` is None) the task dict is the only copy left, and
+a retry re-sends it; django-q2's worker pops the task's own ``timeout``
+before ``pre_execute``, so :func:`popped_by_worker` reads it back for the
+retry to keep.
+
 The monitor then writes the decision (:mod:`.monitor`). When the reporter
 could not run, the failure is classified from django-q2's result text as
 retryable.
@@ -25,10 +31,11 @@ retryable.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -67,6 +74,8 @@ class Running:
     func_name: str
     started: datetime
     failure: dict[str, Any] | None = None
+    #: What django-q2's worker took out of the task before pre_execute (Redis only): its timeout.
+    popped: dict[str, Any] = field(default_factory=dict)
 
 
 class _Current:
@@ -79,7 +88,29 @@ def on_pre_execute(sender: Any, func: Callable[..., Any] | None, task: dict[str,
     name = getattr(func, "__qualname__", None) or str(task.get("func"))
     running = _Current.running = Running(policy_name_for(func), str(name), timezone.now())
     if running.policy is not None:  # a worker killed from here on still counts the attempt
-        claims.claim(task, running.policy, running.started.isoformat())
+        if task.get("ack_id") is None and not task.get("sync"):  # Redis: a retry re-sends this dict
+            running.popped = popped_by_worker()
+        claims.claim(task, running.policy, running.started.isoformat(), running.popped)
+
+
+def popped_by_worker() -> dict[str, Any]:
+    """The task's own ``timeout``, which django-q2's worker popped before ``pre_execute``.
+
+    The worker keeps it in a local (``timer_value``, beside ``timeout``, the
+    cluster's). Read-only, from the worker's frame up the stack; a layout
+    where it is not found keeps nothing, and the retry runs under the
+    cluster's timeout. Equal to the cluster's, it needs no keeping.
+    """
+    from django_q import worker
+
+    code = getattr(getattr(worker, "worker", None), "__code__", None)
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    if frame is None:
+        return {}
+    own, default = frame.f_locals.get("timer_value", _UNSET), frame.f_locals.get("timeout", _UNSET)
+    return {} if own is _UNSET or own == default else {"timeout": own}
 
 
 def classify(policy_name: str, func_name: str, error: BaseException) -> dict[str, Any]:
@@ -157,6 +188,7 @@ def on_post_execute_in_worker(
         policy=running.policy,
         failure=running.failure or from_result_text(task.get("result")),
         ack_id=task.get("ack_id"),
+        **running.popped,
     )
     task[KEY] = state
     # async_task copies Q_CLUSTER["ack_failures"] into every package: the row is ours now.

@@ -1,9 +1,11 @@
-"""Monitor-side: write the policy's decision on a failed django-q2 task (ORM broker).
+"""Monitor-side: write the policy's decision on a failed django-q2 task.
 
 Runs in django-q2's monitor process on ``post_execute``, after django-q2
 saved its Task row and left the broker row unacknowledged (the worker hook
-set ``ack_failure`` to False). In one transaction, with the broker row
-locked and still leased to this delivery (``lock`` in the future):
+set ``ack_failure`` to False).
+
+ORM broker: in one transaction, with the broker row locked and still leased
+to this delivery (``lock`` in the future):
 
 - Retry: the row gets a new payload (attempt + 1, the history) and a
   ``lock`` at now + the policy's delay; django-q2's pusher delivers it again
@@ -14,12 +16,18 @@ locked and still leased to this delivery (``lock`` in the future):
 A row whose lock already passed was redelivered (or acknowledged) meanwhile:
 the outcome is stale and changes nothing, like our own fenced writes
 (docs/design.md#rule-3).
+
+Redis broker: the task already left Redis when it was delivered, so there is
+no row to fence against and no stale outcome (Redis never delivers a task
+twice). Retry: one Schedule row that re-sends the package after the delay
+(:mod:`.redelivery`). Give up: one DeadLetter; nothing is left to delete.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,7 +36,7 @@ from django.utils import timezone
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.contrib.django_q2 import KEY
+from django_jobretry.contrib.django_q2 import KEY, redelivery
 from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason
 from django_jobretry.policy import Decision, ErrorKind, GiveUp, Retry
 from django_jobretry.registry import policy_for
@@ -82,93 +90,137 @@ def entry_for(attempt: int, failure: dict[str, Any], worker: str, now: datetime)
     return entry
 
 
-def record_failure(task: dict[str, Any], state: dict[str, Any]) -> None:
-    from django_q.brokers import get_broker
-    from django_q.brokers.orm import ORM
+@dataclass(frozen=True)
+class Judgement:
+    """The policy's decision on one failed attempt, and what the history says of it."""
+
+    decision: Decision
+    attempt: int
+    max_attempts: int
+    func_name: str
+    entry: AttemptEntry
+    reason: DeadReason | None  # set when giving up
+
+
+def judge(package: dict[str, Any], state: dict[str, Any], now: datetime) -> Judgement:
+    """Decide on the attempt ``package`` was delivered for; ``package[KEY]`` becomes what travels on.
+
+    On a retry that is attempt + 1 and the history with this attempt; on
+    giving up, the final state the dead letter keeps.
+    """
     from django_q.conf import Conf
-    from django_q.models import OrmQ
-    from django_q.signing import SignedPackage
     from django_q.utils import get_func_repr
 
-    ack_id = state.get("ack_id")
-    if ack_id is None or not isinstance(get_broker(task.get("cluster")), ORM):
-        logger.warning(
-            "django-q2 task %s failed on a broker other than the ORM broker: not handled",
-            task.get("id"),
-            extra={"outcome": "unsupported_broker"},
-        )
-        return
-    now = timezone.now()
-    func_name = get_func_repr(task["func"])
+    func_name = get_func_repr(package["func"])
     policy_name = str(state["policy"])
     policy = policy_for(func_name, policy_name)
     failure = state["failure"]
-    worker = f"django-q2 {Conf.CLUSTER_NAME}"
+    carried = dict(package.get(KEY) or {})
+    attempt = int(carried.get("attempt", 1))
+    first = carried.get("first_attempt_at") or state.get("first_attempt_at")
+    entry = entry_for(attempt, failure, f"django-q2 {Conf.CLUSTER_NAME}", now)
+    requested = failure.get("requested_delay")
+    decision = decide(
+        policy,
+        attempt,
+        ErrorKind(failure["kind"]),
+        elapsed=max(now - datetime.fromisoformat(first), timedelta(0)) if first else None,
+        requested_delay=None if requested is None else timedelta(seconds=requested),
+        max_attempts=policy.max_attempts,
+    )
+    reason = None
+    if isinstance(decision, GiveUp):
+        reason = DeadReason(decision.reason.value)
+        if reason is DeadReason.EXHAUSTED and entry["ended"] == AttemptEnd.WORKER_EXIT:
+            reason = DeadReason.LEASE_EXPIRED  # like our own jobs: the last attempt was lost
+    else:
+        entry["delay"] = decision.delay.total_seconds()
+    limit = jobretry_settings.error_history_limit
+    errors = [*carried.get("errors", []), entry][-limit:]
+    carried.update(policy=policy_name, errors=errors, first_attempt_at=first)
+    carried.setdefault("enqueued_at", _iso(package.get("started")) or now.isoformat())
+    package[KEY] = carried if reason is not None else {**carried, "attempt": attempt + 1}
+    return Judgement(decision, attempt, policy.max_attempts, func_name, entry, reason)
+
+
+def record_failure(task: dict[str, Any], state: dict[str, Any]) -> None:
+    """Write the decision on a failed attempt the way the task's broker needs it."""
+    from django_q.brokers import get_broker
+    from django_q.brokers.orm import ORM
+
+    broker = get_broker(task.get("cluster"))
+    if isinstance(broker, ORM) and state.get("ack_id") is not None:
+        _record_orm(task, state)
+    elif redelivery.is_redis(broker):
+        _record_redis(task, state)
+    else:
+        logger.warning(
+            "django-q2 task %s failed on a broker the adapter does not support (%s): not handled",
+            task.get("id"),
+            type(broker).__name__,
+            extra={"outcome": "unsupported_broker"},
+        )
+
+
+def _record_orm(task: dict[str, Any], state: dict[str, Any]) -> None:
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    now = timezone.now()
+    rows = OrmQ.objects.using(Conf.ORM)
     with transaction.atomic(using=Conf.ORM):
-        row = OrmQ.objects.using(Conf.ORM).select_for_update().filter(pk=ack_id, lock__gt=now).first()
+        row = rows.select_for_update().filter(pk=state["ack_id"], lock__gt=now).first()
         if row is None:
             logger.warning(
                 "django-q2 task %s failed after its broker row was redelivered; outcome ignored",
                 task.get("id"),
-                extra={"task": func_name, "outcome": "stale_ignored"},
+                extra={"task": str(task.get("func")), "outcome": "stale_ignored"},
             )
             return
         package = SignedPackage.loads(row.payload)
-        carried = dict(package.get(KEY) or {})
-        attempt = int(carried.get("attempt", 1))
-        first = carried.get("first_attempt_at") or state.get("first_attempt_at")
-        entry = entry_for(attempt, failure, worker, now)
-        requested = failure.get("requested_delay")
-        decision = decide(
-            policy,
-            attempt,
-            ErrorKind(failure["kind"]),
-            elapsed=max(now - datetime.fromisoformat(first), timedelta(0)) if first else None,
-            requested_delay=None if requested is None else timedelta(seconds=requested),
-            max_attempts=policy.max_attempts,
-        )
-        if not isinstance(decision, GiveUp):
-            entry["delay"] = decision.delay.total_seconds()
-        limit = jobretry_settings.error_history_limit
-        errors = [*carried.get("errors", []), entry][-limit:]
-        carried.update(policy=policy_name, errors=errors, first_attempt_at=first)
-        carried.setdefault("enqueued_at", _iso(package.get("started")) or now.isoformat())
+        judged = judge(package, state, now)
         dead: DeadLetter | None = None
-        if isinstance(decision, GiveUp):
-            reason = DeadReason(decision.reason.value)
-            if reason is DeadReason.EXHAUSTED and entry["ended"] == AttemptEnd.WORKER_EXIT:
-                reason = DeadReason.LEASE_EXPIRED  # like our own jobs: the last attempt was lost
-            package[KEY] = carried
-            dead = bury(
-                package,
-                carried,
-                queue=row.key,
-                reason=reason,
-                attempt=attempt,
-                max_attempts=policy.max_attempts,
-                func_name=func_name,
-                entry=entry,
+        if judged.reason is not None:
+            dead = _bury(package, judged, judged.reason, queue=row.key)
+            rows.filter(pk=row.pk).delete()
+        elif isinstance(judged.decision, Retry):
+            rows.filter(pk=row.pk).update(
+                lock=now + judged.decision.delay, payload=SignedPackage.dumps(package)
             )
-            OrmQ.objects.using(Conf.ORM).filter(pk=row.pk).delete()
-        else:
-            package[KEY] = {**carried, "attempt": attempt + 1}
-            OrmQ.objects.using(Conf.ORM).filter(pk=row.pk).update(
-                lock=now + decision.delay, payload=SignedPackage.dumps(package)
-            )
-    _announce(decision, package, queue=row.key, attempt=attempt, func_name=func_name, entry=entry, dead=dead)
+    _announce(judged, package, queue=row.key, dead=dead)
 
 
-def _announce(
-    decision: Decision,
-    package: dict[str, Any],
-    *,
-    queue: str,
-    attempt: int,
-    func_name: str,
-    entry: AttemptEntry,
-    dead: DeadLetter | None,
-) -> None:
+def _record_redis(task: dict[str, Any], state: dict[str, Any]) -> None:
+    """One write: the retry's Schedule row, or the dead letter. Redis has nothing left to change."""
+    now = timezone.now()
+    package = redelivery.package_of(task, state)
+    judged = judge(package, state, now)
+    queue = str(package.get("cluster") or "")
+    dead: DeadLetter | None = None
+    if judged.reason is not None:
+        dead = _bury(package, judged, judged.reason, queue=queue)
+    elif isinstance(judged.decision, Retry):
+        redelivery.schedule(package, judged.decision.delay, now)
+    _announce(judged, package, queue=queue, dead=dead)
+
+
+def _bury(package: dict[str, Any], judged: Judgement, reason: DeadReason, *, queue: str) -> DeadLetter:
+    return bury(
+        package,
+        package[KEY],
+        queue=queue,
+        reason=reason,
+        attempt=judged.attempt,
+        max_attempts=judged.max_attempts,
+        func_name=judged.func_name,
+        entry=judged.entry,
+    )
+
+
+def _announce(judged: Judgement, package: dict[str, Any], *, queue: str, dead: DeadLetter | None) -> None:
     """Log and signal a committed retry or burial, like the worker does for our jobs."""
+    decision, attempt, func_name, entry = judged.decision, judged.attempt, judged.func_name, judged.entry
     common = {"job_id": package["id"], "task_name": func_name, "queue_name": queue, "attempt": attempt}
     extra = {"task": func_name, "queue": queue, "attempt": attempt, "error_class": entry["error_class"]}
     if isinstance(decision, GiveUp) and dead is not None:
