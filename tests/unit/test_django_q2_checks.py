@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from django.conf import settings
@@ -12,22 +14,24 @@ from django_jobretry.contrib.django_q2 import retry_policy
 from django_jobretry.contrib.django_q2.checks import check_django_q2, cluster_problems
 
 GOOD = {"name": "c", "orm": "default", "max_attempts": 0, "timeout": 60, "retry": 90}
+REDIS = {"name": "c", "redis": {"host": "127.0.0.1", "port": 6379, "db": 0}, "timeout": 60}
 
 
 def ids(cluster: dict[str, Any]) -> list[str]:
     return [problem.id or "" for problem in cluster_problems(cluster)]
 
 
-def test_the_recommended_cluster_and_the_test_settings_pass() -> None:
+def test_the_recommended_clusters_and_the_test_settings_pass() -> None:
     assert ids(GOOD) == []
+    assert ids(REDIS) == []
     assert check_django_q2() == []
 
 
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"orm": None}, "E033"),
         ({"redis": {"host": "127.0.0.1"}}, "E033"),
+        ({"sqs": {"aws_region": "eu-west-1"}}, "E033"),
         ({"orm": "other"}, "E037"),
         ({"max_attempts": 5}, "E034"),
         ({"timeout": None}, "E035"),
@@ -50,6 +54,58 @@ def test_messages_name_the_value_and_the_reason() -> None:
 
 def test_no_cluster_at_all() -> None:
     assert [p.id for p in cluster_problems(None)] == ["django_jobretry.E033"]
+
+
+@pytest.mark.parametrize(
+    ("broker", "name"),
+    [
+        ({"sqs": {"aws_region": "eu-west-1"}}, "'sqs'"),
+        ({"mongo": {"host": "127.0.0.1"}}, "'mongo'"),
+        ({"iron_mq": {"token": "t"}}, "'iron_mq'"),
+        ({"broker_class": "myapp.brokers.Custom"}, "'broker_class'"),
+    ],
+)
+def test_other_brokers_are_refused_naming_the_supported_ones(broker: dict[str, Any], name: str) -> None:
+    (problem,) = cluster_problems({"name": "c", "timeout": 60, **broker})
+    assert problem.id == "django_jobretry.E033"
+    assert name in problem.msg
+    assert '"orm"' in problem.msg
+    assert '"redis"' in problem.msg
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        REDIS,
+        {"name": "c"},  # no broker named: django-q2's default, Redis on localhost
+        {"name": "c", "django_redis": "default"},
+        # Redis never redelivers: max_attempts, retry and ack_failures do nothing there.
+        {**REDIS, "max_attempts": 3, "retry": 10, "ack_failures": True},
+        {**REDIS, "timeout": None},
+    ],
+)
+def test_the_redis_broker_is_accepted(cluster: dict[str, Any]) -> None:
+    assert ids(cluster) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [({"scheduler": False}, "E038"), ({"sync": True}, "E036"), ({"orm": "default"}, "E033")],
+)
+def test_what_the_redis_broker_cannot_work_with(change: dict[str, Any], expected: str) -> None:
+    assert ids({**REDIS, **change}) == [f"django_jobretry.{expected}"]
+
+
+def test_without_its_scheduler_a_redis_cluster_never_retries() -> None:
+    (problem,) = cluster_problems({**REDIS, "scheduler": False})
+    assert "Schedule" in problem.msg
+    assert "no retry ever runs" in problem.msg
+
+
+def test_the_redis_broker_needs_the_redis_package() -> None:
+    with patch.dict(sys.modules, {"redis": None}):  # import redis raises ImportError
+        (problem,) = cluster_problems(REDIS)
+    assert (problem.id, problem.hint) == ("django_jobretry.E033", "pip install redis")
 
 
 @pytest.mark.parametrize(

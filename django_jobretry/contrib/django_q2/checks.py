@@ -20,7 +20,10 @@ from django_jobretry.settings_schema import validate
 
 APP = "django_jobretry.contrib.django_q2"
 EXAMPLE = 'JOBRETRY["DJANGO_Q2"] = {"POLICY": "default"}'
-RECOMMENDED = 'Q_CLUSTER = {"orm": "default", "max_attempts": 0, "timeout": 60, "retry": 90, ...}'
+RECOMMENDED = (
+    'Q_CLUSTER = {"orm": "default", "max_attempts": 0, "timeout": 60, "retry": 90, ...} '
+    'or Q_CLUSTER = {"redis": {"host": "127.0.0.1", "port": 6379, "db": 0}, "timeout": 60, ...}'
+)
 
 
 def _error(number: int, msg: str, hint: str) -> Error:
@@ -80,23 +83,62 @@ def _app_problems() -> list[CheckMessage]:
     return []
 
 
+#: Q_CLUSTER keys naming a broker, in the order django-q2's get_broker() tries them; none: Redis.
+BROKER_KEYS = ("broker_class", "iron_mq", "sqs", "orm", "mongo")
+REDIS_KEYS = ("redis", "django_redis")
+SUPPORTED = 'the ORM broker ("orm") and the Redis broker ("redis")'
+
+
+def broker_of(cluster: dict[str, Any]) -> str:
+    """The broker django-q2 builds from ``cluster``: its first broker key set, else "redis"."""
+    return next((key for key in BROKER_KEYS if cluster.get(key)), "redis")
+
+
 def cluster_problems(cluster: object) -> list[CheckMessage]:
     """What in Q_CLUSTER defeats the adapter; each message says which value and why."""
     if not isinstance(cluster, dict):
-        return [_error(33, "Q_CLUSTER is not set: the adapter needs django-q2's ORM broker.", RECOMMENDED)]
+        return [_error(33, f"Q_CLUSTER is not set: the adapter needs {SUPPORTED}.", RECOMMENDED)]
+    broker = broker_of(cluster)
+    named = [key for key in (*BROKER_KEYS, "redis") if cluster.get(key)]
     problems: list[CheckMessage] = []
-    orm = cluster.get("orm")
-    others = [key for key in ("redis", "sqs", "iron_mq", "mongo", "broker_class") if cluster.get(key)]
-    if not orm or others:
+    if len(named) > 1:
         problems.append(
             _error(
                 33,
-                f"Q_CLUSTER does not use the ORM broker (orm={orm!r}, other brokers: {others}): "
-                "the adapter keeps retries and dead letters in the ORM queue table.",
-                'Set Q_CLUSTER["orm"] = "default" and remove the other broker settings.',
+                f"Q_CLUSTER names more than one broker ({', '.join(named)}): django-q2 uses {broker!r} "
+                "and ignores the rest, so the settings do not say which broker the adapter works with.",
+                "Keep the settings of one broker.",
             )
         )
-    elif router.db_for_write(_dead_letter_model()) != orm:
+    elif broker not in ("orm", "redis"):
+        problems.append(
+            _error(
+                33,
+                f"Q_CLUSTER uses django-q2's {broker!r} broker: the adapter supports {SUPPORTED}, "
+                "where it can hold a failed task back for the policy's delay.",
+                f'Set Q_CLUSTER["orm"] = "default" or Q_CLUSTER["redis"] = {{...}} instead of {broker!r}.',
+            )
+        )
+    elif broker == "orm":
+        problems += _orm_problems(cluster)
+    else:
+        problems += _redis_problems(cluster)
+    if cluster.get("sync"):
+        problems.append(
+            _error(
+                36,
+                'Q_CLUSTER["sync"] = True runs tasks in the caller, without a broker to retry through.',
+                'Remove "sync" (or set it to False).',
+            )
+        )
+    return problems
+
+
+def _orm_problems(cluster: dict[str, Any]) -> list[CheckMessage]:
+    """The ORM broker redelivers on its own (max_attempts, retry); the adapter takes those over."""
+    problems: list[CheckMessage] = []
+    orm = cluster["orm"]
+    if router.db_for_write(_dead_letter_model()) != orm:
         problems.append(
             _error(
                 37,
@@ -121,17 +163,9 @@ def cluster_problems(cluster: object) -> list[CheckMessage]:
             _error(
                 35,
                 f'Q_CLUSTER["timeout"] = {timeout!r} must be set and below Q_CLUSTER["retry"] = {retry!r}: '
-                "a task still running when its retry lock passes is delivered again meanwhile, "
-                "and its outcome is then ignored.",
+                "with the ORM broker a task still running when its retry lock passes is delivered "
+                "again meanwhile, and its outcome is then ignored.",
                 'e.g. "timeout": 60, "retry": 90.',
-            )
-        )
-    if cluster.get("sync"):
-        problems.append(
-            _error(
-                36,
-                'Q_CLUSTER["sync"] = True runs tasks in the caller, without a broker row to retry.',
-                'Remove "sync" (or set it to False).',
             )
         )
     if cluster.get("ack_failures"):
@@ -141,6 +175,35 @@ def cluster_problems(cluster: object) -> list[CheckMessage]:
                 "failures stay in the queue for the retry or go to the dead letters.",
                 hint="Tasks opted out with retry_policy(None) keep ack_failures.",
                 id="django_jobretry.W030",
+            )
+        )
+    return problems
+
+
+def _redis_problems(cluster: dict[str, Any]) -> list[CheckMessage]:
+    """Redis never redelivers: max_attempts, retry and ack_failures do nothing there.
+
+    A retry is a Schedule row (redelivery.py), so the cluster's scheduler
+    must run, and the ``redis`` client must be importable.
+    """
+    problems: list[CheckMessage] = []
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        problems.append(
+            _error(
+                33,
+                "Q_CLUSTER uses the Redis broker, but the redis package is not installed.",
+                "pip install redis",
+            )
+        )
+    if cluster.get("scheduler", True) is False:
+        problems.append(
+            _error(
+                38,
+                'Q_CLUSTER["scheduler"] = False: with the Redis broker a retry is a one-off Schedule '
+                "that the cluster's scheduler delivers; without it no retry ever runs.",
+                'Remove "scheduler" (or set it to True) on the cluster that runs these tasks.',
             )
         )
     return problems
