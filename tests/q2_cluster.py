@@ -1,7 +1,8 @@
 """A real django-q2 cluster (``manage.py qcluster``) on the test database, with hard deadlines.
 
 The cluster runs with tests/settings.py (Q_CLUSTER there: ORM broker, short
-timeout and retry). It is started in its own session and stopped with
+timeout and retry) or another settings module (the Redis broker:
+tests/q2_redis.py). It is started in its own session and stopped with
 SIGTERM, then its whole process group is killed: django-q2's sentinel does
 not watch its parent, so a stray worker must not outlive the test.
 """
@@ -28,12 +29,13 @@ START_SECONDS = 30.0
 class Cluster:
     """One qcluster process group and its collected output."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: str = "tests.settings", env: dict[str, str] | None = None) -> None:
         environment = {
             **os.environ,
             "DATABASE_URL": test_database_url(),
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DJANGO_SETTINGS_MODULE": settings,
             "PYTHONUNBUFFERED": "1",
+            **(env or {}),
         }
         self.process = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), "qcluster"],
@@ -78,12 +80,17 @@ class Cluster:
             self.process.stdout.close()
 
 
+def running(settings: str = "tests.settings", env: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """A started qcluster, stopped at the end whatever happened (a fixture's body)."""
+    started = Cluster(settings, env)
+    try:
+        started.wait_running()
+        yield started
+    finally:
+        started.stop()
+
+
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     """A running qcluster for one test; always stopped, whatever the test did."""
-    running = Cluster()
-    try:
-        running.wait_running()
-        yield running
-    finally:
-        running.stop()
+    yield from running()

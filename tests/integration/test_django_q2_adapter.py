@@ -29,10 +29,11 @@ from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
 from django_jobretry import FatalError, deadletters, signals
-from django_jobretry.contrib.django_q2 import claims, hooks, monitor
+from django_jobretry.contrib.django_q2 import claims, hooks, monitor, redelivery
 from django_jobretry.models import DeadLetter, Job
 from tests.integration.conftest import cli_run
 from tests.jobs_app import q2_tasks
+from tests.q2_asserts import requeued_package
 
 pytestmark = pytest.mark.django_db
 TASKS = "tests.jobs_app.q2_tasks"
@@ -197,20 +198,8 @@ def bury_one() -> DeadLetter:
 def test_requeue_resubmits_to_django_q2_not_to_our_jobs() -> None:
     dead = bury_one()
     again = deadletters.requeue(dead.pk, actor="ops")
-    assert isinstance(again, deadletters.Resubmitted)
-    assert (again.source, again.requeue_count) == ("django_q2", 1)
-    assert not Job.objects.exists()
-    assert not DeadLetter.objects.exists()
     package = SignedPackage.loads(OrmQ.objects.get().payload)
-    assert (package["id"], package["func"], package["args"], package["group"]) == (
-        again.pk,
-        f"{TASKS}.fatal",
-        ("f",),
-        "g",
-    )
-    assert package["jobretry"]["attempt"] == 1
-    assert package["jobretry"]["requeue_history"][0]["by"] == "ops"
-    assert len(package["jobretry"]["errors"]) == 1
+    requeued_package(again, package, func=f"{TASKS}.fatal", by="ops")
     with pytest.raises(deadletters.NotDead):
         deadletters.requeue(dead.pk)
 
@@ -260,3 +249,12 @@ def test_the_command_requeues_and_discards_django_q2_dead_letters() -> None:
     other = bury_one()
     cli_run("discard", str(other.pk))
     assert not DeadLetter.objects.exists()
+
+
+def test_a_redis_retry_still_pending_after_a_switch_to_the_orm_broker_runs() -> None:
+    """redeliver() pushes with the cluster's broker, whichever it is now (its Schedule row outlived Redis)."""
+    async_task(f"{TASKS}.succeed", "x")
+    signed = OrmQ.objects.get().payload
+    OrmQ.objects.all().delete()
+    assert redelivery.redeliver(signed) == "redelivered"
+    assert OrmQ.objects.get().payload == signed

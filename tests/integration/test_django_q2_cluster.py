@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from decimal import Decimal
-from itertools import pairwise
 
 import pytest
 from django_q.models import OrmQ, Task
@@ -21,6 +20,7 @@ from django_jobretry import deadletters
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 from tests.jobs_app.models import Execution
 from tests.processes import wait_until
+from tests.q2_asserts import retried_with_growing_delays, runs
 from tests.q2_cluster import Cluster, cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,10 +36,6 @@ def succeeded(task_id: str) -> None:
     wait_until(done.exists, timeout=DEADLINE, what=f"task {task_id} to succeed")
     # django-q2 saves the result before it acknowledges (deletes) the queue row.
     wait_until(lambda: not OrmQ.objects.exists(), timeout=DEADLINE, what="the acknowledgement")
-
-
-def runs(key: str) -> list[Execution]:
-    return list(Execution.objects.filter(key=key).order_by("id"))
 
 
 def dead_letter_of(task_id: str) -> DeadLetter:
@@ -60,14 +56,7 @@ def stays(key: str, count: int, *, seconds: float = 1.5) -> None:
 def test_fails_twice_then_succeeds_with_growing_delays(cluster: Cluster) -> None:
     task_id = async_task(f"{TASKS}.fail_then_succeed", "twice", 2)
     succeeded(task_id)
-    made = runs("twice")
-    assert len(made) == 3
-    gaps = [(later.created_at - earlier.created_at).total_seconds() for earlier, later in pairwise(made)]
-    # Policy "q2": 0.5 s after attempt 1, 1.5 s after attempt 2; never delivered earlier.
-    assert gaps[0] >= 0.5
-    assert gaps[1] >= 1.5
-    assert Task.objects.get(id=task_id).attempt_count == 3
-    assert not DeadLetter.objects.exists()
+    retried_with_growing_delays(task_id, "twice")
     assert not OrmQ.objects.exists()
 
 
