@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import DurationField, Value
 from django.db.models.functions import Now
+from django.db.models.sql import InsertQuery
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
@@ -31,12 +32,37 @@ def enqueue(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[
     job = _build(definition, args, kwargs)
     if definition.unique_key is not None:
         return _enqueue_unique(job)
-    with transaction.atomic():
-        job.save(force_insert=True)
-        notify([job.queue_name])
-    _refresh_computed(job)
+    insert_and_notify(job)
     _log_enqueued(job)
     return job
+
+
+def insert_and_notify(job: Job) -> None:
+    """INSERT the job and wake the workers of its queue in one statement: one round trip.
+
+    In autocommit the statement is its own transaction; inside the caller's
+    ``transaction.atomic()`` PostgreSQL still delivers the NOTIFY only at
+    commit, and not at all on rollback. The INSERT is Django's own (its
+    field preparation and database defaults); only ``post_save`` and
+    ``pre_save`` are not sent, as for ``bulk_create``.
+    """
+    meta = Job._meta
+    fields = [field for field in meta.local_concrete_fields if not field.generated and field is not meta.pk]
+    query = InsertQuery(Job)
+    query.insert_values(fields, [job])
+    compiler = query.get_compiler(connection=connection)
+    returning = meta.db_returning_fields
+    compiler.returning_fields = returning
+    [(insert, params)] = compiler.as_sql()
+    # The CTE's columns are RETURNING's, in order; PostgreSQL needs no conversion of them.
+    sql = f"WITH j AS ({insert}) SELECT j.*, pg_notify(%s, %s)::text FROM j"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, CHANNEL, job.queue_name])
+        row = cursor.fetchone() or ()
+    for field, value in zip(returning, row, strict=False):
+        setattr(job, field.attname, value)
+    job._state.adding = False
+    job._state.db = connection.alias
 
 
 def bulk_enqueue(
@@ -110,9 +136,11 @@ def _enqueue_unique(job: Job) -> Job:
     """
     for _ in range(5):
         try:
-            with transaction.atomic():
-                job.save(force_insert=True)
-                notify([job.queue_name])
+            if connection.in_atomic_block:  # a failed INSERT must not abort the caller's transaction
+                with transaction.atomic():
+                    insert_and_notify(job)
+            else:
+                insert_and_notify(job)
         except IntegrityError as exc:
             if UNIQUE_CONSTRAINT not in str(exc):
                 raise
@@ -127,7 +155,6 @@ def _enqueue_unique(job: Job) -> Job:
                 return live
             # The holder finished between our insert and our read: try again.
             continue
-        _refresh_computed(job)
         _log_enqueued(job)
         return job
     raise InvalidJob(f"unique_key {job.unique_key!r}: the live job kept changing; enqueue again")
