@@ -49,15 +49,19 @@ class ExternalDeadLetter:
     max_attempts: int
     errors: list[AttemptEntry]
     enqueued_at: datetime
-    dead_at: datetime
+    #: None: now, by the database clock (a failure recorded as it happens).
+    dead_at: datetime | None
     external_name: str = ""
     external_group: str | None = None
     #: What replay needs, as the other system signed it (django-q2: its SignedPackage).
     external_payload: str | None = None
     first_attempt_at: datetime | None = None
+    requeue_count: int = 0
+    requeue_history: list[Any] = field(default_factory=list)
 
     def to_model(self) -> DeadLetter:
         last: AttemptEntry | dict[str, str] = self.errors[-1] if self.errors else {}
+        extra = {} if self.dead_at is None else {"dead_at": self.dead_at}
         return DeadLetter(
             source=self.source,
             job_id=0,  # never one of our jobs; external_id names the task
@@ -74,11 +78,13 @@ class ExternalDeadLetter:
             last_error=str(last.get("message", "")),
             enqueued_at=self.enqueued_at,
             first_attempt_at=self.first_attempt_at,
-            dead_at=self.dead_at,
+            requeue_count=self.requeue_count,
+            requeue_history=self.requeue_history,
             external_id=self.external_id,
             external_name=self.external_name[:100],
             external_group=None if self.external_group is None else self.external_group[:100],
             external_payload=self.external_payload,
+            **extra,
         )
 
 
@@ -135,6 +141,22 @@ def import_dead_letters(letters: Sequence[ExternalDeadLetter]) -> Imported:
             },
         )
     return result
+
+
+def bury_external(letter: ExternalDeadLetter) -> DeadLetter:
+    """The dead letter of a task its adapter gave up on, recorded as imported in the same transaction.
+
+    So a later ``import-django-q2`` never brings the task back from the other
+    system's failure table, even after this dead letter was requeued or
+    discarded. Runs in the caller's transaction (the adapter's, with its
+    queue row locked).
+    """
+    using = router.db_for_write(DeadLetter)
+    with transaction.atomic(using=using):
+        dead = letter.to_model()
+        dead.save(using=using, force_insert=True)
+        _claim(using, letter.source, [letter.external_id])
+    return dead
 
 
 def _claim(using: str, source: str, external_ids: list[str]) -> set[str]:

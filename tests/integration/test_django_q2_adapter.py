@@ -25,12 +25,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django_q.exceptions import TimeoutException
 from django_q.models import OrmQ
+from django_q.monitor import save_task
 from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
 from django_jobretry import FatalError, deadletters, signals
 from django_jobretry.contrib.django_q2 import claims, hooks, monitor, redelivery
-from django_jobretry.models import DeadLetter, Job
+from django_jobretry.models import DeadLetter, ImportedFailure, Job
 from tests.integration.conftest import cli_run
 from tests.jobs_app import q2_tasks
 from tests.q2_asserts import requeued_package
@@ -248,6 +249,20 @@ def test_the_command_requeues_and_discards_django_q2_dead_letters() -> None:
     OrmQ.objects.all().delete()
     other = bury_one()
     cli_run("discard", str(other.pk))
+    assert not DeadLetter.objects.exists()
+
+
+def test_a_burial_counts_as_imported_so_its_failure_row_never_comes_back() -> None:
+    dead = bury_one()
+    task = SignedPackage.loads(dead.external_payload)
+    # django-q2's monitor saves its own Failure row for the same delivery.
+    save_task(
+        {**task, "success": False, "result": "bad : Traceback", "stopped": timezone.now(), "sync": True}, None
+    )
+    assert ImportedFailure.objects.filter(source="django_q2", external_id=dead.external_id).exists()
+    deadletters.discard(dead.pk)
+    out, _ = cli_run("import-django-q2")
+    assert "imported 0 of 1" in out
     assert not DeadLetter.objects.exists()
 
 

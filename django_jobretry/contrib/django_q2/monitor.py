@@ -41,6 +41,7 @@ from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason
 from django_jobretry.policy import Decision, ErrorKind, GiveUp, Retry
 from django_jobretry.registry import policy_for
 from django_jobretry.services.decisions import decide
+from django_jobretry.services.external_dead_letters import ExternalDeadLetter, bury_external
 from django_jobretry.services.history import AttemptEnd, AttemptEntry, attempt_entry
 
 logger = logging.getLogger("django_jobretry")
@@ -273,26 +274,26 @@ def bury(
     from django_q.signing import SignedPackage
 
     first = carried.get("first_attempt_at")
-    return DeadLetter.objects.create(
-        source=DeadLetterSource.DJANGO_Q2,
-        job_id=0,  # not one of our jobs; external_id names the django-q2 task
-        task_name=func_name[:200],
-        queue_name=queue[:100],
-        policy_name=str(carried["policy"]),
-        args=json_safe(list(package.get("args") or ())),
-        kwargs=json_safe(dict(package.get("kwargs") or {})),
-        reason=reason,
-        attempts=attempt,
-        max_attempts=max_attempts,
-        errors=carried["errors"],
-        last_error_class=entry["error_class"],
-        last_error=entry["message"],
-        requeue_count=int(carried.get("requeue_count", 0)),
-        requeue_history=carried.get("requeue_history", []),
-        enqueued_at=datetime.fromisoformat(carried["enqueued_at"]),
-        first_attempt_at=datetime.fromisoformat(first) if first else None,
-        external_id=str(package["id"]),
-        external_name=str(package.get("name") or "")[:100],
-        external_group=None if package.get("group") is None else str(package["group"])[:100],
-        external_payload=SignedPackage.dumps(package),
+    return bury_external(
+        ExternalDeadLetter(
+            source=DeadLetterSource.DJANGO_Q2,
+            external_id=str(package["id"]),
+            task_name=func_name,
+            queue_name=queue,
+            policy_name=str(carried["policy"]),
+            args=json_safe(list(package.get("args") or ())),
+            kwargs=json_safe(dict(package.get("kwargs") or {})),
+            reason=reason,
+            attempts=attempt,
+            max_attempts=max_attempts,
+            errors=carried["errors"],
+            enqueued_at=datetime.fromisoformat(carried["enqueued_at"]),
+            dead_at=None,
+            external_name=str(package.get("name") or ""),
+            external_group=None if package.get("group") is None else str(package["group"]),
+            external_payload=SignedPackage.dumps(package),
+            first_attempt_at=datetime.fromisoformat(first) if first else None,
+            requeue_count=int(carried.get("requeue_count", 0)),
+            requeue_history=carried.get("requeue_history", []),
+        )
     )
