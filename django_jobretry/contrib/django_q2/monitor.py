@@ -34,9 +34,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.contrib.django_q2 import KEY, redelivery
+from django_jobretry.contrib.django_q2.announce import announce
 from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason
 from django_jobretry.policy import Decision, ErrorKind, GiveUp, Retry
 from django_jobretry.registry import policy_for
@@ -45,10 +45,6 @@ from django_jobretry.services.external_dead_letters import ExternalDeadLetter, b
 from django_jobretry.services.history import AttemptEnd, AttemptEntry, attempt_entry
 
 logger = logging.getLogger("django_jobretry")
-
-
-class DjangoQ2Cluster:
-    """The sender of the worker signals the adapter sends for django-q2 tasks."""
 
 
 def on_post_execute(sender: Any, task: dict[str, Any], **kwargs: Any) -> None:
@@ -189,7 +185,7 @@ def _record_orm(task: dict[str, Any], state: dict[str, Any]) -> None:
             rows.filter(pk=row.pk).update(
                 lock=now + judged.decision.delay, payload=SignedPackage.dumps(package)
             )
-    _announce(judged, package, queue=row.key, dead=dead)
+    announce(judged, package, queue=row.key, dead=dead)
 
 
 def _record_redis(task: dict[str, Any], state: dict[str, Any]) -> None:
@@ -203,7 +199,7 @@ def _record_redis(task: dict[str, Any], state: dict[str, Any]) -> None:
         dead = _bury(package, judged, judged.reason, queue=queue)
     elif isinstance(judged.decision, Retry):
         redelivery.schedule(package, judged.decision.delay, now)
-    _announce(judged, package, queue=queue, dead=dead)
+    announce(judged, package, queue=queue, dead=dead)
 
 
 def _bury(package: dict[str, Any], judged: Judgement, reason: DeadReason, *, queue: str) -> DeadLetter:
@@ -217,42 +213,6 @@ def _bury(package: dict[str, Any], judged: Judgement, reason: DeadReason, *, que
         func_name=judged.func_name,
         entry=judged.entry,
     )
-
-
-def _announce(judged: Judgement, package: dict[str, Any], *, queue: str, dead: DeadLetter | None) -> None:
-    """Log and signal a committed retry or burial, like the worker does for our jobs."""
-    decision, attempt, func_name, entry = judged.decision, judged.attempt, judged.func_name, judged.entry
-    common = {"job_id": package["id"], "task_name": func_name, "queue_name": queue, "attempt": attempt}
-    extra = {"task": func_name, "queue": queue, "attempt": attempt, "error_class": entry["error_class"]}
-    if isinstance(decision, GiveUp) and dead is not None:
-        reason = str(dead.reason)
-        logger.warning(
-            "django-q2 task %s attempt %s failed; dead letter %s (%s)",
-            package["id"],
-            attempt,
-            dead.pk,
-            reason,
-            extra={**extra, "outcome": "dead_lettered", "reason": reason, "dead_letter_id": dead.pk},
-        )
-        signals.send(
-            signals.job_dead_lettered,
-            DjangoQ2Cluster,
-            extra,
-            reason=reason,
-            dead_letter_id=dead.pk,
-            requeued_as=None,
-            **common,
-        )
-    elif isinstance(decision, Retry):
-        seconds = decision.delay.total_seconds()
-        logger.info(
-            "django-q2 task %s attempt %s failed; retry in %.3fs",
-            package["id"],
-            attempt,
-            seconds,
-            extra={**extra, "outcome": "retry_scheduled", "delay": seconds},
-        )
-        signals.send(signals.job_retry_scheduled, DjangoQ2Cluster, extra, delay=decision.delay, **common)
 
 
 def _iso(value: object) -> str | None:

@@ -1,0 +1,63 @@
+"""What the monitor says once a django-q2 task's retry or burial is committed: a log line, a signal.
+
+The same lines and signals as our own workers' (services/outcomes.py), so
+one log query and one signal receiver cover both: the message names the
+task, its queue, the attempt and how it ended.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from django_jobretry import signals
+from django_jobretry.models import DeadLetter
+from django_jobretry.policy import GiveUp, Retry
+from django_jobretry.services.outcomes import what_ended
+
+if TYPE_CHECKING:
+    from django_jobretry.contrib.django_q2.monitor import Judgement
+
+logger = logging.getLogger("django_jobretry")
+
+#: How a django-q2 task's line starts, like JOB_LINE for our jobs.
+TASK_LINE = "django-q2 task %s attempt %s (%s, queue %s) %s"
+
+
+class DjangoQ2Cluster:
+    """The sender of the worker signals the adapter sends for django-q2 tasks."""
+
+
+def announce(judged: Judgement, package: dict[str, Any], *, queue: str, dead: DeadLetter | None) -> None:
+    """Log and signal a committed retry or burial, like the worker does for our jobs."""
+    decision, attempt, func_name, entry = judged.decision, judged.attempt, judged.func_name, judged.entry
+    common = {"job_id": package["id"], "task_name": func_name, "queue_name": queue, "attempt": attempt}
+    extra = {"task": func_name, "queue": queue, "attempt": attempt, "error_class": entry["error_class"]}
+    line = (package["id"], attempt, func_name, queue, what_ended(entry))
+    if isinstance(decision, GiveUp) and dead is not None:
+        reason = str(dead.reason)
+        logger.warning(
+            f"{TASK_LINE}; dead letter %s (%s)",
+            *line,
+            dead.pk,
+            reason,
+            extra={**extra, "outcome": "dead_lettered", "reason": reason, "dead_letter_id": dead.pk},
+        )
+        signals.send(
+            signals.job_dead_lettered,
+            DjangoQ2Cluster,
+            extra,
+            reason=reason,
+            dead_letter_id=dead.pk,
+            requeued_as=None,
+            **common,
+        )
+    elif isinstance(decision, Retry):
+        seconds = decision.delay.total_seconds()
+        logger.info(
+            f"{TASK_LINE}; retry in %.3fs",
+            *line,
+            seconds,
+            extra={**extra, "outcome": "retry_scheduled", "delay": seconds},
+        )
+        signals.send(signals.job_retry_scheduled, DjangoQ2Cluster, extra, delay=decision.delay, **common)
