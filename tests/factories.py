@@ -33,7 +33,7 @@ from django.utils import timezone
 from factory.declarations import LazyAttribute, LazyFunction, SelfAttribute, Sequence, Trait
 from factory.django import DjangoModelFactory
 
-from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
+from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, WorkerProcess
 
 #: The task every factory row names by default: registered by tests.jobs_app.
 DEFAULT_TASK = "tests.jobs_app.jobs.record"
@@ -164,3 +164,29 @@ class DeadLetterFactory(DjangoModelFactory[DeadLetter]):
     enqueued_at = LazyFunction(lambda: timezone.now() - timedelta(minutes=5))
     first_attempt_at = LazyAttribute(lambda o: o.enqueued_at + timedelta(seconds=1))
     # dead_at is left to the database default, now().
+
+
+class WorkerProcessFactory(DjangoModelFactory[WorkerProcess]):
+    """A row of the workers table, as a live worker's heartbeat leaves it.
+
+    ``WorkerProcessFactory.create(lost=True)`` is a worker that stopped
+    heartbeating two leases ago (the times are the test process's clock,
+    which the tests' database shares).
+    """
+
+    class Meta:
+        model = WorkerProcess
+
+    class Params:
+        lost = Trait(last_heartbeat_at=LazyAttribute(lambda o: timezone.now() - 2 * o.lease))
+
+    host = "factory-host"
+    pid = Sequence(lambda n: 1000 + n)
+    worker_id = LazyAttribute(lambda o: f"{o.host}:{o.pid}:0000abcd")
+    queues = LazyFunction(list)
+    concurrency = 4
+    pool = "thread"
+    version = "0.1.0"
+    lease = timedelta(seconds=60)
+    running_jobs = 0
+    # started_at and last_heartbeat_at are left to the database default, now().

@@ -112,6 +112,13 @@ class Job(models.Model):
                 name="jobretry_job_lease",
                 condition=models.Q(status="running"),
             ),
+            # Jobs waiting for a retry, per queue (the dashboard, `manage.py jobstatus`, the
+            # admin's retrying filter): few rows, so counting them never walks the backlog.
+            models.Index(
+                fields=["queue_name", "run_at"],
+                name="jobretry_job_retrying",
+                condition=models.Q(status="ready", attempts__gt=0),
+            ),
             # A task result by id: a requeued job is found by its first job id (docs/django-tasks.md).
             models.Index(
                 ORIGIN_JOB_ID,

@@ -27,7 +27,7 @@ from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded, log_extra
 from django_jobretry.worker.child import PoolOptions
-from django_jobretry.worker.heartbeat import Heartbeat
+from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.process_pool import ChildSlot
@@ -51,8 +51,10 @@ class Worker:
 
     def __init__(self, options: WorkerOptions | None = None) -> None:
         self.options = options or WorkerOptions()
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        host = socket.gethostname()
+        self.id = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease = self.options.lease_seconds or jobretry_settings.lease_seconds
+        self.registration = registration(self.id, host, self.options, self.lease)  # the workers table
         self.heartbeat_every = jobretry_settings.heartbeat_every(self.lease)
         self.grace = (
             jobretry_settings.shutdown_timeout_seconds
@@ -92,16 +94,16 @@ class Worker:
             return 0
         mark_bookkeeping_thread()
         threads: list[threading.Thread] = [self._runner(i) for i in range(self.options.concurrency)]
-        threads.append(
-            Heartbeat(
-                worker_id=self.id,
-                running=self.time_limits.alive,
-                on_cancel=self._cancel_requested,
-                lease_seconds=self.lease,
-                every=self.heartbeat_every,
-                stop=self.heartbeat_stop,
-            )
+        heartbeat = Heartbeat(
+            worker_id=self.id,
+            running=self.time_limits.alive,
+            on_cancel=self._cancel_requested,
+            lease_seconds=self.lease,
+            every=self.heartbeat_every,
+            stop=self.heartbeat_stop,
+            registration=self.registration,
         )
+        threads.append(heartbeat)
         if self.options.listen:
             threads.append(Listener(self.wake, self.stopping, self.options.queues))
         for thread in threads:
@@ -125,6 +127,7 @@ class Worker:
                 self.inbox.put(None)
             unmark_bookkeeping_thread()
             drop_connection()
+            heartbeat.join(timeout=GOODBYE_SECONDS)  # it removes the worker's row as it stops
         logger.info(
             "worker %s stopped after %d attempts",
             self.id,

@@ -7,19 +7,29 @@ to whoever recovers it. A miss is only reported when the job is still
 running at the next beat: the beat may have raced the job's own completion
 (recorded, not yet forgotten), and a lost attempt that ends before then is
 reported by the fenced recording instead.
+
+Given a registration, the thread also keeps the worker's row in the
+workers table (services/workers.py): it registers at once, refreshes the row
+with each beat - one statement, whatever the number of jobs - and deletes
+it when stopped, after the drain. A failure there is logged and never
+touches the leases: the row is only what operators see.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
+from datetime import datetime
 
 from django.db import DatabaseError
 
-from django_jobretry.services import transitions
+from django_jobretry.humanize import humanize_delay
+from django_jobretry.services import transitions, workers
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import log_extra
+from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.session import (
     drop_connection,
     log_database_error,
@@ -28,6 +38,24 @@ from django_jobretry.worker.session import (
 )
 
 logger = logging.getLogger("django_jobretry")
+
+#: How long an exiting worker waits for its heartbeat thread to remove its row:
+#: the thread is a daemon, which dies with the process.
+GOODBYE_SECONDS = 5.0
+
+
+def registration(worker_id: str, host: str, options: WorkerOptions, lease: float) -> workers.Registration:
+    """This worker process as the workers table shows it."""
+    return workers.Registration(
+        worker_id=worker_id,
+        host=host,
+        pid=os.getpid(),
+        queues=tuple(options.queues or ()),
+        concurrency=options.concurrency,
+        pool=options.pool,
+        version=workers.package_version(),
+        lease_seconds=lease,
+    )
 
 
 class Heartbeat(threading.Thread):
@@ -42,10 +70,15 @@ class Heartbeat(threading.Thread):
         every: float,
         stop: threading.Event,
         on_cancel: Callable[[int, str], None] | None = None,
+        registration: workers.Registration | None = None,
     ) -> None:
         super().__init__(name="jobretry-heartbeat", daemon=True)
         #: Told of each running job an operator asked to cancel (job id, who).
         self.on_cancel = on_cancel
+        #: The worker's row in the workers table; None: no row (a bare heartbeat, in tests).
+        self.registration = registration
+        self.started_at: datetime | None = None
+        self._row_failing = False
         self.worker_id, self.running, self.lease, self.every, self.stop = (
             worker_id,
             running,
@@ -59,6 +92,7 @@ class Heartbeat(threading.Thread):
         lost: set[tuple[int, int]] = set()  # (job id, attempt) reported lost
         missed: dict[int, int] = {}  # job id -> attempt not extended at the last beat
         try:
+            self._say_alive(0)
             while not self.stop.wait(self.every):
                 current = self.running()
                 self._report_lost(current, missed, lost)
@@ -73,9 +107,45 @@ class Heartbeat(threading.Thread):
                     if cancelled_by and self.on_cancel is not None:
                         self.on_cancel(job_id, cancelled_by)
                 missed = {job.id: job.attempt for job in jobs if job.id not in alive}
+                self._say_alive(len(current))
+            self._say_goodbye()
         finally:
             unmark_bookkeeping_thread()
             drop_connection()
+
+    def _say_alive(self, running: int) -> None:
+        """Register or refresh the worker's row; log the lost workers this beat removed."""
+        if self.registration is None:
+            return
+        try:
+            beat = workers.beat(self.registration, running, self.started_at)
+        except DatabaseError as exc:
+            # Warn once per failing stretch: a table not migrated yet would warn every beat.
+            level = logging.DEBUG if self._row_failing else logging.WARNING
+            log_database_error(level, "could not update the workers table", exc, self.worker_id)
+            self._row_failing = True
+            drop_connection()
+            return
+        self._row_failing = False
+        self.started_at = beat.started_at
+        for removed in beat.removed:
+            logger.info(
+                "worker %s removed from the workers table: no heartbeat for its lease and %s more",
+                removed,
+                humanize_delay(workers.LOST_KEPT),
+                extra={"worker": self.worker_id, "removed_worker": removed, "outcome": "worker_removed"},
+            )
+
+    def _say_goodbye(self) -> None:
+        """A clean exit: the worker's row goes (else it would be shown as lost, then removed)."""
+        if self.registration is None:
+            return
+        try:
+            workers.unregister(self.registration.worker_id)
+        except DatabaseError as exc:
+            log_database_error(
+                logging.WARNING, "could not remove this worker from the workers table", exc, self.worker_id
+            )
 
     @staticmethod
     def _report_lost(
