@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models.functions import Now
 
 from django_jobretry.models.fields import StoredJSONField
-from django_jobretry.models.job import ORIGIN_JOB_ID
+from django_jobretry.models.job import ORIGIN_JOB_ID, provenance_index
 
 
 class DeadReason(models.TextChoices):
@@ -90,6 +90,8 @@ class DeadLetter(models.Model):
             # A task result by id: the dead job's own id, or its first job id once requeued.
             models.Index(fields=["job_id"], name="jobretry_dead_job"),
             models.Index(ORIGIN_JOB_ID, name="jobretry_dead_origin", condition=models.Q(requeue_count__gt=0)),
+            # Which dead letter carries an earlier dead letter's or job's id (admin/fate.py).
+            provenance_index("jobretry_dead_provenance"),
         ]
         constraints = [
             models.CheckConstraint(

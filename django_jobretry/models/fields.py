@@ -22,3 +22,30 @@ class StoredJSONField(models.JSONField):
             return super().from_db_value(value, expression, connection)
         except RecursionError:
             return value
+
+
+class GinPathIndex(models.Index):
+    """A GIN index (``jsonb_path_ops``) that needs no ``django.contrib.postgres`` in INSTALLED_APPS.
+
+    django.contrib.postgres's GinIndex refuses to load without that app (system
+    check postgres.E005); requiring it of every project for one index of ours
+    would be a surprise. Django's own Index writes ``USING gin`` when asked,
+    and takes the operator class: this is that, and nothing more. It serves
+    JSON containment, ``column @> '[{"key": value}]'``.
+    """
+
+    suffix = "gin"
+
+    def __init__(self, *, field: str, name: str, condition: models.Q | None = None) -> None:
+        super().__init__(fields=[field], opclasses=["jsonb_path_ops"], name=name, condition=condition)
+
+    def create_sql(self, model: Any, schema_editor: Any, using: str = "", **kwargs: Any) -> Any:
+        return super().create_sql(model, schema_editor, using=" USING gin", **kwargs)
+
+    def deconstruct(self) -> Any:
+        path, args, kwargs = super().deconstruct()
+        return (
+            path,
+            args,
+            {"field": kwargs["fields"][0], "name": kwargs["name"], "condition": kwargs.get("condition")},
+        )

@@ -6,12 +6,22 @@ from django.db import models
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Now
 
-from django_jobretry.models.fields import StoredJSONField
+from django_jobretry.models.fields import GinPathIndex, StoredJSONField
 from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
 
 #: The id of the first job of a requeue chain, for rows that were requeued
 #: (their first requeue entry's ``job_id``); the result id of a django.tasks task.
 ORIGIN_JOB_ID = KeyTextTransform("job_id", KeyTransform(0, "requeue_history"))
+
+
+def provenance_index(name: str) -> GinPathIndex:
+    """The rows whose requeue history names a dead letter or job id: ``requeue_history @> [{...}]``.
+
+    A row's id changes as it moves between the tables (requeued, dead again);
+    the admin follows an old link to what the row became (admin/fate.py).
+    Partial on requeue_count > 0: only requeued rows have a history to index.
+    """
+    return GinPathIndex(field="requeue_history", condition=models.Q(requeue_count__gt=0), name=name)
 
 
 class JobStatus(models.TextChoices):
@@ -125,6 +135,7 @@ class Job(models.Model):
                 name="jobretry_job_origin",
                 condition=models.Q(requeue_count__gt=0),
             ),
+            provenance_index("jobretry_job_provenance"),
             # Pruning finished jobs by age.
             models.Index(
                 fields=["finished_at"],
