@@ -8,9 +8,11 @@ from django.contrib import admin
 
 from django_jobretry.admin.dead_letters import DeadLetterAdmin
 from django_jobretry.admin.jobs import JobAdmin
-from django_jobretry.models import DeadLetter, Job
+from django_jobretry.admin.workers import WorkerProcessAdmin
+from django_jobretry.models import DeadLetter, Job, WorkerProcess
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(DeadLetter, DeadLetterAdmin)
+admin.site.register(WorkerProcess, WorkerProcessAdmin)
 
-__all__ = ["DeadLetterAdmin", "JobAdmin"]
+__all__ = ["DeadLetterAdmin", "JobAdmin", "WorkerProcessAdmin"]

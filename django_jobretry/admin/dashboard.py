@@ -1,34 +1,41 @@
-"""The operator's overview: job counts, dead letters by queue and reason, recent deaths.
+"""The operator's overview: each queue's backlog and delay, the workers, dead letters by reason and time.
 
-One page answers "is something dying right now, and where?" before anyone
-opens a list. Counts are GROUP BY queries; the two charts read only the last
-7 days of dead letters through the (dead_at, id) index. The charts are inline
-SVG drawn server-side: no JavaScript, no CDN, nothing for a CSP to block.
+One page answers the first questions of an incident before anyone opens a
+list: what is retrying, how late is each queue, what runs longest, which
+workers are alive, is something dying right now. It must stay cheap when
+the tables hold millions of rows (it is opened exactly then), so every
+figure is one of services/status.py's index walks: counts stop at
+COUNT_LIMIT ("10,000+"), and nothing counts succeeded jobs per queue. The
+charts are inline SVG drawn server-side: no JavaScript, no CDN, nothing for
+a CSP to block. An optional ``?refresh=N`` reloads the page every N seconds.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import connections, router
-from django.db.models import Count
-from django.db.models.functions import TruncDay, TruncHour
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
+from django_jobretry.admin.base import holds
+from django_jobretry.humanize import humanize_delay
+from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
+from django_jobretry.services import status, workers
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
 
 #: Plot height of both charts, in SVG user units.
 PLOT_HEIGHT = 120
+#: The auto-refresh periods offered, in seconds; any other ``?refresh=`` means off.
+REFRESH_CHOICES = (10, 30, 60, 300)
+#: Workers listed on the page; the workers page lists them all.
+WORKERS_SHOWN = 50
 
 
 @dataclass(frozen=True)
@@ -39,9 +46,16 @@ class Bar:
     center: float
     y: float
     height: float
-    count: int
+    count: status.Count
     label: str
     tick: str
+
+    @property
+    def value(self) -> str:
+        """The bar's number, short enough to sit on a narrow bar: 950, 1.2k, 10k+."""
+        number = self.count.value or 0
+        text = f"{number / 1000:.1f}k".replace(".0k", "k") if number >= 1000 else str(number)
+        return f"{text}+" if self.count.more else text
 
 
 @dataclass(frozen=True)
@@ -50,7 +64,7 @@ class Chart:
 
     bars: list[Bar]
     slot: int
-    total: int
+    total: status.Count
 
     @property
     def width(self) -> int:
@@ -62,7 +76,7 @@ class Chart:
 
     @property
     def peak(self) -> int:
-        return max((bar.count for bar in self.bars), default=0)
+        return max((bar.count.value or 0 for bar in self.bars), default=0)
 
 
 def bar_width(slot: int) -> int:
@@ -70,37 +84,17 @@ def bar_width(slot: int) -> int:
     return slot - max(slot // 6, 2)
 
 
-def database_now() -> datetime:
-    """The database's clock, which stamped dead_at; the app server's may drift."""
-    with connections[router.db_for_read(DeadLetter)].cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        now: datetime = cursor.fetchone()[0]
-    return now
-
-
-def _chart(counts: dict[datetime, int], starts: list[datetime], slot: int, label: str, every: int) -> Chart:
-    peak = max([*counts.values(), 1])
+def _chart(starts: list[datetime], until: datetime, slot: int, label: str, every: int) -> Chart:
+    counts = status.dead_letters_per_bucket(starts, [*starts[1:], until])
+    peak = max([*(count.value or 0 for count in counts), 1])
     bars = []
-    for index, start in enumerate(starts):
-        count = counts.get(start, 0)
-        height = PLOT_HEIGHT * count / peak
+    for index, (start, count) in enumerate(zip(starts, counts, strict=True)):
+        height = PLOT_HEIGHT * (count.value or 0) / peak
         text = timezone.localtime(start).strftime(label)
         tick = text if index % every == 0 else ""
         x = index * slot
         bars.append(Bar(x, x + bar_width(slot) / 2, PLOT_HEIGHT - height, height, count, text, tick))
-    return Chart(bars, slot, sum(counts.get(start, 0) for start in starts))
-
-
-def _counts(since: datetime, until: datetime, trunc: type[TruncHour] | type[TruncDay]) -> dict[datetime, int]:
-    # Bounded on both sides: a row dead at 'infinity' (which Python cannot load) is in no bar.
-    rows = (
-        DeadLetter.objects.filter(dead_at__gte=since, dead_at__lt=until)
-        .annotate(bucket=trunc("dead_at"))
-        .values_list("bucket")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    return dict(rows)
+    return Chart(bars, slot, sum(counts, status.Count(0)))
 
 
 def hourly(now: datetime) -> Chart:
@@ -108,8 +102,7 @@ def hourly(now: datetime) -> Chart:
     current = timezone.localtime(now).replace(minute=0, second=0, microsecond=0).astimezone(UTC)
     # Hour arithmetic in UTC: local wall-clock arithmetic breaks across DST changes.
     starts = [current - timedelta(hours=h) for h in range(23, -1, -1)]
-    until = current + timedelta(hours=1)
-    return _chart(_counts(starts[0], until, TruncHour), starts, slot=24, label="%H:00", every=6)
+    return _chart(starts, current + timedelta(hours=1), slot=24, label="%H:00", every=6)
 
 
 def daily(now: datetime) -> Chart:
@@ -120,70 +113,97 @@ def daily(now: datetime) -> Chart:
         timezone.make_aware(datetime.combine(today - timedelta(days=d), time.min)) for d in range(6, -1, -1)
     ]
     until = timezone.make_aware(datetime.combine(today + timedelta(days=1), time.min))
-    return _chart(_counts(starts[0], until, TruncDay), starts, slot=72, label="%a %d %b", every=1)
+    return _chart(starts, until, slot=72, label="%a %d %b", every=1)
 
 
-def summary() -> dict[str, Any]:
-    """Job counts per queue and status, dead-letter counts per queue and per reason."""
-    jobs = Counter(
-        {
-            (queue, status): n
-            for queue, status, n in Job.objects.values_list("queue_name", "status")
-            .annotate(n=Count("id"))
-            .order_by()
-        }
-    )
-    # One pass over the dead letters for both breakdowns: the table may be large.
-    dead_by_queue: Counter[str] = Counter()
-    dead_by_reason: Counter[str] = Counter()
-    for queue, reason, n in (
-        DeadLetter.objects.values_list("queue_name", "reason").annotate(n=Count("id")).order_by()
-    ):
-        dead_by_queue[queue] += n
-        dead_by_reason[reason] += n
-    queues = sorted({queue for queue, _ in jobs} | set(dead_by_queue))
-    statuses = list(JobStatus.values)
-    rows = [
-        {
-            "queue": queue,
-            "counts": [jobs[queue, status] for status in statuses],
-            "dead": dead_by_queue.get(queue, 0),
-        }
-        for queue in queues
-    ]
-    totals = {
-        "counts": [sum(jobs[queue, status] for queue in queues) for status in statuses],
-        "dead": sum(dead_by_queue.values()),
-    }
-    reasons = [
-        {"value": value, "label": label, "dead": dead_by_reason.get(value, 0)}
-        for value, label in DeadReason.choices
-    ]
+def age(delay: timedelta | None) -> str:
+    return "—" if delay is None else humanize_delay(delay)
+
+
+def summary(site: str) -> dict[str, Any]:
+    """Per queue: ready, retrying, running, dead, oldest due, longest running; dead per reason."""
+    rows = status.queues()
+    totals = status.totals(rows)
+    labels = dict(DeadReason.choices)
     return {
-        "statuses": [JobStatus(status).label for status in statuses],
-        "queues": rows,
+        "now": totals.now,
+        "queues": [
+            {
+                "row": row,
+                "oldest_due": age(row.oldest_due),
+                "longest_running": age(row.longest_running),
+                "longest_running_url": (
+                    reverse(f"{site}:django_jobretry_job_change", args=[row.longest_running_job])
+                    if row.longest_running_job is not None
+                    else None
+                ),
+            }
+            for row in rows
+        ],
         "totals": totals,
-        "reasons": reasons,
+        "reasons": [
+            {"value": reason, "label": labels[reason], "dead": count}
+            for reason, count in totals.dead_by_reason.items()
+        ],
+        "count_limit": f"{status.COUNT_LIMIT:,}",
     }
+
+
+def worker_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:
+    """The workers, for users who may view them (the workers page's own permission)."""
+    if not holds(request, WorkerProcess._meta, "view"):
+        return None
+    rows = workers.listing(limit=WORKERS_SHOWN + 1)
+    live = sum(1 for row in rows if row.live)
+    return {
+        "rows": [
+            {"worker": row, "heartbeat": f"{age(row.heartbeat_age)} ago"} for row in rows[:WORKERS_SHOWN]
+        ],
+        "live": live,
+        "lost": len(rows) - live,
+        "more": len(rows) > WORKERS_SHOWN,
+        "url": reverse(f"{site}:django_jobretry_workerprocess_changelist"),
+    }
+
+
+def refresh_seconds(request: HttpRequest) -> int | None:
+    """``?refresh=N`` for one of the offered periods; anything else (absent, "abc", "1") is off."""
+    value = request.GET.get("refresh", "")
+    return int(value) if value in {str(seconds) for seconds in REFRESH_CHOICES} else None
+
+
+def refresh_links(current: int | None) -> list[dict[str, Any]]:
+    """ "off" and each period, with the query string that selects it."""
+    choices: list[tuple[int | None, str]] = [(None, "off")]
+    choices += [(seconds, humanize_delay(timedelta(seconds=seconds))) for seconds in REFRESH_CHOICES]
+    return [
+        {"label": label, "query": f"?refresh={seconds}" if seconds else "?", "current": seconds == current}
+        for seconds, label in choices
+    ]
 
 
 def dashboard_view(admin: ModelAdmin[DeadLetter], request: HttpRequest) -> TemplateResponse:
     """The dashboard page; anyone who may view dead letters may see it."""
     if not admin.has_view_permission(request):
         raise PermissionDenied
-    now = database_now()
+    site = admin.admin_site.name
+    figures = summary(site)
+    now = figures["now"]
+    refresh = refresh_seconds(request)
     context = {
         **admin.admin_site.each_context(request),
-        **summary(),
-        "title": "Jobs and dead letters",
+        **figures,
+        "title": "Jobs, workers and dead letters",
         "subtitle": None,
         "opts": admin.opts,
-        "changelist_url": reverse(f"admin:{admin.opts.app_label}_{admin.opts.model_name}_changelist"),
-        "job_changelist_url": reverse(f"admin:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
-        "now": now,
+        "changelist_url": reverse(f"{site}:{admin.opts.app_label}_{admin.opts.model_name}_changelist"),
+        "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
+        "workers": worker_panel(request, site),
         "hourly": hourly(now),
         "daily": daily(now),
         "plot_height": PLOT_HEIGHT,
+        "refresh": refresh,
+        "refresh_links": refresh_links(refresh),
     }
     request.current_app = admin.admin_site.name
     return TemplateResponse(request, "admin/django_jobretry/deadletter/dashboard.html", context)

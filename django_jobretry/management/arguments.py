@@ -183,3 +183,12 @@ def add_prunejobs_arguments(parser: CommandParser) -> None:
 
 def add_showpolicies_arguments(parser: CommandParser) -> None:
     parser.add_argument("names", nargs="*", metavar="POLICY", help="policies to show (default: all)")
+
+
+def add_jobstatus_arguments(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        dest="as_json",
+        help="print one JSON object (for scripts and monitoring) instead of text",
+    )

@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from django.db import connection
-from django.db.models import DurationField, ExpressionWrapper, F
+from django.db.models import Case, DateTimeField, DurationField, ExpressionWrapper, F, Q, When
 from django.db.models.functions import Now
 
 from django_jobretry.models import WorkerProcess
@@ -121,8 +121,56 @@ def unregister(worker_id: str) -> bool:
         return bool(cursor.rowcount)
 
 
-def listing(limit: int = 200) -> list[WorkerProcess]:
-    """Workers, live first, each with ``live`` and ``heartbeat_age`` measured on the database clock."""
-    age = ExpressionWrapper(Now() - F("last_heartbeat_at"), output_field=DurationField())
-    rows = WorkerProcess.objects.annotate(live=IS_LIVE, heartbeat_age=age)
-    return list(rows.order_by("-live", "started_at", "id")[:limit])
+@dataclass(frozen=True)
+class WorkerState:
+    """A row of the workers table as operators see it: live or lost, by the database clock.
+
+    A time Python cannot hold (a hand-written 'infinity') is None, so one
+    such row cannot break the pages and commands that list workers.
+    """
+
+    worker_id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    pool: str
+    version: str
+    lease: timedelta
+    started_at: datetime | None
+    last_heartbeat_at: datetime | None
+    running_jobs: int
+    live: bool
+    heartbeat_age: timedelta | None
+
+
+#: The instants Python can hold, with a day to spare for time zones.
+_HOLDABLE = (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC))
+_COLUMNS = ("worker_id", "host", "pid", "queues", "concurrency", "pool", "version", "lease", "running_jobs")
+
+
+def _held(name: str) -> Case:
+    """Column ``name`` where Python can hold its time, else NULL."""
+    return Case(When(Q(**{f"{name}__range": _HOLDABLE}), then=F(name)), output_field=DateTimeField())
+
+
+def listing(limit: int = 200) -> list[WorkerState]:
+    """Up to ``limit`` workers, live ones first, each oldest first."""
+    rows = (
+        WorkerProcess.objects.annotate(
+            live=IS_LIVE, held_started_at=_held("started_at"), held_heartbeat_at=_held("last_heartbeat_at")
+        )
+        .annotate(
+            heartbeat_age=ExpressionWrapper(Now() - F("held_heartbeat_at"), output_field=DurationField())
+        )
+        .order_by("-live", "started_at", "id")
+        .values(*_COLUMNS, "live", "heartbeat_age", "held_started_at", "held_heartbeat_at")
+    )
+    return [
+        WorkerState(
+            **{name: row[name] for name in (*_COLUMNS, "live", "heartbeat_age")},
+            started_at=row["held_started_at"],
+            last_heartbeat_at=row["held_heartbeat_at"],
+        )
+        for row in rows[:limit]
+    ]

@@ -1,4 +1,4 @@
-"""The admin through Django's test client: what an operator sees - lists, details, arguments, dashboard.
+"""The admin through Django's test client: what an operator sees - lists, details, arguments.
 
 Users are real staff accounts with exactly the permissions a test names;
 every POST carries the CSRF token a browser would, taken from the page, and
@@ -8,12 +8,10 @@ production. The client and the accounts are in tests/integration/conftest.py.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
@@ -187,45 +185,3 @@ class TestPayload:
         html = superuser.get(change_url(dead)).text
         assert "x@y.example" not in html
         assert "hidden: PAYLOAD_REDACTOR raised RuntimeError" in html
-
-
-class TestDashboard:
-    def test_counts_and_charts(self, viewer: Operator) -> None:
-        JobFactory.create_batch(2)
-        JobFactory.create(running=True)
-        JobFactory.create(succeeded=True, queue_name="mail")
-        DeadLetterFactory.create_batch(2)
-        DeadLetterFactory.create(exhausted=True, queue_name="mail")
-        DeadLetterFactory.create(queue_name="mail", dead_at=timezone.now() - timedelta(days=3))
-        response = viewer.get(reverse("admin:django_jobretry_deadletter_dashboard"))
-        assert response.status_code == 200
-        context = response.context
-        assert context["statuses"] == ["Ready", "Running", "Succeeded"]
-        assert [(row["queue"], row["counts"], row["dead"]) for row in context["queues"]] == [
-            ("default", [2, 1, 0], 2),
-            ("mail", [0, 0, 1], 2),
-        ]
-        assert context["totals"] == {"counts": [2, 1, 1], "dead": 4}
-        assert {r["value"]: r["dead"] for r in context["reasons"]} == {
-            "fatal": 3,
-            "exhausted": 1,
-            "deadline": 0,
-            "lease_expired": 0,
-            "cancelled": 0,
-        }
-        assert (context["hourly"].total, len(context["hourly"].bars)) == (3, 24)
-        assert context["hourly"].bars[-1].count == 3
-        assert (context["daily"].total, len(context["daily"].bars)) == (4, 7)
-        assert "<svg" in response.text
-        assert "<script" not in response.text.split('id="content-main"')[1]
-
-    def test_needs_view_permission(self, make_user: Any, superuser: Operator) -> None:
-        nobody = Operator(make_user("view_job"))
-        assert nobody.get(reverse("admin:django_jobretry_deadletter_dashboard")).status_code == 403
-        empty = superuser.get(reverse("admin:django_jobretry_deadletter_dashboard"))
-        assert empty.status_code == 200
-        assert "No jobs and no dead letters yet." in empty.text
-
-    def test_linked_from_the_changelist(self, superuser: Operator) -> None:
-        page = superuser.get(reverse(CHANGELIST)).text
-        assert f'href="{reverse("admin:django_jobretry_deadletter_dashboard")}"' in page

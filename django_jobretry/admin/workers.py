@@ -1,0 +1,121 @@
+"""The workers page: every registered `runworker` process, live or lost, read-only.
+
+Rows are written only by the workers' own heartbeats (services/workers.py);
+deleting one here would not stop its worker, which would write it back at
+its next beat, so nothing can be added, changed or deleted. Live or lost is
+computed by the database clock in the query, like everywhere else, so the
+page and `manage.py jobstatus` agree. Nothing here touches a job, let alone
+its arguments.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin
+from django.db.models import Case, DurationField, F, QuerySet, When
+from django.db.models.functions import Now
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from django_jobretry.admin import timestamps
+from django_jobretry.humanize import humanize_delay
+from django_jobretry.models import WorkerProcess
+from django_jobretry.models.worker_process import IS_LIVE, LIVE
+
+if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    _Base = admin.ModelAdmin[WorkerProcess]
+else:
+    _Base = admin.ModelAdmin
+
+
+#: The URL filters of the list: the status filter's and the host filter's own parameters.
+FILTER_LOOKUPS = frozenset({"status", "host__exact", "host__isnull"})
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """Live or lost, by the database clock."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("live", "Live"), ("lost", "Lost (no heartbeat for longer than its lease)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[WorkerProcess]) -> QuerySet[WorkerProcess]:
+        if self.value() == "live":
+            return queryset.filter(LIVE)
+        if self.value() == "lost":
+            return queryset.exclude(LIVE)
+        return queryset
+
+
+#: What a worker says about itself, in the list and on its page.
+_DESCRIPTION = ("worker_id", "host", "pid", "queue_list", "concurrency", "pool")
+
+
+class WorkerProcessAdmin(_Base):
+    """Live workers first, then lost ones; nothing editable."""
+
+    list_display = ("status", *_DESCRIPTION, "running_jobs", "started_at_shown", "heartbeat", "version")
+    list_filter = (StatusFilter, "host")
+    search_fields = ("worker_id",)
+    search_help_text = "A part of the worker id (host:pid:random), as in a job's lease owner."
+    sortable_by = ()
+    list_per_page = 100
+    fields = (
+        *_DESCRIPTION,
+        "version",
+        "lease",
+        "started_at_shown",
+        "last_heartbeat_at_shown",
+        "running_jobs",
+    )
+    readonly_fields = fields
+
+    started_at_shown = timestamps.column("started_at")
+    last_heartbeat_at_shown = timestamps.column("last_heartbeat_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkerProcess]:
+        # Only for a time Python can hold: PostgreSQL cannot subtract 'infinity' either.
+        age = Case(
+            When(timestamps.loadable("last_heartbeat_at"), then=Now() - F("last_heartbeat_at")),
+            output_field=DurationField(),
+        )
+        # Annotated before the ordering applies: the order is by ``live``.
+        queryset = WorkerProcess.objects.annotate(live=IS_LIVE, heartbeat_age=age)
+        guarded: QuerySet[WorkerProcess] = timestamps.guard(queryset)
+        return guarded.order_by(*self.get_ordering(request))
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        return ("-live", "started_at", "id")
+
+    @admin.display(description="status")
+    def status(self, obj: WorkerProcess) -> SafeString | str:
+        return "live" if obj.live else format_html('<span class="jobretry-dead">{}</span>', "lost")  # type: ignore[attr-defined]
+
+    @admin.display(description="queues")
+    def queue_list(self, obj: WorkerProcess) -> str:
+        return ", ".join(obj.queues) if obj.queues else "all"
+
+    @admin.display(description="last heartbeat")
+    def heartbeat(self, obj: WorkerProcess) -> str | timestamps.Shown:
+        age = obj.heartbeat_age  # type: ignore[attr-defined]
+        return timestamps.shown(obj, "last_heartbeat_at") if age is None else f"{humanize_delay(age)} ago"
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """The page's own filters only, and never a NUL (PostgreSQL stores none: the query could only fail).
+
+        Refused, a URL filter is a 400 before any query runs (docs/admin.md#what-the-admin-refuses).
+        """
+        return "\x00" not in value and lookup in FILTER_LOOKUPS
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

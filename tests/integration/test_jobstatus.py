@@ -1,0 +1,138 @@
+"""`manage.py jobstatus`, in process: text for people, JSON for scripts, never a job's arguments.
+
+Rows are set up with the factories; real workers registering themselves are
+in test_worker_registry_processes.py and tests/features/operators.feature.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from django_jobretry.services import status
+from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory, error_history
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "hunter2"  # noqa: S105
+
+
+def jobstatus(*args: str) -> str:
+    out = io.StringIO()
+    call_command("jobstatus", *args, stdout=out)
+    return out.getvalue()
+
+
+def as_json() -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(jobstatus("--json"))
+    return value
+
+
+@pytest.fixture
+def incident() -> dict[str, Any]:
+    """default: 2 ready (due 2 minutes ago), 1 retrying, 1 running, 1 dead; mail: 1 dead; two workers."""
+    JobFactory.create_batch(2, run_at=timezone.now() - timedelta(minutes=2), args=[SECRET])
+    JobFactory.create(
+        attempts=1, errors=error_history(1, "exhausted"), run_at=timezone.now() + timedelta(minutes=1)
+    )
+    running = JobFactory.create(running=True, started_at=timezone.now() - timedelta(minutes=5))
+    DeadLetterFactory.create(kwargs={"password": SECRET})
+    DeadLetterFactory.create(exhausted=True, queue_name="mail")
+    live = WorkerProcessFactory.create(queues=["default"], running_jobs=1)
+    lost = WorkerProcessFactory.create(lost=True, host="gone-host")
+    return {"running": running, "live": live, "lost": lost}
+
+
+def test_json_for_scripts(incident: dict[str, Any]) -> None:
+    report = as_json()
+    default, mail = report["queues"]
+    assert (default["queue"], default["ready"], default["retrying"], default["running"], default["dead"]) == (
+        "default",
+        2,
+        1,
+        1,
+        1,
+    )
+    assert default["oldest_due_seconds"] >= 120
+    assert default["longest_running_seconds"] >= 300
+    assert default["longest_running_job_id"] == incident["running"].pk
+    assert default["more_than_limit"] == []
+    assert (mail["queue"], mail["dead"], mail["oldest_due_seconds"], mail["longest_running_job_id"]) == (
+        "mail",
+        1,
+        None,
+        None,
+    )
+    assert report["totals"] == {"ready": 2, "retrying": 1, "running": 1, "dead": 2, "more_than_limit": []}
+    assert report["dead_by_reason"]["fatal"] == 1
+    assert report["dead_by_reason"]["exhausted"] == 1
+    assert (report["workers_live"], report["workers_lost"]) == (1, 1)
+    live, lost = report["workers"]
+    assert (live["worker_id"], live["status"], live["queues"], live["running_jobs"]) == (
+        incident["live"].worker_id,
+        "live",
+        ["default"],
+        1,
+    )
+    assert (lost["worker_id"], lost["status"], lost["host"]) == (
+        incident["lost"].worker_id,
+        "lost",
+        "gone-host",
+    )
+    assert lost["heartbeat_age_seconds"] > lost["lease_seconds"]
+    assert report["count_limit"] == status.COUNT_LIMIT
+
+
+def test_text_for_people(incident: dict[str, Any]) -> None:
+    text = jobstatus()
+    lines = text.splitlines()
+    assert lines[0].startswith("As of ")
+    header = next(line for line in lines if line.startswith("queue"))
+    assert header.split() == [
+        "queue",
+        "ready",
+        "retrying",
+        "running",
+        "dead",
+        "oldest",
+        "due",
+        "longest",
+        "running",
+    ]
+    default = next(line for line in lines if line.startswith("default"))
+    assert default.split()[:5] == ["default", "2", "1", "1", "1"]
+    assert f"(job {incident['running'].pk})" in default
+    assert any(line.split()[:5] == ["all", "queues", "2", "1", "1"] for line in lines)
+    assert "Workers: 1 live, 1 lost" in text
+    lost = next(line for line in lines if incident["lost"].worker_id in line)
+    assert lost.startswith("LOST")
+    assert "ago" in lost
+
+
+def test_never_prints_arguments(incident: dict[str, Any]) -> None:
+    assert SECRET not in jobstatus()
+    assert SECRET not in jobstatus("--json")
+
+
+def test_counts_that_stop_at_the_limit_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(status, "COUNT_LIMIT", 2)
+    JobFactory.create_batch(3)
+    report = as_json()
+    assert report["queues"][0]["ready"] == 2
+    assert report["queues"][0]["more_than_limit"] == ["ready"]
+    assert "2+" in jobstatus()
+
+
+def test_an_empty_installation() -> None:
+    text = jobstatus()
+    assert "No jobs and no dead letters." in text
+    assert "Workers: 0 live, 0 lost" in text
+    assert "No worker has registered" in text
+    report = as_json()
+    assert (report["queues"], report["workers"]) == ([], [])
