@@ -12,6 +12,7 @@ states::
     JobFactory.create()                        # ready, never attempted
     JobFactory.create(running=True)            # claimed by a (fake) worker, live lease
     JobFactory.create(succeeded=True)          # finished after one attempt
+    JobFactory.create(retrying=True)           # failed twice, waits a minute for attempt 3
     DeadLetterFactory.create()                 # died of a fatal error on attempt 1
     DeadLetterFactory.create(exhausted=True)   # failed retryably 3 times out of 3
 
@@ -109,6 +110,14 @@ class JobFactory(DjangoModelFactory[Job]):
             lease_expires_at=LazyFunction(lambda: timezone.now() + timedelta(seconds=30)),
             started_at=LazyFunction(timezone.now),
             first_attempt_at=SelfAttribute("started_at"),
+        )
+        #: Failed retryably on attempts 1 and 2 and waits for attempt 3, a minute from now:
+        #: ready, with attempts made (Job.objects.retrying()).
+        retrying = Trait(
+            attempts=2,
+            errors=LazyFunction(lambda: error_history(2, DeadReason.EXHAUSTED)),
+            run_at=LazyFunction(lambda: timezone.now() + timedelta(minutes=1)),
+            first_attempt_at=LazyFunction(lambda: timezone.now() - timedelta(seconds=30)),
         )
         #: Succeeded on its first attempt.
         succeeded = Trait(

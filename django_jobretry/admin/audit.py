@@ -1,27 +1,48 @@
-"""Admin log (LogEntry) rows for operator actions.
+"""Admin log (LogEntry) rows for operator actions, written so the admin's pages read right.
 
 Every requeue and discard is an operator decision someone may have to
 explain later, so each one leaves a LogEntry (docs/design.md#dead-letters). Django's
 ``log_actions`` gives every object of a bulk call the same message; ours
 say which job each dead letter became, so the rows are built here and
 inserted in one statement whatever the version (Django 5.2 to 6.1).
+
+How Django shows an entry decides its flag and text. "Recent actions" on the
+admin index shows the flag's icon and ``object_repr``, not the message, so
+the repr says what happened ("Dead letter 12 requeued as job 345"). A
+requeue is a CHANGE of the dead letter, not a DELETION: the dead letter
+lives on as a job, and a CHANGE entry links to the dead letter's URL, which
+leads to that job (admin/fate.py). A discard is a DELETION. The messages are
+also read back by admin/fate.py, to tell an operator following an old link
+what became of a dead letter: :func:`read` is the one parser of them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import cast
 
-from django.contrib.admin.models import ADDITION, DELETION, LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.http import HttpRequest
 
-from django_jobretry.models import DeadLetter, Job
+from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 from django_jobretry.services.resubmitters import Resubmitted
 
-#: One row to log: the object, its action flag and a message in plain words.
-Row = tuple[models.Model, int, str]
+#: One row to log: the object, its action flag, a message in plain words, and the repr
+#: "Recent actions" shows.
+Row = tuple[models.Model, int, str, str]
+
+#: ``object_repr`` is a CharField(200).
+REPR_CHARS = 200
+
+_REQUEUED = re.compile(r"Requeued as job (?P<job>[0-9]+)\.")
+_RESUBMITTED = re.compile(r"Resubmitted to (?P<source>\S+) as task (?P<task>\S+)\.")
+# Written by versions before this one: "Requeued as django_q2 task <id>."
+_RESUBMITTED_BEFORE = re.compile(r"Requeued as (?P<source>\S+) task (?P<task>\S+)\.")
+DISCARDED = "Discarded."
 
 
 def log(request: HttpRequest, rows: Iterable[Row]) -> None:
@@ -33,26 +54,88 @@ def log(request: HttpRequest, rows: Iterable[Row]) -> None:
             user_id=user_id,
             content_type_id=ContentType.objects.get_for_model(obj, for_concrete_model=False).pk,
             object_id=str(obj.pk),
-            object_repr=str(obj)[:200],
+            object_repr=shown[:REPR_CHARS],
             action_flag=flag,
             change_message=message,
         )
-        for obj, flag, message in rows
+        for obj, flag, message, shown in rows
     ]
     if entries:
         LogEntry.objects.bulk_create(entries)
 
 
+def source_label(source: str) -> str:
+    """A dead letter's source as people write it: "django-q2"."""
+    return str(dict(DeadLetterSource.choices).get(source, source))
+
+
 def requeued(dead: DeadLetter, job: Job | Resubmitted) -> list[Row]:
-    """A requeue ends the dead letter and starts a job: both sides are logged."""
+    """A requeue changes the dead letter into a job: both sides are logged."""
     if isinstance(job, Resubmitted):  # the new task is another system's, not one of our rows
-        return [(dead, DELETION, f"Requeued as {job.source} task {job.pk}.")]
+        label = source_label(job.source)
+        return [
+            (
+                dead,
+                CHANGE,
+                f"Resubmitted to {label} as task {job.pk}.",
+                f"Dead letter {dead.pk} resubmitted to {label} ({dead.task_name})",
+            )
+        ]
     return [
-        (dead, DELETION, f"Requeued as job {job.pk}."),
-        (job, ADDITION, f"Requeued from dead letter {dead.pk} (job {dead.job_id}, {dead.reason})."),
+        (
+            dead,
+            CHANGE,
+            f"Requeued as job {job.pk}.",
+            f"Dead letter {dead.pk} requeued as job {job.pk} ({dead.task_name})",
+        ),
+        (
+            job,
+            ADDITION,
+            f"Requeued from dead letter {dead.pk} (job {dead.job_id}, {dead.reason}).",
+            f"Job {job.pk} requeued from dead letter {dead.pk} ({dead.task_name})",
+        ),
     ]
 
 
 def discarded(dead: DeadLetter) -> list[Row]:
     """A discard deletes the dead letter for good."""
-    return [(dead, DELETION, "Discarded.")]
+    return [(dead, DELETION, DISCARDED, f"Dead letter {dead.pk} discarded ({dead.task_name})")]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What an admin log entry says happened to a dead letter: requeued, resubmitted or discarded."""
+
+    what: str  # "requeued", "resubmitted" or "discarded"
+    entry: LogEntry
+    job_id: int | None = None
+    source: str = ""
+    task: str = ""
+
+
+def read(entry: LogEntry) -> Recorded | None:
+    """The outcome an entry written by :func:`requeued` or :func:`discarded` records, else None."""
+    message = entry.change_message
+    if match := _REQUEUED.fullmatch(message):
+        return Recorded("requeued", entry, job_id=int(match["job"]))
+    if match := _RESUBMITTED.fullmatch(message) or _RESUBMITTED_BEFORE.fullmatch(message):
+        return Recorded("resubmitted", entry, source=source_label(match["source"]), task=match["task"])
+    if message == DISCARDED and entry.action_flag == DELETION:
+        return Recorded("discarded", entry)
+    return None
+
+
+def last_recorded(dead_letter_id: int) -> Recorded | None:
+    """The newest requeue, resubmit or discard the admin logged for this dead letter, if any.
+
+    Only admin actions write a LogEntry: one made with ``manage.py deadletters``
+    or the Python API leaves nothing here.
+    """
+    content_type = ContentType.objects.get_for_model(DeadLetter, for_concrete_model=False)
+    entries = LogEntry.objects.filter(
+        content_type=content_type, object_id=str(dead_letter_id), action_flag__in=(CHANGE, DELETION)
+    ).select_related("user")
+    for entry in entries.order_by("-action_time", "-pk")[:5]:
+        if (found := read(entry)) is not None:
+            return found
+    return None

@@ -211,8 +211,11 @@ class LightChangeList(ChangeList):
             # A lookup Python cannot turn into SQL, like run_at__year=99999, fails
             # when the count query is compiled, before anything reaches the database.
             raise IncorrectLookupParameters(exc) from exc
-        # The rows are loaded only now: their timestamps through the guard.
-        self.result_list = timestamps.guard(self.result_list)
+        # The rows are loaded only now: their timestamps through the guard, plus what the
+        # admin computes in SQL for this page only (never for the count).
+        page = timestamps.guard(self.result_list)
+        list_page = getattr(self.model_admin, "list_page", None)
+        self.result_list = list_page(page) if list_page is not None else page
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset = super().get_queryset(request, exclude_parameters)

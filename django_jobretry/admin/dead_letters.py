@@ -8,7 +8,6 @@ through django_jobretry.deadletters, the guarded compare-and-swap service.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, override
 
 from django.contrib import admin
@@ -16,35 +15,22 @@ from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
-from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from django_jobretry.admin import dashboard, rendering, timestamps
+from django_jobretry.admin import audit, dashboard, fate, matching, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.admin.operations import DeadLetterActions
-from django_jobretry.models import DeadLetter, DeadLetterSource
-
-
-def died_text(when: timestamps.Shown) -> str:
-    """A death time as the list shows it; 'infinity' and the like as PostgreSQL writes them."""
-    if isinstance(when, datetime):
-        return timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S")
-    return when or ""
+from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 
 
 class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     """Newest dead first, filterable, searchable; actions instead of edits."""
 
-    list_display = (
-        "id",
-        "task",
-        "queue_name",
-        "reason_code",
-        "attempts_display",
-        "died",
-        "requeues",
-        "last_error_line",
-    )
+    # Five columns beside Django's two sidebars at 1280 px: the queue rides under the task,
+    # attempts and requeues under the reason, so the last error keeps room to be read.
+    list_display = ("id", "task", "reason_code", "died", "last_error_line")
     list_display_links = ("id", "task")
     list_filter = (QueueFilter, TaskFilter, "reason", "source")
     date_hierarchy = "dead_at"
@@ -73,18 +59,32 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     dead_at_shown = timestamps.column("dead_at")
 
     @admin.display(description="reason", ordering="reason")
-    def reason_code(self, obj: DeadLetter) -> str:
+    def reason_code(self, obj: DeadLetter) -> SafeString:
         # The short code keeps the column narrow; the filter and detail page spell it out.
-        return obj.reason
+        return format_html(
+            '{}<span class="jobretry-quiet">{} attempts</span>{}',
+            rendering.breakable(obj.reason, "_"),
+            self.attempts_display(obj),
+            self.requeue_note(obj),
+        )
 
     @admin.display(description="dead at", ordering="dead_at")
-    def died(self, obj: DeadLetter) -> str:
-        # Compact and to the second: operators line this up with logs.
-        return died_text(timestamps.shown(obj, "dead_at"))
+    def died(self, obj: DeadLetter) -> SafeString | str:
+        # To the second: operators line this up with logs.
+        return timestamps.html(timestamps.shown(obj, "dead_at"))
 
     @admin.display(description="last error")
-    def last_error_line(self, obj: DeadLetter) -> str:
-        return rendering.first_line(obj.last_error)
+    def last_error_line(self, obj: DeadLetter) -> SafeString:
+        return rendering.error_summary(obj.last_error_class, obj.last_error)
+
+    def task_notes(self, obj: Job | DeadLetter) -> list[str]:
+        notes = super().task_notes(obj)
+        if isinstance(obj, DeadLetter) and obj.source != DeadLetterSource.JOBRETRY:
+            notes.append(f"from {audit.source_label(obj.source)}")
+        return notes
+
+    def fate_of(self, pk: int) -> fate.Fate | None:
+        return fate.of_dead_letter(pk)
 
     def get_fieldsets(self, request: HttpRequest, obj: DeadLetter | None = None) -> Any:
         """The external task's ids only on dead letters that came from another system."""
@@ -103,9 +103,15 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
         form_url: str = "",
         obj: DeadLetter | None = None,
     ) -> HttpResponse:
-        """Adds what depends on the viewer: the arguments and the operator buttons."""
+        """Adds what depends on the viewer (the arguments, the operator buttons) and the id to the heading.
+
+        The heading names the dead letter's own id, the one `manage.py deadletters`
+        takes; Django's would show only the model's repr, with the job id.
+        """
         if obj is not None:
             context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
+            context["title"] = f"Dead letter {obj.pk}"
+            context["subtitle"] = heading(obj)
         context["can_requeue"] = self.has_requeue_permission(request, obj)
         context["can_discard"] = self.has_discard_permission(request, obj)
         return super().render_change_form(request, context, add, change, form_url, obj)
@@ -119,6 +125,13 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
             found |= queryset.filter(pk=number) | queryset.filter(job_id=number)
         return found, duplicates
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list, with its "Requeue / Discard all matching…" links (admin/matching.py)."""
+        context = {"jobretry_matching_links": matching.links(self, request), **(extra_context or {})}
+        return super().changelist_view(request, context)
+
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
         dashboard_url = path(
@@ -127,7 +140,16 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
             name="{}_{}_dashboard".format(*info),
         )
         # Before the defaults, whose "<path:object_id>/" would swallow these.
-        return [dashboard_url, *self.action_urls(), *super().get_urls()]
+        return [dashboard_url, *self.matching_urls(), *self.action_urls(), *super().get_urls()]
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         return dashboard.dashboard_view(self, request)
+
+
+def heading(dead: DeadLetter) -> str:
+    """The detail page's subtitle: task, where it ran, how it died."""
+    if dead.source == DeadLetterSource.JOBRETRY:
+        ran = f"job {dead.job_id}"
+    else:
+        ran = f"{audit.source_label(dead.source)} task {dead.external_id or '?'}"
+    return f"{dead.task_name} · {ran} · {dead.get_reason_display()}"

@@ -5,6 +5,11 @@ compare-and-swap rules the worker relies on (docs/design.md), so this admin has 
 add, change or delete at all - it is for looking: what is queued, what ran,
 how each attempt ended, and where a requeued job came from. The one action,
 Cancel, needs its own permission and goes through services/cancel.py.
+
+A job waiting for its next attempt is ready in the table, but to an operator
+it is failing: the list shows it as "retrying (attempt 3 of 4, next at
+...)" with its last error, and the status filter has "retrying" (the same
+rows as ``Job.objects.retrying()``).
 """
 
 from __future__ import annotations
@@ -13,35 +18,84 @@ from typing import Any, override
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import flatten_fieldsets
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Left
 from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, rendering, timestamps
+from django_jobretry.admin import audit, fate, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
-from django_jobretry.models import Job
+from django_jobretry.models import Job, JobStatus
 from django_jobretry.services.cancel import cancel_jobs
 
 #: Most jobs one admin request cancels; beyond, `manage.py canceljobs` takes ids.
 CANCEL_LIMIT = 10_000
+#: The status filter's choices: "ready" is a job never attempted, "retrying" one waiting
+#: for another attempt (Job.objects.retrying()), so the two never overlap.
+STATES: dict[str, tuple[str, Q]] = {
+    "ready": ("Ready (not attempted yet)", Q(status=JobStatus.READY, attempts=0)),
+    "retrying": ("Retrying (waiting for its next attempt)", Q(status=JobStatus.READY, attempts__gt=0)),
+    "running": ("Running", Q(status=JobStatus.RUNNING)),
+    "succeeded": ("Succeeded", Q(status=JobStatus.SUCCEEDED)),
+}
+#: Characters of the last error message read for the list (its first line is shown).
+ERROR_CHARS = 500
+# The last entry of the attempt history, read in SQL: the list never loads the history itself.
+_LAST_ERROR_CLASS = KeyTextTransform("error_class", KeyTransform(-1, "errors"))
+_LAST_ERROR_MESSAGE = Left(KeyTextTransform("message", KeyTransform(-1, "errors")), ERROR_CHARS)
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """Ready, retrying, running or succeeded; ``?status=retrying`` is what the dashboard links to."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, label) for value, (label, _) in STATES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if value not in STATES:  # Django's answer to a lookup it cannot apply: "?e=1"
+            raise IncorrectLookupParameters(f"no such status: {value!r}")
+        return queryset.filter(STATES[value][1])
+
+
+def state_words(job: Job) -> tuple[str, str]:
+    """The status as an operator reads it, and its detail: a ready job that failed before is retrying."""
+    if job.status == JobStatus.READY and job.attempts > 0:
+        when = timestamps.clock(timestamps.shown(job, "run_at"))
+        return "retrying", f"attempt {job.attempts + 1} of {job.max_attempts}, next at {when}"
+    if job.status == JobStatus.READY or not job.attempts:
+        return job.status, ""
+    return job.status, f"attempt {job.attempts} of {job.max_attempts}"
+
+
+def state(job: Job) -> SafeString | str:
+    """:func:`state_words` for the list: "retrying (attempt 3 of 4, next at 02:15:07)" stands out."""
+    word, detail = state_words(job)
+    if word == "retrying":
+        return format_html('<span class="jobretry-retrying">retrying</span> ({})', detail)
+    if detail:
+        return format_html('{}<span class="jobretry-quiet">{}</span>', word, detail)
+    return word
 
 
 class JobAdmin(ReadOnlyRecordAdmin):
     """Jobs newest first, filterable by status, queue and task; nothing editable."""
 
-    list_display = (
-        "id",
-        "status",
-        "task",
-        "queue_name",
-        "attempts_display",
-        "run_at_shown",
-        "requeues",
-    )
+    # Queue under the task, attempts in the status: what fits beside Django's sidebars at 1280 px.
+    list_display = ("id", "state_display", "task", "run_at_shown", "last_error")
     list_display_links = ("id", "task")
-    list_filter = ("status", QueueFilter, TaskFilter)
+    list_filter = (StatusFilter, QueueFilter, TaskFilter)
     search_fields = ("task_name",)
     search_help_text = "Task name, or a job id."
     ordering = ("-id",)
@@ -76,6 +130,29 @@ class JobAdmin(ReadOnlyRecordAdmin):
     started_at_shown = timestamps.column("started_at")
     finished_at_shown = timestamps.column("finished_at")
 
+    @admin.display(description="status")
+    def state_display(self, obj: Job) -> SafeString:
+        return format_html("{}{}", state(obj), self.requeue_note(obj))
+
+    @admin.display(description="last error")
+    def last_error(self, obj: Job) -> SafeString | str:
+        """The last failed attempt's class and first line; never the arguments."""
+        message = getattr(obj, "jobretry_last_error_message", None)
+        error_class = getattr(obj, "jobretry_last_error_class", None)
+        if not (message or error_class):
+            return ""
+        return rendering.error_summary(error_class or "", message or "")
+
+    def list_page(self, rows: QuerySet[Any]) -> QuerySet[Any]:
+        """The last error of the page's jobs, read in SQL from the history the list leaves unread."""
+        annotated: QuerySet[Any] = rows.annotate(
+            jobretry_last_error_class=_LAST_ERROR_CLASS, jobretry_last_error_message=_LAST_ERROR_MESSAGE
+        )
+        return annotated
+
+    def fate_of(self, pk: int) -> fate.Fate | None:
+        return fate.of_job(pk)
+
     @override
     def render_change_form(
         self,
@@ -86,9 +163,12 @@ class JobAdmin(ReadOnlyRecordAdmin):
         form_url: str = "",
         obj: Job | None = None,
     ) -> HttpResponse:
-        """Adds the arguments, which depend on the viewer's rights."""
+        """Adds the arguments, which depend on the viewer's rights, and names the job in the heading."""
         if obj is not None:
             context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
+            context["title"] = f"Job {obj.pk}"
+            word, detail = state_words(obj)
+            context["subtitle"] = f"{obj.task_name} · {word}" + (f" ({detail})" if detail else "")
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_search_results(
@@ -117,9 +197,19 @@ class JobAdmin(ReadOnlyRecordAdmin):
         audit.log(
             request,
             [
-                (row, CHANGE, f"Cancelled: dead letter {result.dead_letters[row.pk]}.")
+                (
+                    row,
+                    CHANGE,
+                    f"Cancelled: dead letter {result.dead_letters[row.pk]}.",
+                    f"Job {row.pk} cancelled: dead letter {result.dead_letters[row.pk]} ({row.task_name})",
+                )
                 if row.pk in result.dead_letters
-                else (row, CHANGE, "Cancel requested: its worker stops it.")
+                else (
+                    row,
+                    CHANGE,
+                    "Cancel requested: its worker stops it.",
+                    f"Job {row.pk} cancel requested ({row.task_name})",
+                )
                 for row in rows
                 if row.pk in result.dead_letters or row.pk in result.stopping
             ],

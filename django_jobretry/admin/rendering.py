@@ -16,9 +16,10 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html_join
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
+from django_jobretry.admin import timestamps
 from django_jobretry.admin.timestamps import EARLIEST, LATEST
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.humanize import humanize_delay
@@ -27,6 +28,9 @@ from django_jobretry.redaction import redacted_payload
 
 #: "app_label.codename" of the right to see arguments (Job.Meta.permissions).
 PAYLOAD_PERMISSION = "django_jobretry.view_job_payload"
+#: The view rights, for links from one admin to the other.
+VIEW_JOB = "django_jobretry.view_job"
+VIEW_DEAD_LETTER = "django_jobretry.view_deadletter"
 #: The permission's human name, so the hint always matches what the user admin shows.
 PAYLOAD_PERMISSION_NAME = dict(Job._meta.permissions)["view_job_payload"]
 
@@ -37,13 +41,43 @@ def first_line(text: str, limit: int = 120) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def breakable(dotted: str) -> SafeString:
-    """A dotted path that may wrap after each dot, so long task names leave room in lists."""
-    return format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in dotted.split(".")))
+def error_summary(error_class: str, message: str, limit: int = 120) -> SafeString:
+    """A list's last-error cell: the error's class name, then its message's first line.
+
+    The class is shown by its own name (the dotted path is in the tooltip):
+    in a narrow column "PartnerTimeout" says more than the module it lives in.
+    """
+    line = first_line(message, limit)
+    if not error_class:
+        return format_html("{}", line)
+    name = error_class.rsplit(".", 1)[-1]
+    tag = format_html('<span class="jobretry-error-class" title="{}">{}</span>', error_class, name)
+    return format_html("{}: {}", tag, line) if line else tag
+
+
+def task_cell(task_name: str, *notes: str) -> SafeString:
+    """A list's task cell: the function name first, its module and ``notes`` (the queue) below, quieter.
+
+    The full dotted path in one line is the widest thing in a row; split like
+    this the column stays narrow and the name an operator looks for comes first.
+    """
+    module, _, name = task_name.rpartition(".")
+    below = [part for part in (breakable(module) if module else "", *notes) if part]
+    return format_html(
+        '<span class="jobretry-task-name">{}</span>{}',
+        breakable(name, "_"),
+        format_html_join("", '<span class="jobretry-quiet">{}</span>', ((part,) for part in below)),
+    )
+
+
+def breakable(text: str, separator: str = ".") -> SafeString:
+    """``text`` that may wrap after each ``separator``, so long names leave room in narrow columns."""
+    joint = format_html("{}<wbr>", separator)
+    return format_html_join(joint, "{}", ((part,) for part in text.split(separator)))
 
 
 def _when(value: Any) -> Any:
-    """History timestamps are ISO strings in JSON; datetimes format with the admin's locale.
+    """History timestamps are ISO strings in JSON; shown in local time to the second, like the columns.
 
     A row may hold anything: a string that is no date (February 30 included)
     or a date the local time zone cannot show is shown as the text it is.
@@ -52,9 +86,13 @@ def _when(value: Any) -> Any:
         parsed = parse_datetime(value) if isinstance(value, str) else None
     except ValueError:  # well formed, but no such date
         return value
-    if parsed is not None and timezone.is_aware(parsed) and not EARLIEST <= parsed <= LATEST:
+    if parsed is None:
         return value
-    return parsed or value
+    if timezone.is_naive(parsed):  # written by hand, without a zone: shown as written
+        return parsed.strftime("%Y-%m-%d %H:%M:%S")
+    if not EARLIEST <= parsed <= LATEST:
+        return value
+    return timestamps.text(parsed)
 
 
 def _delay(value: Any) -> str:

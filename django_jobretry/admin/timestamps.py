@@ -7,18 +7,25 @@ page that reads it fail. So the admin never loads a datetime column as it
 is: each is read as two guarded columns - the value when Python can hold it
 (in local time too), else PostgreSQL's own text for it - and shown from
 those.
+
+Every time the admin shows is local time to the second, the precision of
+the worker's log lines an operator lines it up with (Django's default
+DATETIME_FORMAT stops at the minute).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.db import models
 from django.db.models import Case, F, Q, QuerySet, Value, When
 from django.db.models.functions import Cast
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _QuerySet = QuerySet[Any]
@@ -78,11 +85,37 @@ def shown(obj: models.Model, name: str) -> Shown:
     return value if value is not None else getattr(obj, _text(name), None)
 
 
-def column(name: str, *, sortable: bool = False) -> Callable[[Any, models.Model], Shown]:
-    """An admin column or detail field showing the guarded ``name``, labelled like the field."""
+def text(value: Shown) -> str:
+    """A guarded timestamp as text: local time to the second; 'infinity' as PostgreSQL writes it."""
+    if isinstance(value, datetime):
+        return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+    return value or ""
 
-    def show(model_admin: Any, obj: models.Model) -> Shown:
-        return shown(obj, name)
+
+def html(value: Shown) -> SafeString | str:
+    """:func:`text`, marked up so a narrow column may wrap between the date and the time, never inside."""
+    if isinstance(value, datetime):
+        date, time = text(value).split(" ")
+        return format_html(
+            '<span class="jobretry-date">{}</span> <span class="jobretry-time">{}</span>', date, time
+        )
+    return text(value)
+
+
+def clock(value: Shown, *, today: date | None = None) -> str:
+    """The time alone when ``value`` falls on ``today`` (local), else the full :func:`text`."""
+    if isinstance(value, datetime):
+        local = timezone.localtime(value)
+        if local.date() == (today or timezone.localdate()):
+            return local.strftime("%H:%M:%S")
+    return text(value)
+
+
+def column(name: str, *, sortable: bool = False) -> Callable[[Any, models.Model], SafeString | str]:
+    """An admin column or detail field showing the guarded ``name`` to the second, labelled like the field."""
+
+    def show(model_admin: Any, obj: models.Model) -> SafeString | str:
+        return html(shown(obj, name))
 
     show.__name__ = f"{name}_shown"
     return admin.display(description=name.replace("_", " "), ordering=name if sortable else None)(show)

@@ -12,11 +12,11 @@ import re
 from typing import Any
 
 import pytest
-from django.contrib.admin.models import ADDITION, DELETION, LogEntry
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.urls import reverse
 
 from django_jobretry import deadletters as service
-from django_jobretry.admin import operations
+from django_jobretry.admin import selection
 from django_jobretry.models import DeadLetter, Job
 from tests.factories import DeadLetterFactory, JobFactory
 from tests.integration.conftest import (
@@ -32,39 +32,44 @@ pytestmark = pytest.mark.django_db
 
 
 class TestRequeueAction:
-    def test_requeues_reports_and_logs(self, make_user: Any) -> None:
+    def test_asks_for_confirmation_then_requeues_reports_and_logs(self, make_user: Any) -> None:
         user = make_user("view_deadletter", "requeue_deadletter")
         ops = Operator(user)
         dead = DeadLetterFactory.create_batch(2)
-        response = ops.act("requeue_selected", [d.pk for d in dead])
+        page = ops.act("requeue_selected", [d.pk for d in dead])
+        assert "Requeue 2 dead letters?" in page.text
+        assert DeadLetter.objects.count() == 2  # nothing requeued yet
+        response = ops.post(reverse(CHANGELIST), hidden_inputs(page.text), follow=True)
         assert messages_of(response) == ["2 dead letters requeued."]
         assert DeadLetter.objects.count() == 0
         jobs = list(Job.objects.order_by("id"))
         assert [j.requeue_history[-1]["by"] for j in jobs] == ["operator", "operator"]
         entries = LogEntry.objects.filter(user=user)
+        # A requeue changes the dead letter into a job (not a red deletion) and adds the job.
         assert sorted((e.action_flag, e.object_id) for e in entries) == sorted(
-            [(DELETION, str(d.pk)) for d in dead] + [(ADDITION, str(j.pk)) for j in jobs]
+            [(CHANGE, str(d.pk)) for d in dead] + [(ADDITION, str(j.pk)) for j in jobs]
         )
-        assert {e.get_change_message() for e in entries if e.action_flag == DELETION} == {
+        assert {e.get_change_message() for e in entries if e.action_flag == CHANGE} == {
             f"Requeued as job {j.pk}." for j in jobs
         }
 
     def test_one_requeued_is_singular(self, superuser: Operator) -> None:
         dead = DeadLetterFactory.create()
-        assert messages_of(superuser.act("requeue_selected", [dead.pk])) == ["1 dead letter requeued."]
+        response = superuser.act("requeue_selected", [dead.pk], post="yes")
+        assert messages_of(response) == ["1 dead letter requeued."]
 
     def test_already_handled_between_render_and_action(self, superuser: Operator) -> None:
         dead = DeadLetterFactory.create_batch(3)
-        superuser.get(reverse(CHANGELIST))  # the operator sees three...
+        page = superuser.act("requeue_selected", [d.pk for d in dead])  # the operator is asked about 3...
         service.discard(dead[0].pk, actor="colleague")  # ...a colleague discards one
-        response = superuser.act("requeue_selected", [d.pk for d in dead])
+        response = superuser.post(reverse(CHANGELIST), hidden_inputs(page.text), follow=True)
         assert messages_of(response) == ["2 dead letters requeued. 1 was already handled by someone else."]
         assert Job.objects.count() == 2
 
     def test_unique_key_conflict_is_reported(self, superuser: Operator) -> None:
         dead = DeadLetterFactory.create(unique_key="invoice-7")
         JobFactory.create(unique_key="invoice-7")
-        response = superuser.act("requeue_selected", [dead.pk])
+        response = superuser.act("requeue_selected", [dead.pk], post="yes")
         assert messages_of(response) == [
             "0 dead letters requeued. 1 not requeued: a live job holds the same unique key."
         ]
@@ -98,14 +103,16 @@ class TestRequeueAction:
         other = DeadLetterFactory.create()
         url = reverse(CHANGELIST) + "?queue_name=mail"
         data = {"action": "requeue_selected", "_selected_action": [str(mail[0].pk)], "index": "0"}
-        response = superuser.post(url, {**data, "select_across": "1"}, follow=True)
+        page = superuser.post(url, {**data, "select_across": "1"}, follow=True)
+        assert "Requeue 2 dead letters?" in page.text
+        response = superuser.post(url, hidden_inputs(page.text), follow=True)
         assert messages_of(response) == ["2 dead letters requeued."]
         assert list(DeadLetter.objects.all()) == [other]
 
     def test_too_large_a_selection_is_refused_whole(
         self, superuser: Operator, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(operations, "BULK_LIMIT", 2)
+        monkeypatch.setattr(selection, "BULK_LIMIT", 2)
         dead = DeadLetterFactory.create_batch(3)
         data = {"action": "requeue_selected", "_selected_action": [str(dead[0].pk)], "index": "0"}
         response = superuser.post(reverse(CHANGELIST), {**data, "select_across": "1"}, follow=True)

@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
+from django_jobretry.admin import timestamps
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.attempts import fail_attempt, kill
 from tests.factories import DeadLetterFactory, JobFactory, error_history
@@ -41,8 +42,12 @@ class TestJobAdmin:
         job.save()
         listing = superuser.get(reverse("admin:django_jobretry_job_changelist"))
         assert listing.status_code == 200
-        assert "tests.<wbr>jobs_app.<wbr>jobs.<wbr>record" in listing.text  # may wrap after dots
-        assert "2/3" in listing.text
+        # The function name first, its module below (may wrap after dots), then the queue.
+        assert "record</span>" in listing.text
+        assert "tests.<wbr>jobs_app.<wbr>jobs" in listing.text
+        assert "queue default" in listing.text
+        assert "retrying</span> (attempt 3 of 3, next at " in listing.text
+        assert "requeued once" in listing.text
         detail = superuser.get(change_url(job))
         assert detail.status_code == 200
         html = detail.text
@@ -92,6 +97,31 @@ class TestDeadLetterPages:
         assert "Attempts exhausted" in detail.text
         assert f'action="{dead_url(dead, "requeue")}"' in detail.text
         assert f'action="{dead_url(dead, "discard")}"' in detail.text
+
+    def test_the_list_says_how_it_died_in_five_columns(self, viewer: Operator) -> None:
+        DeadLetterFactory.create(exhausted=True, requeue_count=2, queue_name="mail")
+        cl = viewer.get(reverse(CHANGELIST)).context["cl"]
+        assert tuple(cl.list_display) == ("id", "task", "reason_code", "died", "last_error_line")
+        html = viewer.get(reverse(CHANGELIST)).text
+        assert '<span class="jobretry-quiet">queue mail</span>' in html
+        assert 'exhausted<span class="jobretry-quiet">3/3 attempts</span>' in html
+        assert '<span class="jobretry-quiet">requeued 2 times</span>' in html
+        error_class = '<span class="jobretry-error-class" title="builtins.ConnectionResetError">'
+        assert f"{error_class}ConnectionResetError</span>: upstream reset for k" in html
+
+    def test_the_heading_names_the_dead_letter_and_times_show_seconds(self, viewer: Operator) -> None:
+        dead = DeadLetter.objects.get(pk=DeadLetterFactory.create(exhausted=True).pk)
+        html = viewer.get(change_url(dead)).text
+        assert f"<h1>Dead letter {dead.pk}</h1>" in html
+        assert f"<h2>{dead.task_name} · job {dead.job_id} · Attempts exhausted</h2>" in html
+        assert f" | Dead letter {dead.pk} | " in html.split("</title>")[0]  # the browser tab too
+        shown = html.replace('</span> <span class="jobretry-time">', " ")
+        for moment in (dead.dead_at, dead.enqueued_at):
+            assert timestamps.text(moment) in shown
+        q2 = DeadLetterFactory.create(source="django_q2", job_id=0, external_id="abc")
+        assert (
+            f"<h2>{q2.task_name} · django-q2 task abc · Fatal error</h2>" in viewer.get(change_url(q2)).text
+        )
 
     def test_a_real_dead_letter_shows_its_history_and_provenance(self, superuser: Operator) -> None:
         first = kill(key="again")

@@ -6,6 +6,8 @@
 - No query string a staff user can send makes a server error.
 - An id from a request is ASCII digits or nothing: "١٢" is not 12.
 - Rows holding timestamps Python cannot load ('infinity') still show.
+- "Requeue / Discard all matching…" (issue 11) chooses rows with the list's
+  own filters, so all of the above holds for its URL too.
 
 A 500 would fail these tests as an exception: the test client re-raises it.
 Users and the CSRF-checking client come from tests/integration/conftest.py.
@@ -19,6 +21,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils.http import urlencode
 
 from django_jobretry.admin import JobAdmin, timestamps
 from django_jobretry.models import DeadLetter, Job, JobStatus
@@ -141,6 +144,47 @@ class TestArgumentsCannotBeFilteredOn:
         assert not [text for text in sql if '"args"' in text or '"kwargs"' in text]
 
 
+def matching(verb: str, query: dict[str, str]) -> str:
+    """The "… all matching" URL of the dead-letter list filtered by ``query``."""
+    url = reverse(f"admin:django_jobretry_deadletter_{verb}_matching")
+    return f"{url}?{urlencode({'_changelist_filters': urlencode(query)})}"
+
+
+@pytest.mark.usefixtures("secrets")
+class TestAllMatchingReadsNoArguments:
+    """The same refusals on the "… all matching" confirmation, which counts what a filter selects."""
+
+    @pytest.fixture
+    def requeuer(self, make_user: Any) -> Operator:
+        return Operator(make_user("view_deadletter", "requeue_deadletter", "discard_deadletter", name="rq"))
+
+    @pytest.mark.parametrize(("lookup", "hit", "miss"), ARGUMENT_PROBES)
+    @pytest.mark.parametrize("verb", ["requeue", "discard"])
+    def test_refused_alike_whether_or_not_a_row_matches(
+        self, requeuer: Operator, verb: str, lookup: str, hit: str, miss: str
+    ) -> None:
+        matching_page, missing_page = (requeuer.get(matching(verb, {lookup: v})) for v in (hit, miss))
+        assert matching_page.status_code == missing_page.status_code == 400
+        assert matching_page.content == missing_page.content
+        assert DeadLetter.objects.count() == 2
+
+    def test_allowed_to_whoever_sees_the_arguments(self, make_user: Any) -> None:
+        reader = Operator(make_user("view_deadletter", "view_job_payload", "requeue_deadletter", name="rd"))
+        counts = [reader.get(matching("requeue", {"args__0": v})).context["count"] for v in (SECRET, "nope")]
+        assert counts == [1, 0]
+
+    def test_search_never_matches_arguments(self, requeuer: Operator) -> None:
+        assert requeuer.get(matching("requeue", {"q": SECRET})).context["count"] == 0
+
+    def test_confirmations_list_no_arguments_even_to_the_superuser(self, superuser: Operator) -> None:
+        everything = superuser.get(matching("requeue", {}))
+        assert everything.context["count"] == 2
+        selected = superuser.act("requeue_selected", list(DeadLetter.objects.values_list("pk", flat=True)))
+        assert selected.context["count"] == 2
+        for page in (everything, selected):
+            assert SECRET not in page.text
+
+
 # -- query strings -------------------------------------------------------------------------------
 
 HOSTILE_QUERIES = [
@@ -211,6 +255,16 @@ def test_no_query_string_makes_a_server_error(superuser: Operator, page: str, qu
         assert response["Location"] == f"{url}?e=1"  # Django's answer to lookups it cannot run
 
 
+@pytest.mark.usefixtures("populated")
+@pytest.mark.parametrize("query", HOSTILE_QUERIES)
+def test_no_filter_makes_a_server_error_in_all_matching(superuser: Operator, query: str) -> None:
+    url = reverse("admin:django_jobretry_deadletter_discard_matching")
+    response = superuser.get(f"{url}?{urlencode({'_changelist_filters': query})}")
+    assert response.status_code in {200, 302, 400}, response
+    if response.status_code == 302:
+        assert response["Location"] == f"{reverse(CHANGELIST)}?e=1"
+
+
 # -- ids from requests ---------------------------------------------------------------------------
 
 
@@ -247,8 +301,12 @@ class TestForgedIds:
     def test_forged_ids_beside_a_real_one_leave_the_real_one_alone(self, superuser: Operator) -> None:
         kept, taken = DeadLetterFactory.create(), DeadLetterFactory.create()
         selection = [*forgeries(kept.pk), str(taken.pk)]
-        response = superuser.act("requeue_selected", [], _selected_action=selection)
-        assert messages_of(response) == ["1 dead letter requeued."]
+        page = superuser.act("requeue_selected", [], _selected_action=selection)
+        ignored = f"{len(forgeries(kept.pk))} selected values were ignored: they are not valid ids."
+        assert messages_of(page) == [ignored]  # said on the confirmation page, which lists one
+        assert "Requeue 1 dead letter?" in page.text
+        response = superuser.act("requeue_selected", [], _selected_action=selection, post="yes")
+        assert messages_of(response) == [ignored, "1 dead letter requeued."]
         assert list(DeadLetter.objects.values_list("pk", flat=True)) == [kept.pk]
 
     def test_forged_ids_in_a_confirmed_discard_are_ignored(self, superuser: Operator) -> None:
@@ -256,7 +314,8 @@ class TestForgedIds:
         pinned = ",".join([*forgeries(kept.pk), str(taken.pk)])
         confirmed = {"jobretry_ids": pinned, "post": "yes", "select_across": "1"}
         response = superuser.act("discard_selected", [taken.pk], **confirmed)
-        assert messages_of(response) == ["1 dead letter discarded."]
+        ignored = f"{len(forgeries(kept.pk))} selected values were ignored: they are not valid ids."
+        assert messages_of(response) == [ignored, "1 dead letter discarded."]
         assert list(DeadLetter.objects.values_list("pk", flat=True)) == [kept.pk]
 
     @pytest.mark.parametrize("button", ["requeue", "discard"])
@@ -328,9 +387,9 @@ class TestTimestampsPythonCannotHold:
         html = superuser.get(url).text
         assert ">infinity<" in html
         assert ">-infinity<" in html
-        # Sorted by run at (column 6, after the action checkbox): -infinity first, then infinity, and back.
-        assert [job.pk for job in rows(superuser.get(url, {"o": "6"}))] == [earlier.pk, later.pk]
-        assert [job.pk for job in rows(superuser.get(url, {"o": "-6"}))] == [later.pk, earlier.pk]
+        # Sorted by run at (column 4, after the action checkbox): -infinity first, then infinity, and back.
+        assert [job.pk for job in rows(superuser.get(url, {"o": "4"}))] == [earlier.pk, later.pk]
+        assert [job.pk for job in rows(superuser.get(url, {"o": "-4"}))] == [later.pk, earlier.pk]
         assert "infinity" in superuser.get(change_url(later)).text
         detail = superuser.get(change_url(earlier)).text
         assert "-infinity" in detail

@@ -1,0 +1,146 @@
+"""The "are you sure?" page before a bulk requeue or discard: what will happen, counted, before it does.
+
+A bulk action is where a tired operator does the most damage in one click:
+requeueing 4,000 dead letters of the wrong task floods the workers, and a
+discard cannot be undone. So both ask first, the way Django's own "delete
+selected" does, and the page says what the click would do in numbers - how
+many, of which tasks, how many go back to django-q2 rather than becoming
+jobs, how many a live job's unique key would refuse - with the first
+:data:`SHOWN` listed. It shows ids, tasks, queues, reasons, times and error
+lines; never arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Count
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils.translation import ngettext
+
+from django_jobretry import deadletters
+from django_jobretry.admin import audit, rendering, timestamps
+from django_jobretry.models import DeadLetter, DeadLetterSource
+
+#: Dead letters listed by name on the page; the rest are counted.
+SHOWN = 100
+#: Tasks counted by name; the others are summed.
+TASKS_SHOWN = 10
+#: Columns the page lists.
+SHOWN_FIELDS = (
+    "id",
+    "job_id",
+    "task_name",
+    "reason",
+    "queue_name",
+    "dead_at",
+    "last_error",
+    "last_error_class",
+)
+TEMPLATE = "admin/django_jobretry/deadletter/confirmation.html"
+
+
+@dataclass
+class Counts:
+    """What a requeue or discard of a set of dead letters would do, counted in SQL."""
+
+    total: int
+    by_task: list[tuple[str, int]] = field(default_factory=list)
+    other_tasks: int = 0
+    #: (system, count): django-q2 dead letters are resubmitted to django-q2, never made jobs.
+    elsewhere: list[tuple[str, int]] = field(default_factory=list)
+    #: Requeues a live job's unique key would refuse (predicted; the service decides).
+    conflicts: int = 0
+
+    @property
+    def new_jobs(self) -> int:
+        return self.total - sum(count for _, count in self.elsewhere) - self.conflicts
+
+
+def count(ids: list[int], *, requeue: bool) -> Counts:
+    """The counts for ``ids`` (at most BULK_LIMIT of them: the caller checked)."""
+    rows = DeadLetter.objects.filter(pk__in=ids)
+    tasks = list(rows.values_list("task_name").annotate(n=Count("id")).order_by("-n", "task_name"))
+    counts = Counts(total=sum(n for _, n in tasks), by_task=tasks[:TASKS_SHOWN])
+    counts.other_tasks = sum(n for _, n in tasks[TASKS_SHOWN:])
+    if requeue:
+        others = rows.exclude(source=DeadLetterSource.JOBRETRY).values_list("source").annotate(n=Count("id"))
+        counts.elsewhere = [(audit.source_label(source), n) for source, n in others.order_by("source")]
+        keyed = rows.filter(source=DeadLetterSource.JOBRETRY, unique_key__isnull=False)
+        # In id order, the order requeue_many takes them: the first of two with one key wins.
+        counts.conflicts = len(deadletters.predicted_conflicts(keyed.only("id", "unique_key").order_by("pk")))
+    return counts
+
+
+def _plural(verb: str, total: int) -> tuple[str, str, str]:
+    """The question, what follows, and the button's label."""
+    noun = ngettext("dead letter", "dead letters", total)
+    them = ngettext("it", "them", total)
+    if verb == "requeue":
+        what = ngettext(
+            "It becomes a new ready job with its history and a record of who requeued it",
+            "Each becomes a new ready job with its history and a record of who requeued it",
+            total,
+        )
+    else:
+        what = ngettext(
+            "It is deleted for good and will not run again",
+            "They are deleted for good and will not run again",
+            total,
+        )
+    follows = f"{what}; the admin log records who {verb}d {them}."
+    return f"{verb.capitalize()} {total} {noun}?", follows, f"Yes, {verb} {them}"
+
+
+def page(
+    model_admin: Any,
+    request: HttpRequest,
+    *,
+    verb: str,
+    ids: list[int],
+    hidden: dict[str, str],
+    form_url: str,
+    cancel_url: str,
+    scope: list[tuple[str, str]] | None = None,
+    refused: str = "",
+) -> TemplateResponse:
+    """The page: the question, the counts, the first :data:`SHOWN` dead letters, Yes and No.
+
+    ``scope`` is the filter of an "everything matching" action (None for a
+    selection); ``refused`` replaces the question when the action cannot run here.
+    """
+    listed = DeadLetter.objects.filter(pk__in=ids[:SHOWN]).only(*SHOWN_FIELDS)
+    shown = [] if refused else list(timestamps.guard(listed.order_by("-dead_at", "-pk")))
+    counts = count(ids, requeue=verb == "requeue") if ids and not refused else Counts(total=0)
+    question, follows, button = _plural(verb, counts.total)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Are you sure?",
+        "subtitle": None,
+        "opts": model_admin.opts,
+        "verb": verb,
+        "question": question,
+        "follows": follows,
+        "button": button,
+        "counts": counts,
+        "items": [
+            (
+                dead,
+                timestamps.text(timestamps.shown(dead, "dead_at")),
+                rendering.error_summary(dead.last_error_class, dead.last_error),
+            )
+            for dead in shown
+        ],
+        "count": counts.total,
+        "more": max(counts.total - len(shown), 0),
+        "scope": scope,
+        "refused": refused,
+        "hidden_fields": hidden,
+        "form_url": form_url,
+        "cancel_url": cancel_url,
+        "media": model_admin.media,
+    }
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, TEMPLATE, context)
