@@ -5,7 +5,7 @@ list: what is retrying, how late is each queue, what runs longest, which
 workers are alive, is something dying right now. It must stay cheap when
 the tables hold millions of rows (it is opened exactly then), so every
 figure is one of services/status.py's index walks: counts stop at
-COUNT_LIMIT ("10,000+"), and nothing counts succeeded jobs per queue. The
+COUNT_LIMIT ("10,000+"; a chart bar at BAR_LIMIT), and nothing counts succeeded jobs per queue. The
 charts are inline SVG drawn server-side: no JavaScript, no CDN, nothing for
 a CSP to block. An optional ``?refresh=N`` reloads the page every N seconds.
 """
@@ -52,7 +52,7 @@ class Bar:
 
     @property
     def value(self) -> str:
-        """The bar's number, short enough to sit on a narrow bar: 950, 1.2k, 10k+."""
+        """The bar's number, short enough to sit on a narrow bar: 950, 1k, 1k+ (past status.BAR_LIMIT)."""
         number = self.count.value or 0
         text = f"{number / 1000:.1f}k".replace(".0k", "k") if number >= 1000 else str(number)
         return f"{text}+" if self.count.more else text
@@ -84,16 +84,23 @@ def bar_width(slot: int) -> int:
     return slot - max(slot // 6, 2)
 
 
-def _chart(starts: list[datetime], until: datetime, slot: int, label: str, every: int) -> Chart:
+def _chart(starts: list[datetime], until: datetime, *, slot: int, label: str, tick: str, every: int) -> Chart:
+    """Bars ``slot`` SVG units apart, ``label`` naming each and ``tick`` every ``every``-th one.
+
+    A chart is about as wide in SVG units as its half of the page in pixels,
+    so its text is drawn at about the size the stylesheet gives it.
+    """
     counts = status.dead_letters_per_bucket(starts, [*starts[1:], until])
     peak = max([*(count.value or 0 for count in counts), 1])
     bars = []
     for index, (start, count) in enumerate(zip(starts, counts, strict=True)):
         height = PLOT_HEIGHT * (count.value or 0) / peak
-        text = timezone.localtime(start).strftime(label)
-        tick = text if index % every == 0 else ""
+        local = timezone.localtime(start)
+        shown = local.strftime(tick) if index % every == 0 else ""
         x = index * slot
-        bars.append(Bar(x, x + bar_width(slot) / 2, PLOT_HEIGHT - height, height, count, text, tick))
+        bars.append(
+            Bar(x, x + bar_width(slot) / 2, PLOT_HEIGHT - height, height, count, local.strftime(label), shown)
+        )
     return Chart(bars, slot, sum(counts, status.Count(0)))
 
 
@@ -102,7 +109,7 @@ def hourly(now: datetime) -> Chart:
     current = timezone.localtime(now).replace(minute=0, second=0, microsecond=0).astimezone(UTC)
     # Hour arithmetic in UTC: local wall-clock arithmetic breaks across DST changes.
     starts = [current - timedelta(hours=h) for h in range(23, -1, -1)]
-    return _chart(starts, current + timedelta(hours=1), slot=24, label="%H:00", every=6)
+    return _chart(starts, current + timedelta(hours=1), slot=20, label="%a %H:00", tick="%H:00", every=6)
 
 
 def daily(now: datetime) -> Chart:
@@ -113,7 +120,7 @@ def daily(now: datetime) -> Chart:
         timezone.make_aware(datetime.combine(today - timedelta(days=d), time.min)) for d in range(6, -1, -1)
     ]
     until = timezone.make_aware(datetime.combine(today + timedelta(days=1), time.min))
-    return _chart(starts, until, slot=72, label="%a %d %b", every=1)
+    return _chart(starts, until, slot=64, label="%a %d %b", tick="%a %d", every=1)
 
 
 def age(delay: timedelta | None) -> str:
@@ -173,9 +180,9 @@ def refresh_seconds(request: HttpRequest) -> int | None:
 
 
 def refresh_links(current: int | None) -> list[dict[str, Any]]:
-    """ "off" and each period, with the query string that selects it."""
+    """ "off" and each period ("30 s", "5 min"), with the query string that selects it."""
     choices: list[tuple[int | None, str]] = [(None, "off")]
-    choices += [(seconds, humanize_delay(timedelta(seconds=seconds))) for seconds in REFRESH_CHOICES]
+    choices += [(n, f"{n // 60} min" if n >= 60 else f"{n} s") for n in REFRESH_CHOICES]
     return [
         {"label": label, "query": f"?refresh={seconds}" if seconds else "?", "current": seconds == current}
         for seconds, label in choices

@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import timestamps
+from django_jobretry.admin import rendering, timestamps
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import WorkerProcess
 from django_jobretry.models.worker_process import IS_LIVE, LIVE
@@ -51,21 +51,29 @@ class StatusFilter(admin.SimpleListFilter):
         return queryset
 
 
-#: What a worker says about itself, in the list and on its page.
-_DESCRIPTION = ("worker_id", "host", "pid", "queue_list", "concurrency", "pool")
+def _age(name: str) -> Case:
+    """Now minus column ``name`` on the database clock; NULL for a time Python cannot hold ('infinity')."""
+    return Case(When(timestamps.loadable(name), then=Now() - F(name)), output_field=DurationField())
 
 
 class WorkerProcessAdmin(_Base):
     """Live workers first, then lost ones; nothing editable."""
 
-    list_display = ("status", *_DESCRIPTION, "running_jobs", "started_at_shown", "heartbeat", "version")
+    # Six columns, the id wrapping at its colons: what fits beside Django's sidebars at 1280 px.
+    list_display = ("status", "worker", "queue_list", "running", "up", "heartbeat")
+    list_display_links = ("worker",)
     list_filter = (StatusFilter, "host")
     search_fields = ("worker_id",)
     search_help_text = "A part of the worker id (host:pid:random), as in a job's lease owner."
     sortable_by = ()
     list_per_page = 100
     fields = (
-        *_DESCRIPTION,
+        "worker_id",
+        "host",
+        "pid",
+        "queue_list",
+        "concurrency",
+        "pool",
         "version",
         "lease",
         "started_at_shown",
@@ -74,17 +82,17 @@ class WorkerProcessAdmin(_Base):
     )
     readonly_fields = fields
 
+    class Media:
+        css = {"all": ("django_jobretry/admin.css",)}
+
     started_at_shown = timestamps.column("started_at")
     last_heartbeat_at_shown = timestamps.column("last_heartbeat_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WorkerProcess]:
-        # Only for a time Python can hold: PostgreSQL cannot subtract 'infinity' either.
-        age = Case(
-            When(timestamps.loadable("last_heartbeat_at"), then=Now() - F("last_heartbeat_at")),
-            output_field=DurationField(),
-        )
         # Annotated before the ordering applies: the order is by ``live``.
-        queryset = WorkerProcess.objects.annotate(live=IS_LIVE, heartbeat_age=age)
+        queryset = WorkerProcess.objects.annotate(
+            live=IS_LIVE, heartbeat_age=_age("last_heartbeat_at"), up_for=_age("started_at")
+        )
         guarded: QuerySet[WorkerProcess] = timestamps.guard(queryset)
         return guarded.order_by(*self.get_ordering(request))
 
@@ -94,6 +102,27 @@ class WorkerProcessAdmin(_Base):
     @admin.display(description="status")
     def status(self, obj: WorkerProcess) -> SafeString | str:
         return "live" if obj.live else format_html('<span class="jobretry-dead">{}</span>', "lost")  # type: ignore[attr-defined]
+
+    @admin.display(description="worker")
+    def worker(self, obj: WorkerProcess) -> SafeString:
+        """The id (host:pid:random), then its pool and version in small print."""
+        return format_html(
+            '{}<span class="jobretry-quiet">{} pool, version {}</span>',
+            rendering.breakable(obj.worker_id, ":"),
+            obj.pool,
+            obj.version,
+        )
+
+    @admin.display(description="running")
+    def running(self, obj: WorkerProcess) -> str:
+        """Jobs running at the last heartbeat, of its concurrency."""
+        return f"{obj.running_jobs} of {obj.concurrency}"
+
+    @admin.display(description="up")
+    def up(self, obj: WorkerProcess) -> str | timestamps.Shown:
+        """How long since it started; its start time as PostgreSQL writes it when Python cannot hold it."""
+        age = obj.up_for  # type: ignore[attr-defined]
+        return timestamps.shown(obj, "started_at") if age is None else humanize_delay(age)
 
     @admin.display(description="queues")
     def queue_list(self, obj: WorkerProcess) -> str:

@@ -35,6 +35,8 @@ from django_jobretry.services.status_sql import BUCKETS_SQL, QUEUES_SQL, TOTALS_
 
 #: Counts stop here: past it, a figure says "more than 10,000", as the admin lists do.
 COUNT_LIMIT = 10_000
+#: A chart bar stops here: 31 bars at 10,000 would cost more than the rest of the page.
+BAR_LIMIT = 1_000
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,10 @@ class Count:
     more: bool = False
 
     @classmethod
-    def capped(cls, counted: int) -> Count:
-        """From a count of at most COUNT_LIMIT + 1 rows."""
-        return cls(min(counted, COUNT_LIMIT), counted > COUNT_LIMIT)
+    def capped(cls, counted: int, limit: int | None = None) -> Count:
+        """From a count of at most ``limit`` (default COUNT_LIMIT) + 1 rows."""
+        limit = COUNT_LIMIT if limit is None else limit
+        return cls(min(counted, limit), counted > limit)
 
     def __add__(self, other: Count) -> Count:
         if self.value is None or other.value is None:
@@ -177,7 +180,7 @@ def totals(rows: Sequence[QueueStatus]) -> Totals:
 
 
 def dead_letters_per_bucket(starts: Sequence[datetime], stops: Sequence[datetime]) -> list[Count]:
-    """Dead letters with ``starts[i] <= dead_at < stops[i]``, for each i."""
+    """Dead letters with ``starts[i] <= dead_at < stops[i]``, for each i, each counted up to BAR_LIMIT."""
     with index_walks() as cursor:
-        cursor.execute(BUCKETS_SQL, {"cap": COUNT_LIMIT + 1, "starts": list(starts), "stops": list(stops)})
-        return [Count.capped(n) for (n,) in cursor.fetchall()]
+        cursor.execute(BUCKETS_SQL, {"cap": BAR_LIMIT + 1, "starts": list(starts), "stops": list(stops)})
+        return [Count.capped(n, BAR_LIMIT) for (n,) in cursor.fetchall()]

@@ -107,6 +107,14 @@ class TestDashboard:
         assert str(context["totals"].retrying) == "3+"
         assert str(context["totals"].ready) == "?"
 
+    def test_chart_bars_stop_at_their_limit(self, viewer: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(status, "BAR_LIMIT", 2)
+        DeadLetterFactory.create_batch(3)
+        response = viewer.get(reverse(DASHBOARD))
+        hourly = response.context["hourly"]
+        assert (str(hourly.total), str(hourly.bars[-1].count), hourly.bars[-1].value) == ("2+", "2+", "2+")
+        assert "Dead letters per hour, last 24 hours: 2+" in response.text
+
     def test_shows_the_workers_to_those_who_may_see_them(self, watcher: Operator, viewer: Operator) -> None:
         live = WorkerProcessFactory.create(queues=["default", "mail"], running_jobs=3)
         lost = WorkerProcessFactory.create(lost=True)
