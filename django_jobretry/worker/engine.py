@@ -11,14 +11,12 @@ import functools
 import logging
 import os
 import queue
-import signal
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
-from types import FrameType
 
 from django.db import DatabaseError, InterfaceError
 
@@ -40,7 +38,7 @@ from django_jobretry.worker.session import (
     pause_after,
     unmark_bookkeeping_thread,
 )
-from django_jobretry.worker.startup import STOP_REQUESTED
+from django_jobretry.worker.startup import STOP_REQUESTED, install_stop_handlers
 from django_jobretry.worker.time_limits import TimeLimits
 
 logger = logging.getLogger("django_jobretry")
@@ -88,7 +86,7 @@ class Worker:
 
     def run(self) -> int:
         """Run until done; returns the process exit code (0)."""
-        self._install_signal_handlers()
+        install_stop_handlers(self.stop, self.stopping, lambda: len(self.running), self.id)
         if STOP_REQUESTED.is_set():
             logger.info("stop requested while starting: exiting before claiming anything")
             return 0
@@ -148,26 +146,6 @@ class Worker:
     def _cancel_requested(self, job_id: int, actor: str) -> None:
         self.cancel_requests[job_id] = actor
         self.wake.set()
-
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def handle(signum: int, frame: FrameType | None) -> None:
-            if self.stopping.is_set():
-                # Second signal: leave now; leases expire and others recover the jobs.
-                logger.warning(
-                    "second signal %s: exiting at once; %d running jobs are recovered after their lease",
-                    signal.Signals(signum).name,
-                    len(self.running),
-                    extra={"worker": self.id, "outcome": "forced_exit", "running": len(self.running)},
-                )
-                os._exit(1)
-            logger.info("signal %s: finishing running jobs, then exiting", signal.Signals(signum).name)
-            self.stop()
-
-        signal.signal(signal.SIGTERM, handle)
-        signal.signal(signal.SIGINT, handle)
 
     # -- main loop ---------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""A stop asked for while a worker process is still starting.
+"""Signals: a stop asked for while a worker process is still starting, and once it runs.
 
 Django imports every installed app, and each app's jobs.py (user code, at
 times slow), before the runworker command runs. A SIGTERM in that time -
@@ -10,10 +10,14 @@ anything (docs/worker.md#stopping-signals-and-graceful-shutdown).
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+
+logger = logging.getLogger("django_jobretry")
 
 #: Set by a SIGTERM or SIGINT received before the worker took over the signals.
 STOP_REQUESTED = threading.Event()
@@ -34,3 +38,31 @@ def remember_stop_requests() -> None:
 
     signal.signal(signal.SIGTERM, remember)
     signal.signal(signal.SIGINT, remember)
+
+
+def install_stop_handlers(
+    stop: Callable[[], None], stopping: threading.Event, running: Callable[[], int], worker_id: str
+) -> None:
+    """SIGTERM/SIGINT start the graceful drain; a second one exits at once with code 1.
+
+    After the second signal the jobs still running keep their leases until
+    they expire, and other workers recover them, as after a crash.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if stopping.is_set():
+            count = running()
+            logger.warning(
+                "second signal %s: exiting at once; %d running jobs are recovered after their lease",
+                signal.Signals(signum).name,
+                count,
+                extra={"worker": worker_id, "outcome": "forced_exit", "running": count},
+            )
+            os._exit(1)
+        logger.info("signal %s: finishing running jobs, then exiting", signal.Signals(signum).name)
+        stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
