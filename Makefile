@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(DJANGO)
 WITHDB := $(BIN)/python -m devtools.withdb
 
-.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench browser clean
+.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench bench-django-q2 browser clean
 
 help:
 	@echo "make demo       run the example project's demo (embedded PostgreSQL unless DATABASE_URL is set)"
@@ -29,6 +29,7 @@ help:
 	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
 	@echo "make mutation   mutation testing of the policy module (slow; not part of make test)"
 	@echo "make bench      worker and dead-letter admin benchmarks (docs/performance.md)"
+	@echo "make bench-django-q2  django-q2 with and without the adapter (docs/performance.md; ~3 min)"
 	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
 
 $(STAMP): pyproject.toml
@@ -94,6 +95,11 @@ mutation: $(STAMP)
 bench: $(STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/deadletters.py $(BENCH_DEADLETTER_ARGS)
+
+# django-q2 clusters with and without the adapter, same tasks, same database (docs/performance.md);
+# options in BENCH_Q2_ARGS, e.g. "--tasks 5000 --workers 4".
+bench-django-q2: $(STAMP)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/django_q2.py $(BENCH_Q2_ARGS)
 
 # Debian's chromium for the real-browser tests (tests/browser, which skip without it); Playwright
 # never downloads a browser of its own. Nothing to do when /usr/bin/chromium is there.
