@@ -56,8 +56,28 @@ def directory() -> Path:
     return Path(tempfile.gettempdir()) / f"jobretry-django-q2-{digest}"
 
 
+#: This process's claim file, by pid: computed once per worker process (a forked
+#: worker has a pid of its own, so it never uses its parent's entry).
+_paths: dict[int, Path] = {}
+
+
 def _mine() -> Path:
-    return directory() / f"{os.getpid()}{SUFFIX}"
+    pid = os.getpid()
+    path = _paths.get(pid)
+    if path is None:
+        path = _paths[pid] = directory() / f"{pid}{SUFFIX}"
+    return path
+
+
+def _write(path: Path, text: str) -> None:
+    """Write then rename, so a reader never sees half a claim; the directory is made when missing."""
+    partial = path.with_suffix(".partial")
+    try:
+        partial.write_text(text)
+    except FileNotFoundError:  # the first claim here, or a cleaner emptied the temporary directory
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        partial.write_text(text)
+    os.replace(partial, path)
 
 
 def claim(task: dict[str, Any], policy: str, started: str, popped: dict[str, Any] | None = None) -> None:
@@ -77,11 +97,7 @@ def claim(task: dict[str, Any], policy: str, started: str, popped: dict[str, Any
             from django_q.signing import SignedPackage
 
             record.update(package=SignedPackage.dumps(task), popped=popped or {})
-        path = _mine()
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(record))
-        os.replace(partial, path)
+        _write(_mine(), json.dumps(record))
     except Exception:  # a full disk, an argument pickle refuses: the task runs unclaimed
         logger.warning("could not write a claim file for a django-q2 task", extra={"outcome": "claim_error"})
 
