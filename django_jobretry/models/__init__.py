@@ -5,15 +5,18 @@ indexes stay tiny whatever the backlog of failures.
 """
 
 from django_jobretry.models.dead_letter import DeadLetter, DeadLetterSource, DeadReason
+from django_jobretry.models.event_counter import CounterEvent, EventCounter
 from django_jobretry.models.imported_failure import ImportedFailure
 from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
 from django_jobretry.models.worker_process import WorkerProcess, WorkerProcessQuerySet
 
 __all__ = [
     "LIVE_STATUSES",
+    "CounterEvent",
     "DeadLetter",
     "DeadLetterSource",
     "DeadReason",
+    "EventCounter",
     "ImportedFailure",
     "Job",
     "JobQuerySet",

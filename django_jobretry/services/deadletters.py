@@ -19,9 +19,9 @@ from django.db.models import DurationField, Q, QuerySet, Value
 from django.db.models.functions import Now
 
 from django_jobretry.exceptions import NotDead, RequeueConflict
-from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason, Job
+from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource, DeadReason, Job
 from django_jobretry.registry import policy_for
-from django_jobretry.services import transitions
+from django_jobretry.services import counters, transitions
 from django_jobretry.services.deadletter_events import announce_discard, announce_requeue
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
 from django_jobretry.services.resubmitters import Resubmitted, resubmitter_for
@@ -149,6 +149,7 @@ def requeue(
         if dead is None:
             raise NotDead(dead_letter_id)
         job = _revive(dead, run_after=run_after, actor=actor)
+        counters.count(CounterEvent.REQUEUED, [(dead.task_name, dead.queue_name)])
     announce_requeue(dead, job, actor)
     return job
 
@@ -161,6 +162,7 @@ def discard(dead_letter_id: int, *, actor: str | None = None) -> None:
             raise NotDead(dead_letter_id)
         # Delete by id: Model.delete() would reset dead.pk, which the log needs.
         DeadLetter.objects.filter(pk=dead.pk).delete()
+        counters.count(CounterEvent.DISCARDED, [(dead.task_name, dead.queue_name)])
     announce_discard(dead, actor)
 
 
@@ -177,6 +179,7 @@ def requeue_many(
                     revived.append((dead, _revive(dead, run_after=run_after, actor=actor)))
                 except RequeueConflict:
                     result.conflicts.append(dead.pk)
+            counters.count(CounterEvent.REQUEUED, [(dead.task_name, dead.queue_name) for dead, _ in revived])
         for dead, job in revived:
             result.done.append(dead.pk)
             result.jobs.append(job)
@@ -191,6 +194,7 @@ def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None
         with transaction.atomic():
             locked = _lock(chunk, result)
             DeadLetter.objects.filter(pk__in=[dead.pk for dead in locked]).delete()
+            counters.count(CounterEvent.DISCARDED, [(dead.task_name, dead.queue_name) for dead in locked])
         for dead in locked:
             result.done.append(dead.pk)
             announce_discard(dead, actor)

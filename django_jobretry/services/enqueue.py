@@ -14,7 +14,9 @@ from django.db.models.sql import InsertQuery
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.models import Job
+from django_jobretry.models import CounterEvent, Job
+from django_jobretry.services import counters
+from django_jobretry.services.counters import ENQUEUE_COUNT_CTE
 from django_jobretry.validation import check_arguments
 
 if TYPE_CHECKING:
@@ -38,13 +40,16 @@ def enqueue(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[
 
 
 def insert_and_notify(job: Job) -> None:
-    """INSERT the job and wake the workers of its queue in one statement: one round trip.
+    """INSERT the job, count it and wake the workers of its queue in one statement: one round trip.
 
     In autocommit the statement is its own transaction; inside the caller's
     ``transaction.atomic()`` PostgreSQL still delivers the NOTIFY only at
     commit, and not at all on rollback. The INSERT is Django's own (its
     field preparation and database defaults); only ``post_save`` and
-    ``pre_save`` are not sent, as for ``bulk_create``.
+    ``pre_save`` are not sent, as for ``bulk_create``. The enqueue counter
+    is written in the same statement, into this session's own row, so
+    concurrent transactions enqueueing the same task never wait for each
+    other (services/counters.py).
     """
     meta = Job._meta
     fields = [field for field in meta.local_concrete_fields if not field.generated and field is not meta.pk]
@@ -55,9 +60,9 @@ def insert_and_notify(job: Job) -> None:
     compiler.returning_fields = returning
     [(insert, params)] = compiler.as_sql()
     # The CTE's columns are RETURNING's, in order; PostgreSQL needs no conversion of them.
-    sql = f"WITH j AS ({insert}) SELECT j.*, pg_notify(%s, %s)::text FROM j"
+    sql = f"WITH j AS ({insert}), {ENQUEUE_COUNT_CTE} SELECT j.*, pg_notify(%s, %s)::text FROM j"
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, CHANNEL, job.queue_name])
+        cursor.execute(sql, [*params, job.task_name, job.queue_name, CHANNEL, job.queue_name])
         row = cursor.fetchone() or ()
     for field, value in zip(returning, row, strict=False):
         setattr(job, field.attname, value)
@@ -76,6 +81,7 @@ def bulk_enqueue(
         return []
     with transaction.atomic():
         created = Job.objects.bulk_create(jobs)
+        counters.count(CounterEvent.ENQUEUED, [(job.task_name, job.queue_name) for job in created])
         notify(sorted({job.queue_name for job in created}))
     for job in created:
         _refresh_computed(job)
