@@ -5,11 +5,13 @@ Ids are stable (documented in docs/settings.md); never renumber them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib.util
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.apps import AppConfig
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.urls import URLPattern, URLResolver, get_resolver
 
 from django_jobretry.conf import HEARTBEATS_PER_LEASE, jobretry_settings
 from django_jobretry.registry import registry
@@ -65,3 +67,33 @@ def check_job_policies(app_configs: Sequence[AppConfig] | None = None, **kwargs:
                 )
             )
     return errors
+
+
+#: The module of the optional metrics view; named, not imported (it is an adapter, layers above).
+METRICS_VIEWS = "django_jobretry.metrics.views"
+
+
+def _views(patterns: Iterable[URLPattern | URLResolver]) -> Iterable[Any]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            yield from _views(pattern.url_patterns)
+        else:
+            yield pattern.callback
+
+
+@register(Tags.urls)
+def check_metrics_view(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """The metrics view imports prometheus_client only when called: say it is missing before a scrape."""
+    if importlib.util.find_spec("prometheus_client") is not None:
+        return []
+    views = _views(get_resolver().url_patterns)
+    if not any(getattr(view, "__module__", "") == METRICS_VIEWS for view in views):
+        return []
+    return [
+        Error(
+            "The URL configuration includes the django-jobretry metrics view, but prometheus_client "
+            "is not installed.",
+            hint="pip install 'django-jobretry[prometheus]' (or prometheus_client), or remove the URL.",
+            id="django_jobretry.E011",
+        )
+    ]

@@ -115,6 +115,13 @@ class JobRetrySettings:
         return None if days is None else float(days)
 
     @property
+    def metrics_token(self) -> str | None:
+        """The bearer token the metrics view accepts (docs/metrics.md); None: staff users only."""
+        _ = self.policies
+        token = self.raw.get("METRICS_TOKEN")
+        return token if isinstance(token, str) else None
+
+    @property
     def payload_redactor(
         self,
     ) -> Callable[[str, list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]] | None:

@@ -98,7 +98,12 @@ DEFAULTS: dict[str, Any] = {
     **HOOKS,
     # The django-q2 adapter's settings; django_jobretry.contrib.django_q2 checks them.
     "DJANGO_Q2": None,
+    # The bearer token of the metrics view (docs/metrics.md); None: staff users only.
+    "METRICS_TOKEN": None,
 }
+
+#: A metrics token shorter than this is guessable (a 128-bit secret is 22+ characters).
+METRICS_TOKEN_MIN_CHARS = 16
 
 POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _ERROR_LISTS = ("fatal_errors", "retryable_errors")
@@ -129,6 +134,8 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
     ]
     problems += [p for key, limit in LIMITS.items() if key in raw and (p := limit.problem(key, raw[key]))]
     problems += [p for key in HOOKS if raw.get(key) is not None and (p := _hook_problem(key, raw[key]))]
+    if raw.get("METRICS_TOKEN") is not None and (p := _token_problem(raw["METRICS_TOKEN"])):
+        problems.append(p)
     configured = raw.get("POLICIES", DEFAULTS["POLICIES"])
     if not isinstance(configured, Mapping):
         msg = f'JOBRETRY["POLICIES"] must be a dict of policy name -> dict, got {type(configured).__name__}.'
@@ -224,6 +231,25 @@ def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[typ
             continue
         classes.append(klass)
     return classes, problems
+
+
+def _token_problem(token: object) -> Problem | None:
+    """A token the view could compare safely: a string of printable, non-space characters, long enough."""
+    if not isinstance(token, str):
+        shown = f"a {type(token).__name__}"
+    elif len(token) < METRICS_TOKEN_MIN_CHARS:
+        shown = f"{len(token)} characters"
+    elif not token.isprintable() or any(char.isspace() for char in token):
+        shown = "a string with spaces or unprintable characters"
+    else:
+        return None
+    return Problem(
+        "E010",
+        f'JOBRETRY["METRICS_TOKEN"] must be a string of at least {METRICS_TOKEN_MIN_CHARS} printable '
+        f"characters without spaces, or None; got {shown}.",
+        'e.g. JOBRETRY["METRICS_TOKEN"] = os.environ["JOBRETRY_METRICS_TOKEN"], made with '
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'",
+    )
 
 
 def _hook_problem(key: str, path: object) -> Problem | None:

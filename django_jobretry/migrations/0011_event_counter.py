@@ -6,28 +6,50 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_jobretry', '0010_requeue_provenance_indexes'),
+        ("django_jobretry", "0010_requeue_provenance_indexes"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='EventCounter',
+            name="EventCounter",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('event', models.CharField(choices=[('enqueued', 'Enqueued'), ('started', 'Started'), ('succeeded', 'Succeeded'), ('retried', 'Retried'), ('dead', 'Dead'), ('requeued', 'Requeued'), ('discarded', 'Discarded')], max_length=16)),
-                ('task_name', models.CharField(max_length=200)),
-                ('queue_name', models.CharField(max_length=100)),
-                ('shard', models.IntegerField(default=0)),
-                ('value', models.BigIntegerField(default=0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "event",
+                    models.CharField(
+                        choices=[
+                            ("enqueued", "Enqueued"),
+                            ("started", "Started"),
+                            ("succeeded", "Succeeded"),
+                            ("retried", "Retried"),
+                            ("dead", "Dead"),
+                            ("requeued", "Requeued"),
+                            ("discarded", "Discarded"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("task_name", models.CharField(max_length=200)),
+                ("queue_name", models.CharField(max_length=100)),
+                ("shard", models.IntegerField(default=0)),
+                ("value", models.BigIntegerField(default=0)),
             ],
             options={
-                'verbose_name': 'event counter',
-                'db_table': 'jobretry_counter',
-                'permissions': [('view_metrics', 'Can read the Prometheus metrics')],
-                'default_permissions': (),
-                'constraints': [models.UniqueConstraint(fields=('event', 'task_name', 'queue_name', 'shard'), name='jobretry_counter_key')],
+                "verbose_name": "event counter",
+                "db_table": "jobretry_counter",
+                "permissions": [("view_metrics", "Can read the Prometheus metrics")],
+                "default_permissions": (),
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("event", "task_name", "queue_name", "shard"), name="jobretry_counter_key"
+                    )
+                ],
             },
         ),
     ]

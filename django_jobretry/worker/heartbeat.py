@@ -12,7 +12,10 @@ Given a registration, the thread also keeps the worker's row in the
 workers table (services/workers.py): it registers at once, refreshes the row
 with each beat - one statement, whatever the number of jobs - and deletes
 it when stopped, after the drain. A failure there is logged and never
-touches the leases: the row is only what operators see.
+touches the leases: the row is only what operators see. With the same
+beat, one more statement writes the worker's event counts for the metrics
+(worker/counting.py), and again at a clean exit; a failed write keeps the
+counts for the next beat.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from datetime import datetime
 from django.db import DatabaseError
 
 from django_jobretry.humanize import humanize_delay
-from django_jobretry.services import transitions, workers
+from django_jobretry.services import counters, transitions, workers
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import log_extra
+from django_jobretry.worker import counting
 from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.session import (
     drop_connection,
@@ -78,7 +82,7 @@ class Heartbeat(threading.Thread):
         #: The worker's row in the workers table; None: no row (a bare heartbeat, in tests).
         self.registration = registration
         self.started_at: datetime | None = None
-        self._row_failing = False
+        self._row_failing = self._counts_failing = self._counting = False
         self.worker_id, self.running, self.lease, self.every, self.stop = (
             worker_id,
             running,
@@ -86,6 +90,13 @@ class Heartbeat(threading.Thread):
             every,
             stop,
         )
+
+    def start(self) -> None:
+        """Start counting on the caller's thread: the worker may claim before this thread first runs."""
+        if self.registration is not None:
+            counting.begin()
+            self._counting = True
+        super().start()
 
     def run(self) -> None:
         mark_bookkeeping_thread()
@@ -108,8 +119,12 @@ class Heartbeat(threading.Thread):
                         self.on_cancel(job_id, cancelled_by)
                 missed = {job.id: job.attempt for job in jobs if job.id not in alive}
                 self._say_alive(len(current))
+                self._write_counts()
+            self._write_counts()
             self._say_goodbye()
         finally:
+            if self._counting:
+                counting.end()
             unmark_bookkeeping_thread()
             drop_connection()
 
@@ -120,11 +135,8 @@ class Heartbeat(threading.Thread):
         try:
             beat = workers.beat(self.registration, running, self.started_at)
         except DatabaseError as exc:
-            # Warn once per failing stretch: a table not migrated yet would warn every beat.
-            level = logging.DEBUG if self._row_failing else logging.WARNING
-            log_database_error(level, "could not update the workers table", exc, self.worker_id)
+            self._failed(self._row_failing, "could not update the workers table", exc)
             self._row_failing = True
-            drop_connection()
             return
         self._row_failing = False
         self.started_at = beat.started_at
@@ -135,6 +147,26 @@ class Heartbeat(threading.Thread):
                 humanize_delay(workers.LOST_KEPT),
                 extra={"worker": self.worker_id, "removed_worker": removed, "outcome": "worker_removed"},
             )
+
+    def _write_counts(self) -> None:
+        """Write this process's event counts and fold the sessions' rows: one statement."""
+        if not self._counting:
+            return
+        taken = counting.TALLY.take()
+        try:
+            counters.flush(taken)
+        except DatabaseError as exc:
+            counting.TALLY.put_back(taken)
+            self._failed(self._counts_failing, "could not write the event counters", exc)
+            self._counts_failing = True
+            return
+        self._counts_failing = False
+
+    def _failed(self, already_failing: bool, message: str, exc: DatabaseError) -> None:
+        """Warn once per failing stretch (a table not migrated yet would warn every beat); reconnect."""
+        level = logging.DEBUG if already_failing else logging.WARNING
+        log_database_error(level, message, exc, self.worker_id)
+        drop_connection()
 
     def _say_goodbye(self) -> None:
         """A clean exit: the worker's row goes (else it would be shown as lost, then removed)."""

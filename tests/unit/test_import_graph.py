@@ -46,6 +46,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.task_results": 5,
     f"{PACKAGE}.task_runs": 5,
     f"{PACKAGE}.testing": 5,
+    f"{PACKAGE}.metrics": 5,  # the optional Prometheus view
     f"{PACKAGE}.contrib": 5,  # adapters to other task systems (django-q2)
     PACKAGE: 6,  # the package's __init__: the lazy public API over everything
 }

@@ -1,0 +1,7 @@
+"""``path("metrics/", include("django_jobretry.metrics.urls"))``: the Prometheus view at metrics/."""
+
+from django.urls import path
+
+from django_jobretry.metrics.views import metrics
+
+urlpatterns = [path("", metrics, name="jobretry-metrics")]

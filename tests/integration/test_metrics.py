@@ -1,0 +1,144 @@
+"""The Prometheus view after a real run: counters from every writer, gauges from the status walks.
+
+Jobs are enqueued, run by a real worker in burst (its heartbeat writes the
+worker's counts at exit), then requeued and discarded through the service;
+the view is read the way Prometheus reads it and parsed with
+prometheus_client's own parser.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+from django.core.checks import run_checks
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_jobretry import deadletters
+from django_jobretry.checks import check_metrics_view, check_settings
+from django_jobretry.models import DeadLetter
+from tests.factories import WorkerProcessFactory
+from tests.inprocess import run_until_settled
+from tests.jobs_app import jobs
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.urls("tests.integration.metrics_urls"),
+]
+
+TOKEN = "metrics-token-for-the-tests-0123456789"  # noqa: S105 - a test value, not a secret
+URL = "/metrics/"
+PRIVATE_ARGUMENT = "card-4111-1111-1111-1111"
+
+
+@pytest.fixture
+def token(settings: Any) -> str:
+    settings.JOBRETRY = {**settings.JOBRETRY, "METRICS_TOKEN": TOKEN}
+    return TOKEN
+
+
+def scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the view: (name, sorted labels) -> value."""
+    response = client.get(URL, headers=headers)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain; version=")
+    text = response.content.decode()
+    assert PRIVATE_ARGUMENT not in text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def event_of(name: str) -> str:
+    """jobretry_jobs_started_total -> started."""
+    return name.removeprefix("jobretry_jobs_").removesuffix("_total")
+
+
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_after_a_run_the_view_returns_every_counter_with_its_value(client: Client, token: str) -> None:
+    jobs.record.enqueue(PRIVATE_ARGUMENT)
+    jobs.record.enqueue("b")
+    jobs.flaky.enqueue("f", 1)
+    jobs.fatal.enqueue("dies-1")
+    jobs.fatal.enqueue("dies-2")
+    jobs.other_queue.enqueue("o")
+    run_until_settled()
+    requeued, discarded = DeadLetter.objects.order_by("id")
+    deadletters.requeue(requeued.pk, actor="ops")
+    deadletters.discard(discarded.pk, actor="ops")
+
+    samples = scrape(client, Authorization=f"Bearer {token}")
+
+    record, flaky, fatal, other = jobs.record.name, jobs.flaky.name, jobs.fatal.name, jobs.other_queue.name
+    expected = {
+        ("enqueued", record, "default"): 2,
+        ("enqueued", flaky, "default"): 1,
+        ("enqueued", fatal, "default"): 2,
+        ("enqueued", other, "other"): 1,
+        ("started", record, "default"): 2,
+        ("started", flaky, "default"): 2,
+        ("started", fatal, "default"): 2,
+        ("started", other, "other"): 1,
+        ("succeeded", record, "default"): 2,
+        ("succeeded", flaky, "default"): 1,
+        ("succeeded", other, "other"): 1,
+        ("retried", flaky, "default"): 1,
+        ("dead", fatal, "default"): 2,
+        ("requeued", fatal, "default"): 1,
+        ("discarded", fatal, "default"): 1,
+    }
+    counted = {
+        (event_of(name), dict(labels)["task"], dict(labels)["queue"]): v
+        for (name, labels), v in samples.items()
+        if name.startswith("jobretry_jobs_")
+    }
+    assert counted == expected
+    # The requeued job waits in the default queue; nothing is dead any more; the worker has gone.
+    assert samples[("jobretry_queue_jobs", (("queue", "default"), ("state", "ready")))] == 1
+    assert samples[("jobretry_queue_jobs", (("queue", "default"), ("state", "dead")))] == 0
+    assert samples[("jobretry_queue_latency_seconds", (("queue", "default"),))] >= 0
+    assert samples[("jobretry_workers", (("state", "live"),))] == 0
+
+
+def test_a_staff_user_with_the_permission_reads_the_metrics(client: Client, make_user: Any) -> None:
+    WorkerProcessFactory.create()
+    WorkerProcessFactory.create_batch(2, lost=True)
+    client.force_login(make_user("view_metrics", name="watcher"))
+    samples = scrape(client)
+    assert samples[("jobretry_workers", (("state", "live"),))] == 1
+    assert samples[("jobretry_workers", (("state", "lost"),))] == 2
+
+
+def test_without_credentials_403_with_a_wrong_token_401(client: Client, token: str, make_user: Any) -> None:
+    assert client.get(URL).status_code == 403
+    wrong = client.get(URL, headers={"Authorization": f"Bearer {token}x"})
+    assert wrong.status_code == 401
+    assert wrong["WWW-Authenticate"].startswith("Bearer")
+    assert client.get(URL, headers={"Authorization": f"Basic {token}"}).status_code == 401
+    client.force_login(make_user(name="no-permission"))
+    assert client.get(URL).status_code == 403
+    assert client.post(URL, headers={"Authorization": f"Bearer {token}"}).status_code == 405
+
+
+def test_no_token_is_accepted_when_none_is_configured(client: Client) -> None:
+    assert client.get(URL, headers={"Authorization": "Bearer "}).status_code == 401
+
+
+@pytest.mark.parametrize("bad", ["short", "x" * 15, "with spaces in the token", 12345678901234567890])
+def test_a_bad_metrics_token_fails_the_checks_by_name(settings: Any, bad: object) -> None:
+    settings.JOBRETRY = {**settings.JOBRETRY, "METRICS_TOKEN": bad}
+    [error] = [e for e in check_settings() if e.id == "django_jobretry.E010"]
+    assert 'JOBRETRY["METRICS_TOKEN"]' in error.msg
+    assert str(bad) not in error.msg  # a secret is never printed back
+
+
+def test_the_view_without_prometheus_client_fails_the_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert check_metrics_view() == []
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what an import finds when not installed
+    [error] = check_metrics_view()
+    assert error.id == "django_jobretry.E011"
+    assert "django_jobretry.E011" in [e.id for e in run_checks(tags=["urls"])]
