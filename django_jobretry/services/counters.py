@@ -8,10 +8,9 @@ makes one transaction wait for another (docs/design.md#counters):
   shared row would hold that row's lock until the caller commits and so
   serialize every transaction enqueueing the same task. Each session
   therefore counts into its own row, keyed by ``pg_backend_pid()``, inside
-  the enqueue statement itself (:data:`ENQUEUE_COUNT_CTE`: still one round
-  trip). A session runs one transaction at a time, so no two open
-  transactions ever share a row; ``bulk_enqueue`` counts its rows with one
-  statement of its own (:func:`count`).
+  the enqueue statement itself (services/job_insert.py: still one round
+  trip, for one job or a bulk enqueue). A session runs one transaction at a
+  time, so no two open transactions ever share a row.
 - **requeue and discard** are rare operator actions: counted the same way, in
   the action's own transaction, so a rolled-back action counts nothing.
 - **worker events** (started, succeeded, retried, dead) are added up in the
@@ -43,18 +42,6 @@ from django_jobretry.models import CounterEvent, EventCounter
 
 COUNTERS = EventCounter._meta.db_table
 KEY = "event, task_name, queue_name, shard"
-
-#: Added to the enqueue statement ``WITH j AS (INSERT INTO jobs ... RETURNING ...)``:
-#: counts the inserted row into this session's shard. Its two parameters are the
-#: job's task and queue names (RETURNING gives only the columns the database
-#: fills in). A data-modifying CTE runs even though the outer SELECT does not
-#: read it; it counts only a row really inserted (FROM j; a failed INSERT fails
-#: the whole statement).
-ENQUEUE_COUNT_CTE = f"""counted AS (
-    INSERT INTO {COUNTERS} AS c (event, task_name, queue_name, shard, value)
-    SELECT '{CounterEvent.ENQUEUED.value}', %s, %s, pg_backend_pid(), 1 FROM j
-    ON CONFLICT ({KEY}) DO UPDATE SET value = c.value + EXCLUDED.value
-)"""
 
 #: Rows (event, task, queue, n) given as arrays, added to ``%(shard)s``, in key order so
 #: two writers that touch the same rows take their locks in the same order.

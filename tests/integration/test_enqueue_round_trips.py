@@ -9,6 +9,7 @@ session while the caller's transaction is open must arrive first.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
@@ -91,3 +92,55 @@ def test_a_keyed_enqueue_is_one_statement_too_and_keeps_the_outer_transaction(
         assert Job.objects.count() == 1
     assert again.pk == first.pk
     assert received(listener, 1) == ["default"]
+
+
+def test_bulk_enqueue_is_one_statement_one_wake_up_and_keeps_the_order(listener: psycopg.Connection) -> None:
+    calls = [((f"k{i}",), {"n": i}) for i in range(300)]
+    with CaptureQueriesContext(connection) as queries:
+        created = jobs.record.bulk_enqueue(calls)
+    assert len(queries) == 1, [q["sql"][:200] for q in queries]
+    assert [(job.args, job.kwargs) for job in created] == [([f"k{i}"], {"n": i}) for i in range(300)]
+    stored = {job.pk: (job.args, job.kwargs, job.run_at) for job in Job.objects.all()}
+    assert stored == {job.pk: (job.args, job.kwargs, job.run_at) for job in created}
+    assert [job.pk for job in created] == sorted(job.pk for job in created)
+    mark("after-bulk")
+    assert received(listener, 2) == ["default", "after-bulk"]  # one NOTIFY for 300 jobs
+
+
+@pytest.mark.parametrize("run_after", [None, timedelta(minutes=5), datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)])
+def test_the_fast_insert_stores_what_django_save_would(run_after: datetime | timedelta | None) -> None:
+    """services/job_insert.py builds its statements once; a model default changed later must not drift."""
+    definition = jobs.record.using(run_after=run_after, priority=7)
+    fast = definition.enqueue("k", n=1)
+    [bulk] = definition.bulk_enqueue([(("k",), {"n": 1})])
+    saved = Job(
+        task_name=fast.task_name,
+        queue_name=fast.queue_name,
+        policy_name=fast.policy_name,
+        priority=7,
+        args=["k"],
+        kwargs={"n": 1},
+        max_attempts=fast.max_attempts,
+    )
+    if isinstance(run_after, datetime):
+        saved.run_at = run_after
+    saved.save()
+    skip = {"id", "run_at", "enqueued_at"}
+    rows = [
+        {
+            f.attname: getattr(Job.objects.get(pk=pk), f.attname)
+            for f in Job._meta.concrete_fields
+            if f.attname not in skip
+        }
+        for pk in (fast.pk, bulk.pk, saved.pk)
+    ]
+    assert rows[0] == rows[1] == rows[2]
+    stored = {job.pk: job.run_at for job in Job.objects.all()}
+    assert (fast.run_at, bulk.run_at) == (stored[fast.pk], stored[bulk.pk])
+    if run_after is None:
+        assert fast.run_at <= bulk.run_at
+    elif isinstance(run_after, timedelta):  # the database clock plus the delay
+        for job in (fast, bulk):
+            assert job.run_at - job.enqueued_at == run_after
+    else:
+        assert fast.run_at == bulk.run_at == run_after
