@@ -15,6 +15,7 @@ states::
     JobFactory.create(retrying=True)           # failed twice, waits a minute for attempt 3
     DeadLetterFactory.create()                 # died of a fatal error on attempt 1
     DeadLetterFactory.create(exhausted=True)   # failed retryably 3 times out of 3
+    StatusSampleFactory.create(minutes_ago=90, retrying=7)   # a worker's sample of 90 minutes ago
 
 Call ``.create()`` / ``.build()`` / ``.create_batch(n)`` rather than the
 class itself: they are typed (``-> Job``), while ``JobFactory()`` is typed
@@ -34,7 +35,7 @@ from django.utils import timezone
 from factory.declarations import LazyAttribute, LazyFunction, SelfAttribute, Sequence, Trait
 from factory.django import DjangoModelFactory
 
-from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, WorkerProcess
+from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, StatusSample, WorkerProcess
 
 #: The task every factory row names by default: registered by tests.jobs_app.
 DEFAULT_TASK = "tests.jobs_app.jobs.record"
@@ -199,3 +200,25 @@ class WorkerProcessFactory(DjangoModelFactory[WorkerProcess]):
     lease = timedelta(seconds=60)
     running_jobs = 0
     # started_at and last_heartbeat_at are left to the database default, now().
+
+
+class StatusSampleFactory(DjangoModelFactory[StatusSample]):
+    """A status sample as a worker's heartbeat takes it: ``minutes_ago`` whole minutes before now.
+
+    Counts default to zero; pass ``count_limit`` + 1 for "more than the limit".
+    """
+
+    class Meta:
+        model = StatusSample
+
+    class Params:
+        minutes_ago = 0
+
+    taken_at = LazyAttribute(
+        lambda o: timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=o.minutes_ago)
+    )
+    count_limit = 10_000
+    ready = 0
+    retrying = 0
+    running = 0
+    dead = 0

@@ -8,6 +8,7 @@ from django_jobretry.models.dead_letter import DeadLetter, DeadLetterSource, Dea
 from django_jobretry.models.event_counter import CounterEvent, EventCounter
 from django_jobretry.models.imported_failure import ImportedFailure
 from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
+from django_jobretry.models.status_sample import StatusSample
 from django_jobretry.models.worker_process import WorkerProcess, WorkerProcessQuerySet
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Job",
     "JobQuerySet",
     "JobStatus",
+    "StatusSample",
     "WorkerProcess",
     "WorkerProcessQuerySet",
 ]

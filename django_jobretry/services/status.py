@@ -108,9 +108,15 @@ _INDEX_WALKS_ONLY = (
     "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
 )
 
+#: The two settings back to the session's values (a released savepoint keeps SET LOCAL).
+_PLANNER_AS_BEFORE = (
+    "SELECT set_config(name, reset_val, true) FROM pg_settings "
+    "WHERE name IN ('enable_bitmapscan', 'enable_seqscan')"
+)
+
 
 @contextmanager
-def index_walks() -> Iterator[Any]:
+def index_walks(*, commit: bool = False) -> Iterator[Any]:
     """A cursor whose statements are planned as the index walks they are written to be.
 
     Each count stops after COUNT_LIMIT + 1 rows of an index, but a
@@ -119,12 +125,18 @@ def index_walks() -> Iterator[Any]:
     the LIMIT, a whole backlog of a million. With bitmap and sequential
     scans off for these statements only, the counts stop where they should.
     Everything here only reads, so the transaction is rolled back, which also
-    undoes the two settings, inside a caller's transaction too.
+    undoes the two settings, inside a caller's transaction too. ``commit``
+    keeps what the statements wrote (a status sample): the settings then end
+    with the transaction, or, inside a caller's, are put back by hand.
     """
+    outer = connection.in_atomic_block
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_INDEX_WALKS_ONLY)
         yield cursor
-        transaction.set_rollback(True)
+        if not commit:
+            transaction.set_rollback(True)
+        elif outer:
+            cursor.execute(_PLANNER_AS_BEFORE)
 
 
 def _ready(waiting: int, retrying: int) -> Count:

@@ -12,13 +12,13 @@ from __future__ import annotations
 from django_jobretry.services.sql import DEAD, JOB
 
 
-def _capped(sql_from_where: str, index_order: str) -> str:
-    """A count of the rows of ``FROM ... WHERE ...`` that stops after COUNT_LIMIT + 1.
+def _capped(sql_from_where: str, index_order: str, limit: str = "%(cap)s") -> str:
+    """A count of the rows of ``FROM ... WHERE ...`` that stops after ``limit`` (COUNT_LIMIT + 1).
 
     ``index_order`` is the order of the index meant to serve the count: it
     hands the rows over in that order, so the LIMIT stops the walk.
     """
-    rows = f"SELECT 1 FROM {sql_from_where} ORDER BY {index_order} LIMIT %(cap)s"
+    rows = f"SELECT 1 FROM {sql_from_where} ORDER BY {index_order} LIMIT {limit}"
     return f"(SELECT count(*) FROM ({rows}) AS c)"
 
 

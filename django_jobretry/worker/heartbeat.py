@@ -15,7 +15,10 @@ it when stopped, after the drain. A failure there is logged and never
 touches the leases: the row is only what operators see. With the same
 beat, one more statement writes the worker's event counts for the metrics
 (worker/counting.py), and again at a clean exit; a failed write keeps the
-counts for the next beat.
+counts for the next beat. And one more takes the dashboard's status sample
+for the current minute unless another worker already has
+(services/status_samples.py): whatever goes wrong there is logged and the
+beat goes on, since a missing sample only leaves a gap in a chart.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from datetime import datetime
 from django.db import DatabaseError
 
 from django_jobretry.humanize import humanize_delay
-from django_jobretry.services import counters, transitions, workers
+from django_jobretry.services import counters, status_samples, transitions, workers
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import log_extra
 from django_jobretry.worker import counting
@@ -82,7 +85,7 @@ class Heartbeat(threading.Thread):
         #: The worker's row in the workers table; None: no row (a bare heartbeat, in tests).
         self.registration = registration
         self.started_at: datetime | None = None
-        self._row_failing = self._counts_failing = self._counting = False
+        self._row_failing = self._counts_failing = self._sampling_failing = self._counting = False
         self.worker_id, self.running, self.lease, self.every, self.stop = (
             worker_id,
             running,
@@ -104,6 +107,7 @@ class Heartbeat(threading.Thread):
         missed: dict[int, int] = {}  # job id -> attempt not extended at the last beat
         try:
             self._say_alive(0)
+            self._sample()
             while not self.stop.wait(self.every):
                 current = self.running()
                 self._report_lost(current, missed, lost)
@@ -120,6 +124,7 @@ class Heartbeat(threading.Thread):
                 missed = {job.id: job.attempt for job in jobs if job.id not in alive}
                 self._say_alive(len(current))
                 self._write_counts()
+                self._sample()
             self._write_counts()
             self._say_goodbye()
         finally:
@@ -162,7 +167,19 @@ class Heartbeat(threading.Thread):
             return
         self._counts_failing = False
 
-    def _failed(self, already_failing: bool, message: str, exc: DatabaseError) -> None:
+    def _sample(self) -> None:
+        """This minute's status sample, unless a worker already took it; never stops the beat."""
+        if self.registration is None:
+            return
+        try:
+            status_samples.take()
+        except Exception as exc:  # a gap in a chart is never worth a lost lease
+            self._failed(self._sampling_failing, "could not take the status sample", exc)
+            self._sampling_failing = True
+            return
+        self._sampling_failing = False
+
+    def _failed(self, already_failing: bool, message: str, exc: BaseException) -> None:
         """Warn once per failing stretch (a table not migrated yet would warn every beat); reconnect."""
         level = logging.DEBUG if already_failing else logging.WARNING
         log_database_error(level, message, exc, self.worker_id)

@@ -21,7 +21,7 @@ from django.db import connection
 from django.utils import timezone
 
 from django_jobretry.models import DeadReason
-from django_jobretry.services import status, status_sql
+from django_jobretry.services import status, status_samples, status_sql
 from django_jobretry.services.sql import DEAD, JOB
 
 pytestmark = pytest.mark.django_db
@@ -147,3 +147,50 @@ def test_negative_control_the_old_group_by_is_caught() -> None:
     plan = explain(f"SELECT queue_name, status, count(*) FROM {JOB} GROUP BY 1, 2", {})
     with pytest.raises(AssertionError):
         assert_bounded_index_walks(plan)
+
+
+@pytest.mark.usefixtures("skewed")
+def test_a_status_sample_walks_the_same_indexes_and_stops() -> None:
+    params = {"limit": CAP, "cap": CAP + 1, "kept": status_samples.SAMPLES_KEPT}
+    plan = explain(status_samples.SAMPLE_SQL, params)
+    assert_bounded_index_walks(plan)
+    for index in (
+        "jobretry_job_retrying",
+        "jobretry_job_claim",
+        "jobretry_job_lease",
+        "jobretry_dead_newest",
+    ):
+        assert index in plan, plan
+    assert plan.count("jobretry_job_retrying") == 1, plan  # counted once, used twice
+    assert "Seq Scan on jobretry_status_sample" not in plan, plan
+
+
+@pytest.mark.usefixtures("skewed")
+def test_a_minute_already_sampled_counts_nothing() -> None:
+    """The N-th worker of a minute pays one primary-key probe: every count is never executed."""
+    status_samples.take()
+    params = {"limit": CAP, "cap": CAP + 1, "kept": status_samples.SAMPLES_KEPT}
+    plan = explain(status_samples.SAMPLE_SQL, params)
+    assert "Index Only Scan using jobretry_status_sample_pkey" in plan, plan
+    for line in plan.splitlines():
+        if " on django_jobretry_" in line:
+            assert "(never executed)" in line, plan
+
+
+def test_the_sample_charts_read_a_range_of_the_primary_key_per_bar() -> None:
+    """Seven days of samples (the retention): each of the 24 hourly bars reads its own 60."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""INSERT INTO {status_samples.SAMPLES} (taken_at, count_limit, ready, retrying, running, dead)
+                SELECT date_trunc('minute', now()) - g * interval '1 minute', 10000, 0,
+                       g % 50, 0, LEAST(g, 10001)
+                FROM generate_series(0, 7 * 24 * 60 - 1) AS g"""
+        )
+        cursor.execute(f"ANALYZE {status_samples.SAMPLES}")
+    now = timezone.now()
+    starts = [now - timedelta(hours=h) for h in range(24, 0, -1)]
+    plan = explain(status_samples.BUCKETS_SQL, {"starts": starts, "stops": [*starts[1:], now]})
+    assert "Index Scan using jobretry_status_sample_pkey on jobretry_status_sample" in plan, plan
+    assert "Seq Scan" not in plan, plan
+    assert "Bitmap" not in plan, plan
+    assert "(actual rows=60 loops=24)" in plan, plan

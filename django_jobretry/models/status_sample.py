@@ -1,0 +1,56 @@
+"""The StatusSample row: how many jobs were ready, retrying, running and dead at one minute.
+
+The jobs and dead-letter tables hold only the state now; the dashboard's
+"retrying over time" needs a history. Running workers take one sample a
+minute, all of them together (services/status_samples.py): the minute is the
+primary key, so two workers cannot write the same minute twice. Each figure
+is counted like the dashboard's, up to ``count_limit`` (COUNT_LIMIT when
+the sample was taken), one more meaning "more than that": a sample costs the
+same whatever the size of the tables, and says so when it stopped counting.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+
+
+def _within_limit(field: str, *, nullable: bool = False) -> Q:
+    """0 <= field <= count_limit + 1 (the "more" value); NULL too if ``nullable``."""
+    bounded = Q(**{f"{field}__gte": 0, f"{field}__lte": F("count_limit") + 1})
+    return bounded | Q(**{f"{field}__isnull": True}) if nullable else bounded
+
+
+class StatusSample(models.Model):
+    """The job counts at one minute, as the dashboard would have shown them then."""
+
+    #: The minute the sample stands for (the database clock, truncated to the minute).
+    taken_at = models.DateTimeField(primary_key=True)
+    #: The counting limit in force: a value of count_limit + 1 means "more than count_limit".
+    count_limit = models.IntegerField()
+    #: Ready jobs never attempted; NULL when more than count_limit were retrying (not counted).
+    ready = models.IntegerField(null=True)
+    #: Ready jobs waiting for another attempt after a failure.
+    retrying = models.IntegerField()
+    running = models.IntegerField()
+    #: Dead letters kept.
+    dead = models.IntegerField()
+
+    class Meta:
+        db_table = "jobretry_status_sample"
+        verbose_name = "status sample"
+        # Written only by workers; the dashboard reads it under view_deadletter.
+        default_permissions = ()
+        constraints = [
+            models.CheckConstraint(condition=Q(count_limit__gte=1), name="jobretry_sample_limit_positive"),
+            models.CheckConstraint(
+                condition=_within_limit("ready", nullable=True), name="jobretry_sample_ready"
+            ),
+            *(
+                models.CheckConstraint(condition=_within_limit(field), name=f"jobretry_sample_{field}")
+                for field in ("retrying", "running", "dead")
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.taken_at:%Y-%m-%d %H:%M}: {self.retrying} retrying, {self.dead} dead"
