@@ -6,8 +6,11 @@ workers are alive, is something dying right now. It must stay cheap when
 the tables hold millions of rows (it is opened exactly then), so every
 figure is one of services/status.py's index walks: counts stop at
 COUNT_LIMIT ("10,000+"; a chart bar at BAR_LIMIT), and nothing counts succeeded jobs per queue. The
-charts are inline SVG drawn server-side: no JavaScript, no CDN, nothing for
-a CSP to block. An optional ``?refresh=N`` reloads the page every N seconds.
+retrying and dead jobs over time come from the samples the workers take once
+a minute (services/status_samples.py): the highest sample of each hour, an
+hour without one drawn as a gap, never as a zero. The charts are inline SVG
+drawn server-side: no JavaScript, no CDN, nothing for a CSP to block. An
+optional ``?refresh=N`` reloads the page every N seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from django.utils import timezone
 from django_jobretry.admin.base import holds
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
-from django_jobretry.services import status, workers
+from django_jobretry.services import status, status_samples, workers
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -49,6 +52,8 @@ class Bar:
     count: status.Count
     label: str
     tick: str
+    #: No sample in this bar's time (samples charts only): drawn as a gap.
+    missing: bool = False
 
     @property
     def value(self) -> str:
@@ -60,11 +65,31 @@ class Bar:
 
 @dataclass(frozen=True)
 class Chart:
-    """A bar chart: bars in time order, the drawing's size and the total it shows."""
+    """A bar chart: bars in time order, the drawing's size and the total it shows.
+
+    A chart of samples (``peak=True``) shows levels, not events: its ``total``
+    is its highest bar, and it is ``empty`` when no bar has a sample.
+    """
 
     bars: list[Bar]
     slot: int
     total: status.Count
+    peak_chart: bool = False
+
+    @property
+    def headline(self) -> str:
+        return f"peak {self.total}" if self.peak_chart else str(self.total)
+
+    @property
+    def description(self) -> str:
+        if self.peak_chart:
+            sampled = sum(1 for bar in self.bars if not bar.missing)
+            return f"at most {self.total} in one sample; {sampled} of {len(self.bars)} bars sampled"
+        return f"{self.total} in all, at most {self.peak} in one bar"
+
+    @property
+    def empty(self) -> bool:
+        return all(bar.missing for bar in self.bars)
 
     @property
     def width(self) -> int:
@@ -84,32 +109,73 @@ def bar_width(slot: int) -> int:
     return slot - max(slot // 6, 2)
 
 
-def _chart(starts: list[datetime], until: datetime, *, slot: int, label: str, tick: str, every: int) -> Chart:
+def _bars(
+    starts: list[datetime], counts: list[status.Count | None], *, slot: int, label: str, tick: str, every: int
+) -> list[Bar]:
     """Bars ``slot`` SVG units apart, ``label`` naming each and ``tick`` every ``every``-th one.
 
+    A count of None is a bar with no sample: no height, marked ``missing``.
     A chart is about as wide in SVG units as its half of the page in pixels,
     so its text is drawn at about the size the stylesheet gives it.
     """
-    counts = status.dead_letters_per_bucket(starts, [*starts[1:], until])
-    peak = max([*(count.value or 0 for count in counts), 1])
+    peak = max([*(count.value or 0 for count in counts if count is not None), 1])
     bars = []
     for index, (start, count) in enumerate(zip(starts, counts, strict=True)):
-        height = PLOT_HEIGHT * (count.value or 0) / peak
+        shown_count = status.Count(0) if count is None else count
+        height = PLOT_HEIGHT * (shown_count.value or 0) / peak
         local = timezone.localtime(start)
         shown = local.strftime(tick) if index % every == 0 else ""
         x = index * slot
         bars.append(
-            Bar(x, x + bar_width(slot) / 2, PLOT_HEIGHT - height, height, count, local.strftime(label), shown)
+            Bar(
+                x,
+                x + bar_width(slot) / 2,
+                PLOT_HEIGHT - height,
+                height,
+                shown_count,
+                local.strftime(label),
+                shown,
+                missing=count is None,
+            )
         )
+    return bars
+
+
+def _chart(starts: list[datetime], until: datetime, *, slot: int, label: str, tick: str, every: int) -> Chart:
+    """Dead letters per bucket starting at each of ``starts``, the last one ending at ``until``."""
+    counts = status.dead_letters_per_bucket(starts, [*starts[1:], until])
+    bars = _bars(list(starts), list(counts), slot=slot, label=label, tick=tick, every=every)
     return Chart(bars, slot, sum(counts, status.Count(0)))
+
+
+def _hours(now: datetime) -> tuple[list[datetime], datetime]:
+    """The starts of the last 24 hours (the current one last), and the end of the current one."""
+    current = timezone.localtime(now).replace(minute=0, second=0, microsecond=0).astimezone(UTC)
+    # Hour arithmetic in UTC: local wall-clock arithmetic breaks across DST changes.
+    return [current - timedelta(hours=h) for h in range(23, -1, -1)], current + timedelta(hours=1)
 
 
 def hourly(now: datetime) -> Chart:
     """Dead letters per hour over the last 24 hours, oldest first, empty hours included."""
-    current = timezone.localtime(now).replace(minute=0, second=0, microsecond=0).astimezone(UTC)
-    # Hour arithmetic in UTC: local wall-clock arithmetic breaks across DST changes.
-    starts = [current - timedelta(hours=h) for h in range(23, -1, -1)]
-    return _chart(starts, current + timedelta(hours=1), slot=20, label="%a %H:00", tick="%H:00", every=6)
+    starts, until = _hours(now)
+    return _chart(starts, until, slot=20, label="%a %H:00", tick="%H:00", every=6)
+
+
+def sampled_hourly(now: datetime) -> dict[str, Chart]:
+    """Retrying jobs and dead letters kept, the highest sample of each of the last 24 hours."""
+    starts, until = _hours(now)
+    buckets = status_samples.per_bucket(starts, [*starts[1:], until])
+    charts = {}
+    for name in ("retrying", "dead"):
+        counts: list[status.Count | None] = [getattr(bucket, name) for bucket in buckets]
+        bars = _bars(starts, counts, slot=20, label="%a %H:00", tick="%H:00", every=6)
+        top = max((count for count in counts if count is not None), key=_order, default=status.Count(0))
+        charts[name] = Chart(bars, 20, top, peak_chart=True)
+    return charts
+
+
+def _order(count: status.Count) -> tuple[int, bool]:
+    return (count.value or 0, count.more)
 
 
 def daily(now: datetime) -> Chart:
@@ -207,6 +273,9 @@ def dashboard_view(admin: ModelAdmin[DeadLetter], request: HttpRequest) -> Templ
         "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
         "workers": worker_panel(request, site),
         "hourly": hourly(now),
+        "sampled": sampled_hourly(now),
+        "last_sample": status_samples.latest(),
+        "samples_kept_days": status_samples.SAMPLES_KEPT.days,
         "daily": daily(now),
         "plot_height": PLOT_HEIGHT,
         "refresh": refresh,

@@ -16,9 +16,16 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from django_jobretry.admin.dashboard import _hours
 from django_jobretry.models import WorkerProcess
 from django_jobretry.services import status
-from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory, error_history
+from tests.factories import (
+    DeadLetterFactory,
+    JobFactory,
+    StatusSampleFactory,
+    WorkerProcessFactory,
+    error_history,
+)
 from tests.integration.conftest import CHANGELIST, Operator
 from tests.integration.test_admin_security import HOSTILE_QUERIES, set_column
 
@@ -155,6 +162,55 @@ class TestDashboard:
     def test_linked_from_the_changelist(self, superuser: Operator) -> None:
         page = superuser.get(reverse(CHANGELIST)).text
         assert f'href="{reverse(DASHBOARD)}"' in page
+
+
+EMPTY = "No samples yet: samples are taken by running workers once a minute."
+
+
+class TestSampledCharts:
+    """Retrying jobs and dead letters kept over time, from the workers' samples (status_samples.py)."""
+
+    def test_each_hour_shows_its_highest_sample_and_unsampled_hours_are_gaps(self, viewer: Operator) -> None:
+        starts, _ = _hours(timezone.now())
+        three_hours_ago, this_hour = starts[-4], starts[-1]
+        StatusSampleFactory.create(taken_at=three_hours_ago + timedelta(minutes=10), retrying=12, dead=7)
+        StatusSampleFactory.create(taken_at=three_hours_ago + timedelta(minutes=20), retrying=5, dead=8)
+        StatusSampleFactory.create(taken_at=this_hour, retrying=3, dead=9)
+        StatusSampleFactory.create(
+            taken_at=starts[0] - timedelta(minutes=1), retrying=99
+        )  # before the window
+        response = viewer.get(reverse(DASHBOARD))
+        retrying, dead = response.context["sampled"]["retrying"], response.context["sampled"]["dead"]
+        assert [(str(bar.count), bar.missing) for bar in retrying.bars[-4:]] == [
+            ("12", False),
+            ("0", True),
+            ("0", True),
+            ("3", False),
+        ]
+        assert [str(bar.count) for bar in dead.bars if not bar.missing] == ["8", "9"]
+        assert sum(bar.missing for bar in retrying.bars) == 22
+        html = response.text
+        assert "Retrying jobs, last 24 hours: peak 12" in html
+        assert "Dead letters kept, last 24 hours: peak 9" in html
+        label = timezone.localtime(three_hours_ago).strftime("%a %H:00")
+        assert f"<title>{label}: 12</title>" in html
+        assert f"<title>{label}: 8</title>" in html
+        assert html.count(": no sample</title>") == 2 * 22
+        assert timezone.localtime(this_hour).strftime("%H:00") in html  # a tick label
+        assert f"Last sample: {timezone.localtime(this_hour):%Y-%m-%d %H:%M}." in html
+        assert EMPTY not in html
+
+    def test_a_count_past_the_limit_shows_as_more(self, viewer: Operator) -> None:
+        StatusSampleFactory.create(count_limit=10_000, retrying=10_001)
+        response = viewer.get(reverse(DASHBOARD))
+        assert "Retrying jobs, last 24 hours: peak 10,000+" in response.text
+        assert response.context["sampled"]["retrying"].bars[-1].value == "10k+"
+
+    def test_no_samples_yet(self, viewer: Operator) -> None:
+        html = viewer.get(reverse(DASHBOARD)).text
+        assert html.count(EMPTY) == 2
+        assert "Retrying jobs, last 24 hours</h2>" in html
+        assert "Last sample" not in html
 
 
 class TestWorkersPage:
