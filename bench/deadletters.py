@@ -8,6 +8,11 @@ migrates it, and fills the dead-letter table with 1,000,000 rows using
 ``INSERT ... SELECT generate_series`` (several queues, tasks and reasons,
 ``dead_at`` spread over 90 days, a one-entry attempt history), then runs
 ``VACUUM ANALYZE`` so the table looks like one that has been there a while.
+It also writes a week of status samples, one a minute, as running workers
+leave them for the dashboard's charts, and times the statement a worker's
+heartbeat runs to take one. With ``--succeeded N`` the jobs table also gets N
+succeeded jobs, finished over the last 7 days, for the dashboard's
+"succeeded in the last hour" walk (issue 11: the dashboard on 10^6 jobs).
 
 Then, as a superuser logged in through ``django.test.Client`` (DEBUG off, one
 database connection kept across requests, as the test client does):
@@ -44,6 +49,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = "bench.settings"
 NEWEST_INDEX = "jobretry_dead_newest"
+#: What Django logs for a transaction's start and end, which no execute() sends.
+TRANSACTION_CONTROL = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
 #: Slower than this, the page's statements are listed after the table.
 SLOW_MS = 300.0
 
@@ -96,13 +103,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="timed requests per page, after one warm-up (default %(default)s)",
     )
     parser.add_argument(
+        "--succeeded",
+        type=int,
+        default=0,
+        help="also fill the jobs table with this many succeeded jobs (default %(default)s)",
+    )
+    parser.add_argument(
         "--database",
         help="name of the scratch database to create and drop (default jobretry_bench_dead_<pid>); "
         "it must not exist",
     )
     args = parser.parse_args(argv)
-    if args.rows < 10_000 or args.repeat < 1:
-        parser.error("--rows must be >= 10000 and --repeat >= 1")
+    if args.rows < 10_000 or args.repeat < 1 or args.succeeded < 0:
+        parser.error("--rows must be >= 10000, --repeat >= 1 and --succeeded >= 0")
     return args
 
 
@@ -240,6 +253,55 @@ def fill(rows: int) -> None:
     execute(sql, [*params, rows, rows])
 
 
+def fill_succeeded(rows: int) -> None:
+    """``rows`` succeeded jobs, finished evenly over the last 7 days (1 in 168 in the last hour)."""
+    from django_jobretry.models import Job
+
+    execute(
+        f"""
+        INSERT INTO {Job._meta.db_table} (
+            task_name, queue_name, policy_name, status, args, kwargs, priority, run_at, attempts,
+            max_attempts, lease_owner, errors, requeue_count, requeue_history, enqueued_at, started_at,
+            finished_at)
+        SELECT 'shop.jobs.send_receipt', CASE WHEN i %% 3 = 0 THEN 'emails' ELSE 'default' END, 'default',
+               'succeeded', jsonb_build_array(i), '{{}}', 0, f - interval '2 seconds', 1, 20,
+               'worker-' || (i %% 4), '[]', 0, '[]', f - interval '3 seconds', f - interval '1 second', f
+        FROM (SELECT i, now() - (%s - i) * (interval '7 days' / %s) AS f
+              FROM generate_series(1, %s) AS i) AS g
+        """,  # noqa: S608 - the table name is the model's; every value is a parameter
+        [rows, rows, rows],
+    )
+
+
+def fill_samples() -> int:
+    """A week of status samples (SAMPLES_KEPT), one a minute, as running workers leave them."""
+    from django_jobretry.services import status_samples
+
+    minutes = int(status_samples.SAMPLES_KEPT.total_seconds() // 60)
+    execute(
+        f"""
+        INSERT INTO {status_samples.SAMPLES} (taken_at, count_limit, ready, retrying, running, dead)
+        SELECT date_trunc('minute', now()) - g * interval '1 minute', 10000, 40 + g %% 17,
+               (g * 7) %% 300, g %% 9, 10001
+        FROM generate_series(1, %s) AS g
+        """,  # noqa: S608 - the table name is the model's
+        [minutes],
+    )
+    return minutes
+
+
+def time_sample() -> float:
+    """One status sample as a worker's heartbeat takes it, on the filled tables: seconds."""
+    from django_jobretry.services import status_samples
+
+    started = time.perf_counter()
+    taken = status_samples.take()
+    seconds = time.perf_counter() - started
+    if taken.taken_at is None:
+        sys.exit("bench/deadletters.py: the current minute was already sampled")
+    return seconds
+
+
 # -- requests ----------------------------------------------------------------------------------
 
 
@@ -287,9 +349,17 @@ def request(client: Any, url: str) -> Run:
         seconds = time.perf_counter() - started
     if response.status_code != 200:
         sys.exit(f"bench/deadletters.py: GET {url} answered {response.status_code}")
+    # BEGIN, COMMIT and ROLLBACK are logged too (the dashboard's reads run in transactions of
+    # their own) but never pass through execute(): they keep the time Django logged for them.
+    sent = iter(times)
     statements = [
-        Statement(query["sql"], took) for query, took in zip(captured.captured_queries, times, strict=True)
+        Statement(query["sql"], float(query["time"]))
+        if query["sql"] in TRANSACTION_CONTROL
+        else Statement(query["sql"], next(sent))
+        for query in captured.captured_queries
     ]
+    if next(sent, None) is not None:
+        sys.exit("bench/deadletters.py: more statements timed than Django logged")
     return Run(seconds, statements, response.content.count(b'name="_selected_action"'))
 
 
@@ -392,7 +462,7 @@ def shares(table: str, column: str) -> str:
     return ", ".join(f"{value} {100 * n / total:.1f} %" for value, n in rows)
 
 
-def prepare(rows: int, notes: list[str]) -> tuple[int, datetime]:
+def prepare(rows: int, notes: list[str], succeeded: int = 0) -> tuple[int, datetime]:
     """Migrate, fill, VACUUM ANALYZE; the newest dead letter's id and dead_at."""
     from django.core.management import call_command
 
@@ -403,8 +473,10 @@ def prepare(rows: int, notes: list[str]) -> tuple[int, datetime]:
     started = time.perf_counter()
     fill(rows)
     filled = time.perf_counter() - started
+    fill_succeeded(succeeded)
+    samples = fill_samples()
     started = time.perf_counter()
-    execute(f"VACUUM ANALYZE {table}")
+    execute("VACUUM ANALYZE")
     vacuumed = time.perf_counter() - started
     table_size, index_size = execute(
         "SELECT pg_size_pretty(pg_table_size(%s)), pg_size_pretty(pg_relation_size(%s))",
@@ -416,8 +488,10 @@ def prepare(rows: int, notes: list[str]) -> tuple[int, datetime]:
         f"table {table_size} (with TOAST), index {NEWEST_INDEX} {index_size}",
         f"queues: {shares(table, 'queue_name')}",
         f"reasons: {shares(table, 'reason')}",
+        f"jobs table: {succeeded:,} succeeded jobs; {samples:,} status samples (a week, one a minute); "
+        f"a worker's status sample on these tables took {ms(time_sample())} ms",
     ]
-    print("\n".join(notes[-3:]), file=sys.stderr, flush=True)
+    print("\n".join(notes[-4:]), file=sys.stderr, flush=True)
     return newest
 
 
@@ -524,7 +598,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     notes = [*environment(), f"load average (1/5/15 min) at start: {load()}"]
     print("\n".join(notes), file=sys.stderr, flush=True)
     with scratch_database(args.database or f"jobretry_bench_dead_{os.getpid()}"):
-        newest_id, newest_at = prepare(args.rows, notes)
+        newest_id, newest_at = prepare(args.rows, notes, args.succeeded)
         client = Client()
         client.force_login(get_user_model().objects.create_superuser("bench", "bench@example.com", None))
         listed = admin_pages(newest_id, newest_at)
