@@ -122,6 +122,19 @@ class JobRetrySettings:
         return token if isinstance(token, str) else None
 
     @property
+    def listen(self) -> bool:
+        """Whether workers LISTEN for wake-ups at all; False: they only poll."""
+        _ = self.policies
+        return bool(self.raw.get("LISTEN", True))
+
+    @property
+    def listen_database(self) -> str | None:
+        """The DATABASES alias of the LISTEN connection; None: the worker's own ("default")."""
+        _ = self.policies
+        alias = self.raw.get("LISTEN_DATABASE")
+        return alias if isinstance(alias, str) else None
+
+    @property
     def payload_redactor(
         self,
     ) -> Callable[[str, list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]] | None:

@@ -100,6 +100,10 @@ DEFAULTS: dict[str, Any] = {
     "DJANGO_Q2": None,
     # The bearer token of the metrics view (docs/metrics.md); None: staff users only.
     "METRICS_TOKEN": None,
+    # Workers LISTEN for wake-ups (False: poll only), on this DATABASES alias
+    # (None: the worker's own, "default"); django_jobretry/pooling.py.
+    "LISTEN": True,
+    "LISTEN_DATABASE": None,
 }
 
 #: A metrics token shorter than this is guessable (a 128-bit secret is 22+ characters).
@@ -136,6 +140,7 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
     problems += [p for key in HOOKS if raw.get(key) is not None and (p := _hook_problem(key, raw[key]))]
     if raw.get("METRICS_TOKEN") is not None and (p := _token_problem(raw["METRICS_TOKEN"])):
         problems.append(p)
+    problems += _listen_problems(raw)
     configured = raw.get("POLICIES", DEFAULTS["POLICIES"])
     if not isinstance(configured, Mapping):
         msg = f'JOBRETRY["POLICIES"] must be a dict of policy name -> dict, got {type(configured).__name__}.'
@@ -265,5 +270,23 @@ def _hook_problem(key: str, path: object) -> Problem | None:
         return Problem("E008", f'JOBRETRY["{key}"]: {path!r} is not callable.', hint)
     return None
 
+
+def _listen_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    """LISTEN is a bool; LISTEN_DATABASE None or an alias (whether DATABASES has it: pooling.py)."""
+    problems = []
+    if not isinstance(raw.get("LISTEN", True), bool):
+        msg = f'JOBRETRY["LISTEN"] = {raw["LISTEN"]!r} is invalid: expected True or False.'
+        problems.append(Problem("E012", msg, "False: workers never LISTEN and poll every POLL_SECONDS."))
+    alias = raw.get("LISTEN_DATABASE")
+    if alias is not None and (not isinstance(alias, str) or not alias):
+        msg = f'JOBRETRY["LISTEN_DATABASE"] = {alias!r} is invalid: expected the name of a DATABASES alias.'
+        problems.append(Problem("E012", msg, _LISTEN_HINT))
+    return problems
+
+
+_LISTEN_HINT = (
+    'e.g. JOBRETRY["LISTEN_DATABASE"] = "direct", a DATABASES entry that connects to PostgreSQL '
+    "without PgBouncer's transaction pooling (docs/worker.md#pgbouncer)."
+)
 
 _IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'smtplib.SMTPRecipientsRefused'."

@@ -129,7 +129,11 @@ def add_runworker_arguments(parser: CommandParser) -> None:
         type=seconds,
         help="grace period for running jobs on SIGTERM (default: JOBRETRY SHUTDOWN_TIMEOUT_SECONDS)",
     )
-    parser.add_argument("--no-listen", action="store_true", help="poll only, without LISTEN/NOTIFY")
+    parser.add_argument(
+        "--no-listen",
+        action="store_true",
+        help="poll only, without LISTEN/NOTIFY (default: JOBRETRY LISTEN, which is True)",
+    )
     parser.add_argument(
         "--pool",
         choices=("thread", "process"),

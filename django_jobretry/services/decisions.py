@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import random
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-from django_jobretry.policy import Decision, ErrorKind, RetryPolicy
+from django_jobretry.policy import Classification, Decision, ErrorKind, RetryPolicy
+from django_jobretry.services.history import AttemptEnd
+
+if TYPE_CHECKING:
+    from django_jobretry.services.outcomes import Failed
 
 # A random.Random of our own: handlers reseeding the global one must not
 # synchronise every worker's jitter.
@@ -35,3 +40,15 @@ def decide(
         requested_delay=requested_delay,
         max_attempts=max_attempts,
     )
+
+
+def classify_failure(policy: RetryPolicy, outcome: Failed) -> Classification:
+    """The policy's verdict on the error; an unregistered task or a timeout is always worth retrying."""
+    if outcome.classification is not None:
+        return outcome.classification
+    if outcome.ended in (AttemptEnd.UNKNOWN_TASK, AttemptEnd.TIMEOUT):
+        return Classification(ErrorKind.RETRYABLE)
+    try:
+        return policy.classify(outcome.error)
+    except Exception:  # the error is user code; what cannot be classified is retried
+        return Classification(ErrorKind.RETRYABLE)

@@ -206,3 +206,15 @@ def minimal_entry(attempt: int, ended: AttemptEnd, kind: ErrorKind, worker: str)
 def event_entry(attempt: int, ended: AttemptEnd, message: str, worker: str) -> AttemptEntry:
     """An entry for an attempt that ended without an exception (lease lost, shutdown)."""
     return attempt_entry(attempt, ended, ErrorKind.RETRYABLE, worker, message=message)
+
+
+def what_ended(entry: AttemptEntry) -> str:
+    """'failed with builtins.ValueError', 'timed out', 'was cut off by shutdown', ..."""
+    ended = entry["ended"]
+    if ended == AttemptEnd.SHUTDOWN:
+        return "was cut off by shutdown"
+    if ended == AttemptEnd.TIMEOUT:
+        return "timed out"
+    if ended == AttemptEnd.CANCELLED:
+        return "was cancelled"
+    return f"failed with {entry['error_class']}" if entry["error_class"] else "failed"

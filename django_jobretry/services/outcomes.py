@@ -27,7 +27,7 @@ from django_jobretry.policy import Classification, ErrorKind, GiveUp, RetryPolic
 from django_jobretry.registry import policy_for
 from django_jobretry.services import deadletters, transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.decisions import decide
+from django_jobretry.services.decisions import classify_failure, decide
 from django_jobretry.services.history import (
     AttemptEnd,
     AttemptEntry,
@@ -36,6 +36,7 @@ from django_jobretry.services.history import (
     event_entry,
     minimal_entry,
     render_error,
+    what_ended,
 )
 from django_jobretry.services.sql import loggable
 
@@ -106,30 +107,6 @@ def job_line_args(job: ClaimedJob) -> tuple[object, ...]:
     return (job.id, job.attempt, job.task_name, job.queue_name)
 
 
-def what_ended(entry: AttemptEntry) -> str:
-    """'failed with builtins.ValueError', 'timed out', 'was cut off by shutdown', ..."""
-    ended = entry["ended"]
-    if ended == AttemptEnd.SHUTDOWN:
-        return "was cut off by shutdown"
-    if ended == AttemptEnd.TIMEOUT:
-        return "timed out"
-    if ended == AttemptEnd.CANCELLED:
-        return "was cancelled"
-    return f"failed with {entry['error_class']}" if entry["error_class"] else "failed"
-
-
-def classify_failure(policy: RetryPolicy, outcome: Failed) -> Classification:
-    """The policy's verdict on the error; an unregistered task or a timeout is always worth retrying."""
-    if outcome.classification is not None:
-        return outcome.classification
-    if outcome.ended in (AttemptEnd.UNKNOWN_TASK, AttemptEnd.TIMEOUT):
-        return Classification(ErrorKind.RETRYABLE)
-    try:
-        return policy.classify(outcome.error)
-    except Exception:  # the error is user code; what cannot be classified is retried
-        return Classification(ErrorKind.RETRYABLE)
-
-
 def send_job_signal(sender: type, signal: Signal, job: ClaimedJob, **more: Any) -> None:
     """A worker signal about ``job``, with the keyword arguments every worker signal carries."""
     signals.send(
@@ -152,7 +129,25 @@ class Recorder:
 
     def record_successes(self, jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> None:
         """Record finished attempts in one statement; ``results``: job id -> returned JSON text."""
-        recorded = transitions.succeed(jobs, results)
+        self._announce_successes(jobs, transitions.succeed(jobs, results))
+
+    def record_successes_and_claim(
+        self,
+        jobs: Sequence[ClaimedJob],
+        results: Mapping[int, str] | None,
+        *,
+        limit: int,
+        lease_seconds: float,
+        queues: Sequence[str] | None,
+    ) -> list[ClaimedJob]:
+        """:meth:`record_successes`, and claim up to ``limit`` jobs in the same statement."""
+        recorded, claimed = transitions.succeed_and_claim(
+            jobs, results, owner=self.worker_id, limit=limit, lease_seconds=lease_seconds, queues=queues
+        )
+        self._announce_successes(jobs, recorded)
+        return claimed
+
+    def _announce_successes(self, jobs: Sequence[ClaimedJob], recorded: set[int]) -> None:
         for job in jobs:
             if job.id not in recorded:
                 self._stale(job, "succeeded")

@@ -19,6 +19,13 @@ from typing import Any
 from django.db import connection
 
 from django_jobretry.models import DeadReason
+from django_jobretry.services.claim_statements import (
+    CLAIM_PICKED,
+    SUCCEED,
+    claimed_jobs,
+    pick_sql,
+    succeed_and_claim_sql,
+)
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEntry
 from django_jobretry.services.sql import (
@@ -26,7 +33,6 @@ from django_jobretry.services.sql import (
     DEAD,
     DEAD_COLUMNS,
     ELAPSED_SQL,
-    END_LEASE,
     FENCE,
     JOB,
     REVIVED_COLUMNS,
@@ -49,6 +55,7 @@ __all__ = [
     "revive",
     "schedule_retry",
     "succeed",
+    "succeed_and_claim",
 ]
 
 
@@ -58,14 +65,6 @@ class Failure:
 
     #: Since the first attempt; None when the row's first_attempt_at is not a finite time.
     elapsed: timedelta | None
-
-
-#: The first job id of the requeue chain: the claim must not fail on a row
-#: whose history was edited by hand, so anything but a plain id means "this job".
-ORIGINAL_JOB_ID = (
-    "CASE WHEN (j.requeue_history -> 0 ->> 'job_id') ~ '^[0-9]{1,18}$' "
-    "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
-)
 
 
 def claim_sql(*, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False) -> str:
@@ -78,27 +77,13 @@ def claim_sql(*, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool
         + ("AND task_name = ANY(%(tasks)s) " if filter_tasks else "")
         + ("AND id <> ALL(%(skip)s::bigint[])" if skip_ids else "")
     )
-    return f"""
-        WITH picked AS (
-            SELECT id FROM {JOB}
-            WHERE status = 'ready' AND run_at <= statement_timestamp() {filters}
-              AND attempts < max_attempts
-            ORDER BY priority DESC, run_at, id
-            LIMIT %(limit)s
-            FOR UPDATE SKIP LOCKED
-        )
-        UPDATE {JOB} AS j
-        SET status = 'running', attempts = j.attempts + 1, lease_owner = %(owner)s,
-            lease_token = gen_random_uuid(),
-            lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
-            started_at = statement_timestamp(),
-            first_attempt_at = COALESCE(j.first_attempt_at, statement_timestamp())
-        FROM picked WHERE j.id = picked.id
-        RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args, j.kwargs, j.attempts,
-                  j.max_attempts, j.lease_token,
-                  {ORIGINAL_JOB_ID}, j.requeue_count,
-                  j.priority, extract(epoch FROM j.run_at)::float8
-    """
+    return f"WITH picked AS ({pick_sql(filters)}) {CLAIM_PICKED}"
+
+
+def _claim_params(
+    owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None
+) -> dict[str, Any]:
+    return {"queues": list(queues or []), "limit": limit, "owner": owner, "lease": lease_seconds}
 
 
 def claim(
@@ -112,21 +97,14 @@ def claim(
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` due jobs; the attempt is counted here (docs/design.md#rule-1)."""
     sql = claim_sql(filter_queues=bool(queues), filter_tasks=bool(task_names), skip_ids=bool(skip))
-    params: dict[str, Any] = {
-        "queues": list(queues or []),
+    params = {
+        **_claim_params(owner, limit, lease_seconds, queues),
         "tasks": list(task_names or []),
         "skip": list(skip),
-        "limit": limit,
-        "owner": owner,
-        "lease": lease_seconds,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    # run_at as epoch seconds: a '-infinity' row must not fail the batch's decoding.
-    rows.sort(key=lambda row: (-row[11], row[12], row[0]))
-    # Arguments stay undecoded here: the runner decodes them, one job at a time.
-    return [ClaimedJob(*row[:11]) for row in rows]
+        return claimed_jobs(cursor.fetchall())
 
 
 def _fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
@@ -140,6 +118,11 @@ def _fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
 _FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
 
 
+def _succeed_params(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None) -> dict[str, Any]:
+    results = results or {}
+    return {**_fence_arrays(jobs), "results": [results.get(job.id) for job in jobs]}
+
+
 def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> set[int]:
     """Mark finished attempts succeeded in one statement; returns the ids that still held their lease.
 
@@ -150,19 +133,30 @@ def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None
     """
     if not jobs:
         return set()
-    results = results or {}
-    sql = f"""
-        UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(),
-            return_value = d.result::jsonb, {END_LEASE}
-        FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(results)s::text[])
-            AS d(id, attempts, token, result)
-        WHERE j.id = d.id AND {FENCE}
-        RETURNING j.id
-    """
-    params = {**_fence_arrays(jobs), "results": [results.get(job.id) for job in jobs]}
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(SUCCEED, _succeed_params(jobs, results))
         return {row[0] for row in cursor.fetchall()}
+
+
+def succeed_and_claim(
+    jobs: Sequence[ClaimedJob],
+    results: Mapping[int, str] | None,
+    *,
+    owner: str,
+    limit: int,
+    lease_seconds: float,
+    queues: Sequence[str] | None,
+) -> tuple[set[int], list[ClaimedJob]]:
+    """:func:`succeed` and then :func:`claim`, in one statement: one round trip and one commit.
+
+    Returns the ids that still held their lease, and the jobs claimed.
+    """
+    params = {**_succeed_params(jobs, results), **_claim_params(owner, limit, lease_seconds, queues)}
+    with connection.cursor() as cursor:
+        cursor.execute(succeed_and_claim_sql(filter_queues=bool(queues)), params)
+        rows = cursor.fetchall()
+    succeeded = set(rows[0][0] or ()) if rows else set()
+    return succeeded, claimed_jobs([row[1:] for row in rows if row[1] is not None])
 
 
 def release(jobs: Sequence[ClaimedJob]) -> set[int]:

@@ -23,7 +23,7 @@ from django.db import DatabaseError, InterfaceError
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded, log_extra
+from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded
 from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
 from django_jobretry.worker.listener import Listener
@@ -38,6 +38,7 @@ from django_jobretry.worker.session import (
     pause_after,
     unmark_bookkeeping_thread,
 )
+from django_jobretry.worker.shutdown import release_unstarted
 from django_jobretry.worker.startup import STOP_REQUESTED, install_stop_handlers
 from django_jobretry.worker.time_limits import TimeLimits
 
@@ -157,15 +158,17 @@ class Worker:
             self.wake.clear()
             claimed: int | None = None  # None: no claim was due this round
             try:
-                self._record_outcomes()
+                self._take_outcomes()
                 self.time_limits.end_overdue()
                 self.time_limits.end_cancelled(self.cancel_requests)
                 self._maybe_recover()
                 # Claim when woken (NOTIFY, a finished job) or when the poll is
                 # due; waking only to recover leases does not claim, so
-                # POLL_SECONDS keeps its meaning.
-                if woken or time.monotonic() >= next_poll:
-                    claimed = self._claim()
+                # POLL_SECONDS keeps its meaning. The claim rides on the
+                # statement that records the successes, if any.
+                claim_due = woken or time.monotonic() >= next_poll
+                claimed = self._record_successes(claim=claim_due)
+                if claim_due:
                     next_poll = time.monotonic() + poll
                 backoff.succeeded()
             except (DatabaseError, InterfaceError) as exc:  # never fatal: wait, reconnect if needed, go on
@@ -187,27 +190,32 @@ class Worker:
             return True
         return self.options.burst and claimed == 0 and idle
 
-    def _claim(self) -> int:
+    def _claim_limit(self) -> int:
+        """How many jobs to claim now: 0 while busy, until half the slots are free.
+
+        One claim of many jobs costs about what one claim of a single job does.
+        """
         free = self.options.concurrency - len(self.running)
-        # While busy, wait until half the slots are free: one claim of many
-        # jobs costs about what one claim of a single job does.
         if self.running and free < max(1, self.options.concurrency // 2):
             return 0
         if self.options.max_jobs is not None:
             free = min(free, self.options.max_jobs - self.claimed_total)
-        if free <= 0:
-            return 0
-        jobs = transitions.claim(self.id, free, self.lease, self.options.queues)
-        for job in jobs:
-            self.running[job.id] = job
-            self.inbox.put(job)
-        self.claimed_total += len(jobs)
-        return len(jobs)
+        return max(free, 0)
 
     def _unrecorded(self) -> bool:
         return bool(self.succeeded or self.failed)
 
     def _record_outcomes(self) -> None:
+        """Record every finished attempt now, claiming nothing (the shutdown drain)."""
+        self._take_outcomes()
+        self._record_successes(claim=False)
+
+    def _take_outcomes(self) -> None:
+        """Take what the runners finished; failures are recorded now, one by one, each its own decision.
+
+        Successes wait for :meth:`_record_successes`, out of ``running``: their
+        slot is free, and a late cancel or time limit must not end them.
+        """
         while True:
             try:
                 outcome = self.outbox.get_nowait()
@@ -217,18 +225,42 @@ class Worker:
                 continue
             if isinstance(outcome, Succeeded):
                 self.succeeded.append(outcome.job)
+                self.running.pop(outcome.job.id, None)
                 if outcome.result is not None:
                     self.results[outcome.job.id] = outcome.result
             else:
                 self.failed.append(outcome)
-        if self.succeeded:
-            # All successes in one statement; failures one by one, each its own decision.
-            self.recorder.record_successes(self.succeeded, self.results)
-            self._forget(self.succeeded)
-            self.succeeded, self.results = [], {}
         while self.failed:
             self.recorder.record_failure(self.failed[0])
             self._forget([self.failed.pop(0).job])
+
+    def _record_successes(self, *, claim: bool) -> int | None:
+        """All successes in one statement; with ``claim``, the next jobs are claimed in that same statement.
+
+        One round trip per job at ``--concurrency 1``. Returns how many jobs
+        were claimed, None when no claim was due.
+        """
+        limit = self._claim_limit() if claim else 0
+        claimed: list[ClaimedJob] = []
+        if self.succeeded and limit:
+            claimed = self.recorder.record_successes_and_claim(
+                self.succeeded,
+                self.results,
+                limit=limit,
+                lease_seconds=self.lease,
+                queues=self.options.queues,
+            )
+        elif self.succeeded:
+            self.recorder.record_successes(self.succeeded, self.results)
+        elif limit:
+            claimed = transitions.claim(self.id, limit, self.lease, self.options.queues)
+        self._forget(self.succeeded)
+        self.succeeded, self.results = [], {}
+        for job in claimed:
+            self.running[job.id] = job
+            self.inbox.put(job)
+        self.claimed_total += len(claimed)
+        return len(claimed) if claim else None
 
     def _forget(self, jobs: Sequence[ClaimedJob]) -> None:
         for job in jobs:
@@ -247,31 +279,9 @@ class Worker:
 
     def _drain(self) -> None:
         """Release what never started, let the rest finish within the grace period."""
-        not_started: list[ClaimedJob] = []
-        while True:
-            try:
-                job = self.inbox.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                not_started.append(job)
         deadline = time.monotonic() + self.grace
         try:
-            if not_started:
-                released = transitions.release(not_started)
-                for job in not_started:
-                    self.running.pop(job.id, None)
-                    logger.info(
-                        "job %s (%s, queue %s) released unstarted",
-                        job.id,
-                        job.task_name,
-                        job.queue_name,
-                        extra=log_extra(job, "released"),
-                    )
-                if len(released) < len(not_started):
-                    logger.warning(
-                        "%d unstarted jobs had already lost their lease", len(not_started) - len(released)
-                    )
+            release_unstarted(self.inbox, self.running)
             while (self.running or self._unrecorded()) and time.monotonic() < deadline:
                 self._record_outcomes()
                 self.time_limits.end_overdue()

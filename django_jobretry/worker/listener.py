@@ -1,7 +1,10 @@
 """LISTEN/NOTIFY: wakes the worker as soon as a job is enqueued.
 
 Only a wake-up (docs/design.md#rule-9): if the listener is down the worker still
-polls every POLL_SECONDS, and the listener reconnects with backoff.
+polls every POLL_SECONDS, and the listener reconnects with backoff. It connects
+with the DATABASES entry ``JOBRETRY["LISTEN_DATABASE"]`` names (by default the
+worker's own): behind a transaction pooler that alias must reach PostgreSQL
+directly (django_jobretry/pooling.py).
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import threading
 from collections.abc import Sequence
 
 import psycopg
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
+from django_jobretry.pooling import listen_alias
 from django_jobretry.services.enqueue import CHANNEL
 from django_jobretry.worker.session import Backoff
 
@@ -25,7 +29,7 @@ class Listener(threading.Thread):
     def __init__(self, wake: threading.Event, stop: threading.Event, queues: Sequence[str] | None) -> None:
         super().__init__(name="jobretry-listener", daemon=True)
         self.wake, self.stop, self.queues = wake, stop, set(queues or [])
-        self.params = connection.get_connection_params()
+        self.params = connections[listen_alias() or DEFAULT_DB_ALIAS].get_connection_params()
         for key in ("cursor_factory", "context"):
             self.params.pop(key, None)
         self.listening = threading.Event()

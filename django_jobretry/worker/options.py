@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from django_jobretry.conf import jobretry_settings
 
 
 @dataclass(frozen=True)
@@ -17,7 +19,8 @@ class WorkerOptions:
     max_jobs: int | None = None
     lease_seconds: float | None = None
     shutdown_timeout: float | None = None
-    listen: bool = True
+    #: LISTEN for wake-ups (a connection of its own); False: poll only. Default: JOBRETRY["LISTEN"].
+    listen: bool = field(default_factory=lambda: jobretry_settings.listen)
     recover_every: float = 1.0
     #: "thread": handlers run in runner threads; "process": each runner hands
     #: its jobs to a child process, so a time limit kills (worker/process_pool.py).

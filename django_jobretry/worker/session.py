@@ -2,7 +2,9 @@
 
 Only the bookkeeping threads (main loop, heartbeat) get the timeouts; the
 threads that run job handlers keep the project's normal sessions, so a job's
-long report query is not cut by the worker's statement_timeout.
+long report query is not cut by the worker's statement_timeout. Behind a
+transaction pooler a session setting would stay on a shared server
+connection, so there the timeouts are the role's business (pooling.py).
 """
 
 from __future__ import annotations
@@ -35,11 +37,28 @@ def unmark_bookkeeping_thread() -> None:
 
 
 def apply_timeouts(conn: Any) -> None:
+    if conn.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+        _say_timeouts_skipped(conn.alias)
+        return
     with conn.cursor() as cursor:
         for name, value in jobretry_settings.session_timeouts_ms.items():
             # set_config, not SET: SET cannot take a bound parameter, which
             # breaks under OPTIONS={"server_side_binding": True}.
             cursor.execute("SELECT set_config(%s, %s, false)", [name, f"{value}ms"])
+
+
+_skipped_said = threading.Event()
+
+
+def _say_timeouts_skipped(alias: str) -> None:
+    """Once per process: the timeouts come from the role (check django_jobretry.W003)."""
+    if not _skipped_said.is_set():
+        _skipped_said.set()
+        logger.info(
+            "database %r is transaction-pooled (DISABLE_SERVER_SIDE_CURSORS): the worker's timeouts "
+            "are not set per session; the role's settings apply",
+            alias,
+        )
 
 
 @receiver(connection_created)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from django_jobretry.services.claim_statements import succeed_and_claim_sql
 from django_jobretry.services.recovery import EXPIRED_LEASES
 from django_jobretry.services.sql import JOB
 from django_jobretry.services.transitions import claim_sql
@@ -63,3 +64,24 @@ def test_claim_uses_the_partial_claim_index(filter_queues: bool) -> None:
 def test_lease_recovery_uses_the_partial_lease_index() -> None:
     text = plan(EXPIRED_LEASES, {"limit": 100})
     assert "jobretry_job_lease" in text, text
+
+
+@pytest.mark.usefixtures("backlog")
+@pytest.mark.parametrize("filter_queues", [False, True])
+def test_succeed_and_claim_uses_the_claim_index_and_the_key(filter_queues: bool) -> None:
+    params = {
+        "queues": ["default"],
+        "limit": 1,
+        "owner": "explain",
+        "lease": 30,
+        **{
+            "ids": [1],
+            "attempts": [1],
+            "tokens": ["00000000-0000-0000-0000-000000000000"],
+            "results": [None],
+        },
+    }
+    text = plan(succeed_and_claim_sql(filter_queues=filter_queues), params)
+    assert "jobretry_job_claim" in text, text
+    assert "django_jobretry_job_pkey" in text, text  # the success finds its rows by id
+    assert f"Seq Scan on {JOB}" not in text, text

@@ -110,7 +110,7 @@ def test_bulk_enqueue_is_one_statement_one_wake_up_and_keeps_the_order(listener:
 @pytest.mark.parametrize("run_after", [None, timedelta(minutes=5), datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)])
 def test_the_fast_insert_stores_what_django_save_would(run_after: datetime | timedelta | None) -> None:
     """services/job_insert.py builds its statements once; a model default changed later must not drift."""
-    definition = jobs.record.using(run_after=run_after, priority=7)
+    definition = jobs.takes_anything.using(run_after=run_after, priority=7)
     fast = definition.enqueue("k", n=1)
     [bulk] = definition.bulk_enqueue([(("k",), {"n": 1})])
     saved = Job(

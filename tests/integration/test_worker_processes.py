@@ -252,12 +252,12 @@ def test_worker_reconnects_after_its_sessions_are_terminated(workers: Workers) -
 
 
 def claimed_since(moment: datetime) -> bool:
-    """A worker session has run its claim query since ``moment`` and is idle again."""
+    """A worker session has run its claim query since ``moment`` (or in the statement then) and is idle."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND state = 'idle' AND query LIKE %s AND query_start > %s",
-            ["%WITH picked AS%", moment],
+            "AND pid <> pg_backend_pid() AND state = 'idle' AND query LIKE %s AND query_start >= %s",
+            ["%picked AS (%", moment],  # the claim, alone or with successes
         )
         return cursor.fetchone() is not None
 
@@ -306,8 +306,8 @@ def test_notify_wakes_an_idle_worker_that_would_not_poll_for_minutes(workers: Wo
     )
     finished_at = Job.objects.get(pk=first.pk).finished_at
     assert finished_at is not None
-    # After recording the success the loop claims once more (nothing due) and
-    # then waits 300 s: from here on it is idle, and the deadline below is far
+    # The statement that records the success also claims (nothing due), then the
+    # loop waits 300 s: from here on it is idle, and the deadline below is far
     # shorter than its next poll.
     wait_until(lambda: claimed_since(finished_at), timeout=20, what="the worker to go idle")
     second = jobs.record.enqueue("second")

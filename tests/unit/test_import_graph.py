@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.settings_schema": 2,
     f"{PACKAGE}.conf": 2,
     f"{PACKAGE}.checks": 2,
+    f"{PACKAGE}.pooling": 2,
     f"{PACKAGE}.signals": 2,
     f"{PACKAGE}.context": 2,
     f"{PACKAGE}.humanize": 2,

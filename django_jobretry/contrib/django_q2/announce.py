@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from django_jobretry import signals
 from django_jobretry.models import DeadLetter
 from django_jobretry.policy import GiveUp, Retry
-from django_jobretry.services.outcomes import what_ended
+from django_jobretry.services.history import what_ended
 
 if TYPE_CHECKING:
     from django_jobretry.contrib.django_q2.monitor import Judgement

@@ -46,7 +46,7 @@ class Command(BaseCommand):
                 max_jobs=options["max_jobs"],
                 lease_seconds=options["lease"],
                 shutdown_timeout=options["shutdown_timeout"],
-                listen=not options["no_listen"],
+                listen=jobretry_settings.listen and not options["no_listen"],
                 pool=options["pool"],
                 max_jobs_per_child=options["max_jobs_per_child"],
                 max_memory_mb=options["max_memory_mb"],

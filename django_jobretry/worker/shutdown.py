@@ -1,0 +1,43 @@
+"""Shutdown: the jobs a stopping worker claimed but never started go back at once.
+
+Waiting for their lease to expire would delay them for nothing: no handler
+ran, so nothing can overlap. Releasing also uncounts the attempt
+(transitions.release), since none was made.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+
+from django_jobretry.services import transitions
+from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.outcomes import log_extra
+
+logger = logging.getLogger("django_jobretry")
+
+
+def release_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[int, ClaimedJob]) -> None:
+    """Empty the runners' ``inbox`` and release its jobs; they leave ``running``."""
+    not_started: list[ClaimedJob] = []
+    while True:
+        try:
+            job = inbox.get_nowait()
+        except queue.Empty:
+            break
+        if job is not None:
+            not_started.append(job)
+    if not not_started:
+        return
+    released = transitions.release(not_started)
+    for job in not_started:
+        running.pop(job.id, None)
+        logger.info(
+            "job %s (%s, queue %s) released unstarted",
+            job.id,
+            job.task_name,
+            job.queue_name,
+            extra=log_extra(job, "released"),
+        )
+    if len(released) < len(not_started):
+        logger.warning("%d unstarted jobs had already lost their lease", len(not_started) - len(released))
