@@ -1,0 +1,125 @@
+"""django-jobretry's figures: ``python -m bench.sidebyside.ours`` on a migrated scratch database.
+
+Enqueue is the test app's ``noop.enqueue()`` / ``bulk_enqueue()`` (bench/run.py's
+loops); workers are ``manage.py runworker --concurrency C`` (default 10, LISTEN/NOTIFY
+on, POLL_SECONDS 1 s); fail-twice is jobs.py's job under the ``bench-1ms`` policy;
+requeue is ``deadletters.requeue_many()`` over bench/deadletters.py's dead letters.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from bench.run import ROOT, bulk_enqueue, noop_job, query
+from bench.sidebyside.harness import Failed
+from bench.sidebyside.workloads import child_args, progress, run
+
+SETTINGS = "bench.sidebyside.settings_ours"
+CHUNK = 5_000
+
+
+class Ours:
+    pause = (0.005, 0.025)
+    missing: dict[str, str] = {}
+
+    def __init__(self) -> None:
+        from django_jobretry.worker.options import WorkerOptions
+
+        self.default_concurrency = WorkerOptions.concurrency
+        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS}
+
+    def reset(self) -> None:
+        from django_jobretry.models import DeadLetter, Job
+
+        query(f"TRUNCATE {Job._meta.db_table}, {DeadLetter._meta.db_table}")
+
+    def enqueue_one(self, number: int) -> None:
+        noop_job().enqueue()
+
+    def bulk_enqueue(self, count: int) -> None:
+        bulk_enqueue(count, CHUNK)
+
+    def enqueue_many(self, func: str, count: int) -> float:
+        from django.db import transaction
+
+        from bench.sidebyside import jobs
+
+        definition = noop_job() if func == "noop" else jobs.fail_twice
+        with transaction.atomic():
+            for start in range(0, count, CHUNK):
+                calls: list[tuple[tuple[int, ...], dict[str, Any]]] = [
+                    ((number,) if func != "noop" else (), {}) for number in range(start, count)
+                ]
+                definition.bulk_enqueue(calls[:CHUNK])
+        return time.perf_counter()
+
+    def commands(self, processes: int, concurrency: int, workload: str) -> list[list[str]]:
+        command = [sys.executable, str(ROOT / "manage.py"), "runworker", "--concurrency", str(concurrency)]
+        return [command] * processes
+
+    def done(self) -> int:
+        from django_jobretry.models import Job
+
+        return Job.objects.filter(status="succeeded").count()
+
+    def stored(self) -> int:
+        from django_jobretry.models import Job
+
+        return Job.objects.count()
+
+    def runs_per_job(self) -> float:
+        from django.db.models import Avg
+
+        from django_jobretry.models import Job
+
+        average = Job.objects.filter(task_name__endswith="fail_twice", status="succeeded").aggregate(
+            runs=Avg("attempts")
+        )["runs"]
+        return float(average or 0)
+
+    def stamp(self, number: int) -> None:
+        from bench.sidebyside import jobs
+
+        jobs.stamp.enqueue(number)
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return query(sql, params)
+
+
+def requeue(count: int, figures: dict[str, float], checks: dict[str, str]) -> None:
+    """``count`` dead letters (bench/deadletters.py's mix), all requeued by one requeue_many()."""
+    from bench.deadletters import fill
+    from django_jobretry import deadletters
+    from django_jobretry.models import DeadLetter, Job
+
+    Ours().reset()
+    fill(count)
+    started = time.perf_counter()
+    result = deadletters.requeue_many(DeadLetter.objects.all(), actor="bench")
+    figures["requeue"] = count / (time.perf_counter() - started)
+    ready = Job.objects.filter(status="ready").count()
+    checks["requeue"] = (
+        f"{len(result.done):,} requeued, {ready:,} ready, {DeadLetter.objects.count()} dead left"
+    )
+    if ready != count:
+        raise Failed(f"requeue left {ready} of {count} jobs ready")
+    progress(f"requeue: {figures['requeue']:,.0f} dead letters/s")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = child_args(argv)
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    return run(Ours(), args, lambda figures, checks: requeue(args.requeue, figures, checks))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
