@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(DJANGO)
 WITHDB := $(BIN)/python -m devtools.withdb
 
-.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench bench-django-q2 browser pgbouncer clean
+.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench bench-django-q2 browser clean
 
 help:
 	@echo "make demo       run the example project's demo (embedded PostgreSQL unless DATABASE_URL is set)"
@@ -28,10 +28,9 @@ help:
 	@echo "make docs       build the docs with warnings as errors"
 	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
 	@echo "make mutation   mutation testing of the policy module (slow; not part of make test)"
-	@echo "make bench      worker and dead-letter admin benchmarks (docs/performance.md)"
+	@echo "make bench      side by side with the peers, worker and dead-letter admin benchmarks (docs/performance.md)"
 	@echo "make bench-django-q2  django-q2 with and without the adapter (docs/performance.md; ~3 min)"
 	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
-	@echo "make pgbouncer  install Debian's pgbouncer for tests/integration/test_pgbouncer.py (apt-get)"
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python >= 3.12 found; install one or pass PYTHON=..." >&2; exit 1; }
@@ -91,9 +90,18 @@ mutation: $(STAMP)
 	$(BIN)/mutmut results --all true > .mutmut-results.txt
 	$(BIN)/python -m devtools.mutation_score .mutmut-results.txt
 
-# Benchmarks (docs/performance.md), not part of make test: worker throughput and latency with the
-# claim's EXPLAIN, then the dead-letter admin on 1,000,000 rows.
-bench: $(STAMP)
+# The peers of the side-by-side benchmark: pyproject.toml's `bench` extra, once per venv.
+BENCH_STAMP := $(VENV)/.installed-bench-$(DJANGO)
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]' 'django~=$(DJANGO).0'
+	touch $@
+
+# Benchmarks (docs/performance.md), not part of make test: our figures beside django-q2's,
+# procrastinate's and django-tasks-db's (BENCH_PEERS_ARGS, e.g. "--jobs 1000 --rounds 1 --only ours
+# procrastinate"), worker throughput and latency with the claim's EXPLAIN, then the dead-letter admin
+# on 1,000,000 rows.
+bench: $(BENCH_STAMP)
+	$(WITHDB) --throwaway -- $(BIN)/python -m bench.sidebyside $(BENCH_PEERS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/deadletters.py $(BENCH_DEADLETTER_ARGS)
 
@@ -115,19 +123,6 @@ browser:
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q || exit 1; \
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || exit 1; \
 	test -x /usr/bin/chromium || { echo "make browser: apt-get left no /usr/bin/chromium" >&2; exit 1; }
-
-# Debian's pgbouncer for the PgBouncer tests (tests/pgbouncer.py starts its own instance with its own
-# configuration; the system service the package may install is never used). Nothing to do when installed.
-pgbouncer:
-	@if command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; then echo "pgbouncer: installed"; exit 0; fi; \
-	command -v apt-get >/dev/null 2>&1 || { echo "make pgbouncer: no apt-get here; install pgbouncer yourself" >&2; exit 1; }; \
-	if [ "$$(id -u)" = 0 ]; then sudo=; \
-	elif command -v sudo >/dev/null 2>&1; then sudo=sudo; \
-	else echo "make pgbouncer: not root and no sudo, so apt-get cannot install pgbouncer" >&2; exit 1; fi; \
-	echo "pgbouncer: installing Debian's pgbouncer with apt-get"; \
-	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q || exit 1; \
-	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer || exit 1; \
-	test -x /usr/sbin/pgbouncer || { echo "make pgbouncer: apt-get left no /usr/sbin/pgbouncer" >&2; exit 1; }
 
 clean:
 	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt .coverage .coverage.*
