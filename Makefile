@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(DJANGO)
 WITHDB := $(BIN)/python -m devtools.withdb
 
-.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench bench-django-q2 browser clean
+.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench bench-django-q2 browser pgbouncer clean
 
 help:
 	@echo "make demo       run the example project's demo (embedded PostgreSQL unless DATABASE_URL is set)"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench      side by side with the peers, worker and dead-letter admin benchmarks (docs/performance.md)"
 	@echo "make bench-django-q2  django-q2 with and without the adapter (docs/performance.md; ~3 min)"
 	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
+	@echo "make pgbouncer  install Debian's pgbouncer for tests/integration/test_pgbouncer.py (apt-get)"
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python >= 3.12 found; install one or pass PYTHON=..." >&2; exit 1; }
@@ -123,6 +124,19 @@ browser:
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q || exit 1; \
 	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || exit 1; \
 	test -x /usr/bin/chromium || { echo "make browser: apt-get left no /usr/bin/chromium" >&2; exit 1; }
+
+# Debian's pgbouncer for the PgBouncer tests (tests/pgbouncer.py starts its own instance with its own
+# configuration; the system service the package may install is never used). Nothing to do when installed.
+pgbouncer:
+	@if command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; then echo "pgbouncer: installed"; exit 0; fi; \
+	command -v apt-get >/dev/null 2>&1 || { echo "make pgbouncer: no apt-get here; install pgbouncer yourself" >&2; exit 1; }; \
+	if [ "$$(id -u)" = 0 ]; then sudo=; \
+	elif command -v sudo >/dev/null 2>&1; then sudo=sudo; \
+	else echo "make pgbouncer: not root and no sudo, so apt-get cannot install pgbouncer" >&2; exit 1; fi; \
+	echo "pgbouncer: installing Debian's pgbouncer with apt-get"; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q || exit 1; \
+	$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer || exit 1; \
+	test -x /usr/sbin/pgbouncer || { echo "make pgbouncer: apt-get left no /usr/sbin/pgbouncer" >&2; exit 1; }
 
 clean:
 	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt .coverage .coverage.*
