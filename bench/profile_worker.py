@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def statement_kind(sql: str) -> str:
     text = " ".join(sql.split()).lower()
+    if text.startswith("with done as"):
+        return "succeed and claim"
     if "for update skip locked" in text and "lease_owner = %(owner)s" in text:
         return "claim"
     if "set status = 'succeeded'" in text:
