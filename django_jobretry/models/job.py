@@ -180,10 +180,12 @@ class Job(models.Model):
                 condition=~models.Q(status="succeeded") | models.Q(finished_at__isnull=False),
                 name="jobretry_job_finished_when_succeeded",
             ),
-            # At most one live (ready or running) job per unique_key.
+            # At most one live (ready or running) job per unique_key. Jobs without
+            # a key are left out: they never conflict, and leaving them out spares
+            # every enqueue an index insert.
             models.UniqueConstraint(
                 fields=["unique_key"],
-                condition=models.Q(status__in=LIVE_STATUSES),
+                condition=models.Q(status__in=LIVE_STATUSES, unique_key__isnull=False),
                 name="jobretry_job_unique_live_key",
             ),
         ]

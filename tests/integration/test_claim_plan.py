@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from django_jobretry.models import Job
 from django_jobretry.services.claim_statements import succeed_and_claim_sql
 from django_jobretry.services.recovery import EXPIRED_LEASES
 from django_jobretry.services.sql import JOB
@@ -45,7 +46,7 @@ def backlog() -> None:
         cursor.execute(f"ANALYZE {JOB}")
 
 
-def plan(sql: str, params: dict[str, Any]) -> str:
+def plan(sql: str, params: dict[str, Any] | tuple[Any, ...]) -> str:
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN {sql}", params)
         return "\n".join(row[0] for row in cursor.fetchall())
@@ -85,3 +86,12 @@ def test_succeed_and_claim_uses_the_claim_index_and_the_key(filter_queues: bool)
     assert "jobretry_job_claim" in text, text
     assert "django_jobretry_job_pkey" in text, text  # the success finds its rows by id
     assert f"Seq Scan on {JOB}" not in text, text
+
+
+@pytest.mark.usefixtures("backlog")
+def test_the_live_job_of_a_unique_key_is_found_through_its_index() -> None:
+    """The index leaves unkeyed jobs out (they never conflict); a lookup by key still uses it."""
+    queryset = Job.objects.live().filter(unique_key="order-7")
+    sql, params = queryset.query.sql_with_params()
+    text = plan(sql, params)
+    assert "jobretry_job_unique_live_key" in text, text
