@@ -60,14 +60,17 @@ type RunAt = datetime | timedelta | None
 #: The shape of the statement each RunAt needs: "default" leaves run_at out.
 type RunAtKind = Literal["default", "at", "after"]
 
+# Counted and woken from the inserted rows themselves (RETURNING gives their task
+# and queue), so the statement's only parameters are the jobs' own values. A
+# data-modifying CTE runs even though the outer SELECT does not read it; the
+# NOTIFY is an uncorrelated subquery, evaluated once, and only if a row came back.
 _COUNT_AND_WAKE = f"""counted AS (
     INSERT INTO {COUNTERS} AS c (event, task_name, queue_name, shard, value)
-    SELECT '{CounterEvent.ENQUEUED.value}', %s, %s, pg_backend_pid(), count(*) FROM j HAVING count(*) > 0
+    SELECT '{CounterEvent.ENQUEUED.value}', j.task_name, j.queue_name, pg_backend_pid(), count(*)
+    FROM j GROUP BY j.task_name, j.queue_name
     ON CONFLICT ({KEY}) DO UPDATE SET value = c.value + EXCLUDED.value
-)"""
-# A data-modifying CTE runs even though the outer SELECT does not read it. The
-# NOTIFY is an uncorrelated subquery: evaluated once, and only if a row came back.
-_SELECT = "SELECT j.*, (SELECT pg_notify(%s, %s))::text FROM j"
+)
+SELECT j.*, (SELECT pg_notify('{CHANNEL}', w.queue_name) FROM j AS w LIMIT 1)::text FROM j"""
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ def _values(fields: list[Field[Any, Any]], given: set[str], run_at: RunAtKind) -
 
 def _statement(insert: str, fields: list[Field[Any, Any]], given: set[str]) -> _Statement:
     returning, _ = _returning()
-    sql = f"WITH j AS ({insert} RETURNING {returning}), {_COUNT_AND_WAKE} {_SELECT}"
+    sql = f"WITH j AS ({insert} RETURNING {returning}, task_name, queue_name), {_COUNT_AND_WAKE}"
     return _Statement(sql, tuple(field for field in fields if field.attname in given))
 
 
@@ -188,7 +191,7 @@ def insert_one(job: Job, run_at: RunAt) -> None:
         job.run_at = run_at  # type: ignore[assignment]  # a delay is bound as an interval
     params = [_prepared(field, getattr(job, field.attname)) for field in statement.fields]
     with connection.cursor() as cursor:
-        cursor.execute(statement.sql, [*params, job.task_name, job.queue_name, CHANNEL, job.queue_name])
+        cursor.execute(statement.sql, params)
         row = cursor.fetchone()
     _saved(job, row[: len(_returning()[1])] if row else ())
 
@@ -207,7 +210,6 @@ def insert_many(template: Job, rows: Sequence[tuple[Any, Any]], run_at: RunAt) -
     for position, name in enumerate(PER_ROW):
         field = meta.get_field(name)
         params.append([field.get_db_prep_save(row[position], connection) for row in rows])  # type: ignore[union-attr]
-    params += [template.task_name, template.queue_name, CHANNEL, template.queue_name]
     with connection.cursor() as cursor:
         cursor.execute(statement.sql, params)
         returned = cursor.fetchall()
