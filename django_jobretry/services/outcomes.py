@@ -10,7 +10,9 @@ owns the job now) changes nothing and never enters the retry path
 
 from __future__ import annotations
 
+import heapq
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,6 +44,8 @@ from django_jobretry.services.sql import loggable
 
 logger = logging.getLogger("django_jobretry")
 
+#: Retry times a Recorder keeps (Recorder.retries_due); a worker failing faster polls for the rest.
+RETRIES_REMEMBERED = 1_000
 #: The actor recorded in requeue history for requeues spent from a policy's budget.
 AUTO_REQUEUE_ACTOR = "automatic (requeue_budget)"
 
@@ -126,6 +130,9 @@ class Recorder:
 
     def __init__(self, worker_id: str, sender: type) -> None:
         self.worker_id, self.sender = worker_id, sender
+        #: When the retries this recorder scheduled come due (time.monotonic(), a heap), so
+        #: an idle worker claims a short retry then instead of at its next poll.
+        self.retries_due: list[float] = []
 
     def record_successes(self, jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> None:
         """Record finished attempts in one statement; ``results``: job id -> returned JSON text."""
@@ -248,6 +255,8 @@ class Recorder:
                     error_class=entry["error_class"],
                 ),
             )
+            if len(self.retries_due) < RETRIES_REMEMBERED:  # past that, the poll finds them
+                heapq.heappush(self.retries_due, time.monotonic() + decision.delay.total_seconds())
             send_job_signal(self.sender, signals.job_retry_scheduled, job, delay=decision.delay)
 
     def _auto_requeue(self, job: ClaimedJob, policy: RetryPolicy, dead_id: int) -> int | None:

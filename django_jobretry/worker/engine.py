@@ -25,6 +25,7 @@ from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded
 from django_jobretry.worker.child import PoolOptions
+from django_jobretry.worker.claim_schedule import ClaimSchedule
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.options import WorkerOptions
@@ -152,8 +153,8 @@ class Worker:
 
     def _loop(self) -> None:
         backoff = Backoff()
-        poll = jobretry_settings.poll_seconds
-        woken, next_poll = True, 0.0
+        schedule = ClaimSchedule(jobretry_settings.poll_seconds, self.recorder.retries_due)
+        woken = True
         while not self.stopping.is_set():
             self.wake.clear()
             claimed: int | None = None  # None: no claim was due this round
@@ -162,14 +163,14 @@ class Worker:
                 self.time_limits.end_overdue()
                 self.time_limits.end_cancelled(self.cancel_requests)
                 self._maybe_recover()
-                # Claim when woken (NOTIFY, a finished job) or when the poll is
-                # due; waking only to recover leases does not claim, so
-                # POLL_SECONDS keeps its meaning. The claim rides on the
-                # statement that records the successes, if any.
-                claim_due = woken or time.monotonic() >= next_poll
+                # Claim when woken or when due (worker/claim_schedule.py); waking only
+                # to recover leases does not claim. The claim rides on the statement
+                # that records the successes, if any.
+                started = time.monotonic()
+                claim_due = woken or schedule.due(started)
                 claimed = self._record_successes(claim=claim_due)
                 if claim_due:
-                    next_poll = time.monotonic() + poll
+                    schedule.claimed(started)
                 backoff.succeeded()
             except (DatabaseError, InterfaceError) as exc:  # never fatal: wait, reconnect if needed, go on
                 self.stopping.wait(pause_after(exc, backoff, self.id))
@@ -181,8 +182,9 @@ class Worker:
                 woken = True
                 continue
             next_recovery = self._last_recovery + self.options.recover_every
-            next_due = self.time_limits.next_due() or next_poll
-            woken = self.wake.wait(max(min(next_poll, next_recovery, next_due) - time.monotonic(), 0))
+            next_claim = schedule.next_at()
+            next_due = self.time_limits.next_due() or next_claim
+            woken = self.wake.wait(max(min(next_claim, next_recovery, next_due) - time.monotonic(), 0))
 
     def _finished(self, claimed: int | None) -> bool:
         idle = not self.running and not self._unrecorded() and self.outbox.empty()
