@@ -253,8 +253,11 @@ def fill(rows: int) -> None:
     execute(sql, [*params, rows, rows])
 
 
-def fill_succeeded(rows: int) -> None:
-    """``rows`` succeeded jobs, finished evenly over the last 7 days (1 in 168 in the last hour)."""
+def fill_succeeded(rows: int, ago: timedelta = timedelta(0)) -> None:
+    """``rows`` succeeded jobs, finished evenly over the 7 days before ``ago`` (1 in 168 per hour).
+
+    With ``ago`` past a retention period, every row is one ``prunejobs`` deletes (bench/large_tables.py).
+    """
     from django_jobretry.models import Job
 
     execute(
@@ -266,10 +269,10 @@ def fill_succeeded(rows: int) -> None:
         SELECT 'shop.jobs.send_receipt', CASE WHEN i %% 3 = 0 THEN 'emails' ELSE 'default' END, 'default',
                'succeeded', jsonb_build_array(i), '{{}}', 0, f - interval '2 seconds', 1, 20,
                'worker-' || (i %% 4), '[]', 0, '[]', f - interval '3 seconds', f - interval '1 second', f
-        FROM (SELECT i, now() - (%s - i) * (interval '7 days' / %s) AS f
+        FROM (SELECT i, now() - %s::interval - (%s - i) * (interval '7 days' / %s) AS f
               FROM generate_series(1, %s) AS i) AS g
         """,  # noqa: S608 - the table name is the model's; every value is a parameter
-        [rows, rows, rows],
+        [ago, rows, rows, rows],
     )
 
 
