@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(DJANGO)
 WITHDB := $(BIN)/python -m devtools.withdb
 
-.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench bench-django-q2 browser pgbouncer clean
+.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench bench-large bench-memory bench-django-q2 browser pgbouncer clean
 
 help:
 	@echo "make demo       run the example project's demo (embedded PostgreSQL unless DATABASE_URL is set)"
@@ -29,6 +29,8 @@ help:
 	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
 	@echo "make mutation   mutation testing of the policy module (slow; not part of make test)"
 	@echo "make bench      side by side with the peers, worker and dead-letter admin benchmarks (docs/performance.md)"
+	@echo "make bench-large  drain and claim with 10^6 succeeded jobs + 10^5 dead letters, then pruning them (~5 min)"
+	@echo "make bench-memory  a worker's RSS over 10^6 no-op jobs (BENCH_MEMORY_ARGS=\"--jobs 300000\"; ~10 min)"
 	@echo "make bench-django-q2  django-q2 with and without the adapter (docs/performance.md; ~3 min)"
 	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
 	@echo "make pgbouncer  install Debian's pgbouncer for tests/integration/test_pgbouncer.py (apt-get)"
@@ -105,6 +107,14 @@ bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python -m bench.sidebyside $(BENCH_PEERS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/deadletters.py $(BENCH_DEADLETTER_ARGS)
+
+# Large tables and memory (issue 12; docs/performance.md), each in a scratch database it drops:
+# options in BENCH_LARGE_ARGS (e.g. "--succeeded 100000") and BENCH_MEMORY_ARGS (e.g. "--jobs 300000").
+bench-large: $(STAMP)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/large_tables.py $(BENCH_LARGE_ARGS)
+
+bench-memory: $(STAMP)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/memory.py $(BENCH_MEMORY_ARGS)
 
 # django-q2 clusters with and without the adapter, same tasks, same database (docs/performance.md);
 # options in BENCH_Q2_ARGS, e.g. "--tasks 5000 --workers 4".
