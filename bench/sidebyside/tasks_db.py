@@ -61,12 +61,12 @@ class TasksDb:
     def done(self) -> int:
         from django_tasks_db.models import DBTaskResult
 
-        return DBTaskResult.objects.filter(status="SUCCESSFUL").count()
+        return int(DBTaskResult.objects.filter(status="SUCCESSFUL").count())  # Any without the extra
 
     def stored(self) -> int:
         from django_tasks_db.models import DBTaskResult
 
-        return DBTaskResult.objects.count()
+        return int(DBTaskResult.objects.count())
 
     def runs_per_job(self) -> float:
         return 0.0
