@@ -42,9 +42,10 @@ else:
     _Base = admin.ModelAdmin
 
 #: The columns holding job arguments (and what a django.tasks task returned, which
-#: may be as personal): no URL filter or search reaches them without the right
-#: to see them (rendering.can_filter_payload).
-PAYLOAD_FIELDS = frozenset({"args", "kwargs", "return_value"})
+#: may be as personal; and django-q2's signed package of a dead letter from there,
+#: its arguments pickled in readable base64): no URL filter or search reaches them
+#: without the right to see them (rendering.can_filter_payload).
+PAYLOAD_FIELDS = frozenset({"args", "kwargs", "return_value", "external_payload"})
 #: Lookups the admin never runs from a URL: PostgreSQL compiles the pattern it
 #: is sent, so a bad one is an error and a pathological one a slow scan.
 REFUSED_LOOKUPS = frozenset({"regex", "iregex"})

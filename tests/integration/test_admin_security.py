@@ -24,7 +24,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from django_jobretry.admin import JobAdmin, timestamps
-from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.models import DeadLetter, DeadLetterSource, Job, JobStatus
 from tests.factories import DeadLetterFactory, JobFactory
 from tests.integration.conftest import CHANGELIST, Operator, change_url, dead_url, messages_of
 
@@ -142,6 +142,50 @@ class TestArgumentsCannotBeFilteredOn:
         sql = [query["sql"] for query in queries if '"django_jobretry_' in query["sql"]]
         assert sql
         assert not [text for text in sql if '"args"' in text or '"kwargs"' in text]
+
+
+# django-q2's signed package (base64 of the pickled function and arguments, readable without
+# the key) is as secret as the arguments. Each probe matches more rows with its first value.
+EXTERNAL_PAYLOAD_PROBES = [
+    ("external_payload__startswith", "payload-h", "payload-z"),
+    ("external_payload__contains", SECRET, "nope"),
+    ("external_payload__icontains", "HUNT", "zzz"),
+    ("external_payload__isnull", "False", "True"),
+    ("external_payload", f"payload-{SECRET}", "nope"),
+]
+
+
+class TestExternalPayloadCannotBeFilteredOn:
+    @pytest.fixture(autouse=True)
+    def packages(self) -> None:
+        for payload in (f"payload-{SECRET}", "payload-public"):
+            DeadLetterFactory.create(source=DeadLetterSource.DJANGO_Q2, external_payload=payload)
+        DeadLetterFactory.create()  # this package's own: no external payload
+
+    @pytest.mark.parametrize(
+        ("lookup", "hit", "miss"), [*EXTERNAL_PAYLOAD_PROBES, ("external_payload__regex", "^p", "^z")]
+    )
+    def test_refused_alike_whether_or_not_a_row_matches(
+        self, viewer: Operator, lookup: str, hit: str, miss: str
+    ) -> None:
+        matching_page, missing_page = (viewer.get(reverse(CHANGELIST), {lookup: v}) for v in (hit, miss))
+        assert matching_page.status_code == missing_page.status_code == 400
+        assert matching_page.content == missing_page.content
+
+    @pytest.mark.parametrize(("lookup", "hit", "miss"), EXTERNAL_PAYLOAD_PROBES)
+    def test_allowed_to_whoever_sees_the_arguments(
+        self, reader: Operator, lookup: str, hit: str, miss: str
+    ) -> None:
+        # Also proves the probes above are real oracles when not refused.
+        url = reverse(CHANGELIST)
+        assert len(rows(reader.get(url, {lookup: hit}))) > len(rows(reader.get(url, {lookup: miss})))
+
+    def test_regex_stays_refused_to_whoever_sees_the_arguments(self, reader: Operator) -> None:
+        assert reader.get(reverse(CHANGELIST), {"external_payload__regex": "^p"}).status_code == 400
+
+    def test_all_matching_refuses_it_too(self, make_user: Any) -> None:
+        requeuer = Operator(make_user("view_deadletter", "requeue_deadletter", name="rq"))
+        assert requeuer.get(matching("requeue", {"external_payload__startswith": "p"})).status_code == 400
 
 
 def matching(verb: str, query: dict[str, str]) -> str:
