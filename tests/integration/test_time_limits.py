@@ -17,7 +17,7 @@ from django.db import connection
 
 from django_jobretry import RetryPolicy, job
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.models import Job, JobStatus
+from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 from django_jobretry.registry import time_limit
 from tests.inprocess import DEADLINE, run_until_settled
 from tests.jobs_app import jobs
@@ -44,6 +44,15 @@ def slow_first_time() -> None:
 @job(name="tests.time_limits.limited_by_job", policy=QUICK, timeout=timedelta(seconds=5))
 def limited_by_job() -> None:
     """Only its time limit matters here."""
+
+
+@job(
+    name="tests.time_limits.limited_by_policy",
+    policy=RetryPolicy(max_attempts=2, base_delay=0.01, jitter=0, timeout=0.2),
+)
+def limited_by_policy(seconds: float) -> None:
+    """No timeout of its own: the limit is its policy's."""
+    time.sleep(seconds)
 
 
 def release_once_timed_out(job_id: int) -> threading.Thread:
@@ -89,6 +98,21 @@ def test_a_handler_past_its_timeout_is_cut_off_and_its_slot_held_until_it_return
     assert "ran longer than its timeout of 0:00:00.200000" in entry["message"]
     # With one slot, attempt 2 could only start once the abandoned attempt 1 returned.
     assert EVENTS == ["attempt 1 started", "timeout recorded", "attempt 1 returned", "attempt 2 started"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_a_policy_timeout_alone_cuts_off_the_attempt() -> None:
+    enqueued = limited_by_policy.enqueue(0.6)
+    assert time_limit(enqueued.task_name, enqueued.policy_name) == timedelta(seconds=0.2)
+    run_until_settled(concurrency=1)
+    assert not Job.objects.filter(pk=enqueued.pk).exists()
+    dead = DeadLetter.objects.get(job_id=enqueued.pk)
+    assert (dead.reason, dead.attempts) == (DeadReason.EXHAUSTED, 2)
+    assert [(entry["ended"], entry["error_class"]) for entry in dead.errors] == [
+        ("timeout", "django_jobretry.exceptions.JobTimeout")
+    ] * 2
+    assert "ran longer than its timeout of 0:00:00.200000" in dead.last_error
 
 
 @pytest.mark.django_db
