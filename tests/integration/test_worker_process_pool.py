@@ -1,4 +1,5 @@
-"""`runworker --pool process`: a time limit kills the handler's process; a crash costs one attempt.
+"""`runworker --pool process`: a time limit kills the handler's process; a crash costs one attempt;
+children are recycled after a number of jobs or past a memory limit.
 
 Real worker processes against real PostgreSQL, with hard deadlines; each
 handler records the pid it ran in (tests/jobs_app), which shows where it ran.
@@ -58,6 +59,23 @@ def test_children_are_replaced_after_max_jobs_per_child(workers: Workers) -> Non
     assert len(set(ran_in)) == 3
     assert worker.pid not in ran_in
     assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == 3
+
+
+@pytest.mark.parametrize(("max_memory_mb", "children"), [("1", 3), ("100000", 1)])
+def test_a_child_past_max_memory_mb_is_replaced_after_its_job(
+    workers: Workers, max_memory_mb: str, children: int
+) -> None:
+    # Any child with Django set up peaks well above 1 MB; none reaches 100 000 MB.
+    for index in range(3):
+        jobs.record.enqueue(f"memory-{index}")
+    args = ("--pool", "process", "--concurrency", "1", "--max-memory-mb", max_memory_mb, "--max-jobs", "3")
+    code, output = finish(spawn(workers, *args), timeout=120)
+    assert code == 0, output
+    ran_in = [pid for index in range(3) for pid in pids(f"memory-{index}")]
+    assert len(ran_in) == 3
+    assert len(set(ran_in)) == children
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == 3
+    assert not DeadLetter.objects.exists()
 
 
 @pytest.mark.parametrize("option", [("--max-jobs-per-child", "5"), ("--max-memory-mb", "512")])
