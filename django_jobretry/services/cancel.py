@@ -112,10 +112,9 @@ def bury_cancelled_attempt(job: ClaimedJob, actor: str, *, worker_id: str, sende
     entry = attempt_entry(
         job.attempt, AttemptEnd.CANCELLED, ErrorKind.FATAL, worker_id, message=f"cancelled by {actor}"
     )
-    with transaction.atomic():
-        if transitions.lock_failed(job) is None:
-            return None  # the lease was lost meanwhile: whoever holds the job now decides
-        dead_id = transitions.bury(job, entry, DeadReason.CANCELLED, jobretry_settings.error_history_limit)
+    dead_id = transitions.bury(job, entry, DeadReason.CANCELLED, jobretry_settings.error_history_limit)
+    if dead_id is None:
+        return None  # the lease was lost meanwhile: whoever holds the job now decides
     extra = log_extra(job, "cancelled", dead_letter_id=dead_id, actor=actor)
     logger.warning(
         "job %s attempt %s cancelled by %s while running; dead letter %s",

@@ -2,8 +2,8 @@
 
 An attempt ends as one of three values - :class:`Succeeded`, :class:`Failed`
 (the handler raised) or :class:`Interrupted` (the worker shut down first).
-The policy decides what a failure means; this module writes the decision in
-one fenced transaction. A stale outcome (the lease was lost and someone else
+The policy decides what a failure means; services/failure_writes.py writes
+the decision, fenced, and this module announces it. A stale outcome (the lease was lost and someone else
 owns the job now) changes nothing and never enters the retry path
 (docs/design.md#rule-3).
 """
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import DataError, transaction
 from django.dispatch import Signal
 
 from django_jobretry import signals
@@ -29,10 +28,10 @@ from django_jobretry.policy import Classification, ErrorKind, GiveUp, RetryPolic
 from django_jobretry.registry import policy_for
 from django_jobretry.services import deadletters, transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.decisions import classify_failure, decide
+from django_jobretry.services.decisions import classify_failure
+from django_jobretry.services.failure_writes import PendingFailure, WrittenFailure, write_failures
 from django_jobretry.services.history import (
     AttemptEnd,
-    AttemptEntry,
     RenderedError,
     error_entry,
     event_entry,
@@ -40,7 +39,6 @@ from django_jobretry.services.history import (
     render_error,
     what_ended,
 )
-from django_jobretry.services.sql import loggable
 
 logger = logging.getLogger("django_jobretry")
 
@@ -163,6 +161,21 @@ class Recorder:
             send_job_signal(self.sender, signals.job_succeeded, job)
 
     def record_failure(self, outcome: Failed | Interrupted) -> None:
+        self.record_failures([outcome])
+
+    def record_failures(self, outcomes: list[Failed] | list[Failed | Interrupted]) -> None:
+        """Write and announce failed attempts (services/failure_writes.py), batched where they can be.
+
+        Each outcome leaves ``outcomes`` once it is written, so after a
+        database error the list holds only what is still to be written.
+        """
+        pending = {outcome.job.id: (outcome, self._pending(outcome)) for outcome in outcomes}
+        history = jobretry_settings.error_history_limit
+        for written in write_failures([item for _, item in pending.values()], history):
+            outcomes.remove(pending[written.job.id][0])  # type: ignore[arg-type]
+            self._announce_failure(written)
+
+    def _pending(self, outcome: Failed | Interrupted) -> PendingFailure:
         job = outcome.job
         policy = policy_for(job.task_name, job.policy_name)
         if isinstance(outcome, Interrupted):  # no backoff: only the hold
@@ -175,45 +188,16 @@ class Recorder:
             ended = AttemptEnd.FATAL if classification.kind is ErrorKind.FATAL else outcome.ended
             rendered = outcome.rendered or render_error(outcome.error)
             entry = error_entry(job.attempt, rendered, classification.kind, ended, self.worker_id)
-        try:
-            self._write_failure(job, policy, classification, entry)
-        except DataError as exc:
-            # Recording cannot fail (docs/design.md#rule-6). Whatever in the entry PostgreSQL
-            # refused, a minimal entry still ends the attempt.
-            logger.error(
-                "could not store the error of job %s (%s); storing a minimal record",
-                job.id,
-                type(exc).__name__,
-                extra=log_extra(job, "record_fallback", **loggable(exc)),
-            )
-            fallback = minimal_entry(job.attempt, outcome.ended, classification.kind, self.worker_id)
-            self._write_failure(job, policy, classification, fallback)
+        fallback = minimal_entry(job.attempt, outcome.ended, classification.kind, self.worker_id)
+        return PendingFailure(job, policy, classification, entry, fallback)
 
-    def _write_failure(
-        self, job: ClaimedJob, policy: RetryPolicy, classification: Classification, entry: AttemptEntry
-    ) -> None:
-        history = jobretry_settings.error_history_limit
-        with transaction.atomic():
-            locked = transitions.lock_failed(job)
-            if locked is None:
-                self._stale(job, "failed")
-                return
-            decision = decide(
-                policy,
-                job.attempt,
-                classification.kind,
-                elapsed=locked.elapsed,
-                requested_delay=classification.requested_delay,
-                max_attempts=job.max_attempts,
-            )
-            if isinstance(decision, GiveUp):
-                reason = DeadReason(decision.reason.value)
-                dead_id = transitions.bury(job, entry, reason, history)
-            else:
-                transitions.schedule_retry(
-                    job, {**entry, "delay": decision.delay.total_seconds()}, decision.delay, history
-                )
-        if isinstance(decision, GiveUp):
+    def _announce_failure(self, written: WrittenFailure) -> None:
+        job, entry, decision = written.job, written.entry, written.decision
+        if decision is None:
+            self._stale(job, "failed")
+        elif isinstance(decision, GiveUp):
+            reason = DeadReason(decision.reason.value)
+            dead_id = written.dead_letter_id
             logger.warning(
                 f"{JOB_LINE} %s; dead letter %s (%s)",
                 *job_line_args(job),
@@ -230,8 +214,8 @@ class Recorder:
             )
             # Fatal means retrying cannot help: the budget is for transient outages.
             requeued_as = None
-            if policy.requeue_budget and reason is not DeadReason.FATAL:
-                requeued_as = self._auto_requeue(job, policy, dead_id)
+            if dead_id is not None and written.policy.requeue_budget and reason is not DeadReason.FATAL:
+                requeued_as = self._auto_requeue(job, written.policy, dead_id)
             # After the requeue, so a receiver knows whether the job has really ended.
             send_job_signal(
                 self.sender,
@@ -242,21 +226,17 @@ class Recorder:
                 requeued_as=requeued_as,
             )
         else:
+            delay = decision.delay.total_seconds()
             logger.info(
                 f"{JOB_LINE} %s; %s in %.3fs",
                 *job_line_args(job),
                 what_ended(entry),
                 "ready again" if entry["ended"] == AttemptEnd.SHUTDOWN else "retry",
-                decision.delay.total_seconds(),
-                extra=log_extra(
-                    job,
-                    "retry_scheduled",
-                    delay=decision.delay.total_seconds(),
-                    error_class=entry["error_class"],
-                ),
+                delay,
+                extra=log_extra(job, "retry_scheduled", delay=delay, error_class=entry["error_class"]),
             )
             if len(self.retries_due) < RETRIES_REMEMBERED:  # past that, the poll finds them
-                heapq.heappush(self.retries_due, time.monotonic() + decision.delay.total_seconds())
+                heapq.heappush(self.retries_due, time.monotonic() + delay)
             send_job_signal(self.sender, signals.job_retry_scheduled, job, delay=decision.delay)
 
     def _auto_requeue(self, job: ClaimedJob, policy: RetryPolicy, dead_id: int) -> int | None:

@@ -1,18 +1,18 @@
-"""A job's database transitions: claim, finish, fail, release, heartbeat; bury and revive.
+"""A job's database transitions: claim, finish, release, heartbeat; bury and revive.
 
 Every worker write after the claim is fenced by (id, running, attempt, lease
 token), so a worker that lost its lease changes nothing
 (docs/design.md#rule-3). Times are always the database's
 ``statement_timestamp()`` (docs/design.md#rule-5). Burying a job and
 reviving its dead letter are inverses, one statement each, side by side.
-Lease recovery is in recovery.py.
+Writing a failed attempt back is in failure_writes.py, lease recovery in
+recovery.py.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -32,7 +32,6 @@ from django_jobretry.services.sql import (
     CLEAR_LEASE,
     DEAD,
     DEAD_COLUMNS,
-    ELAPSED_SQL,
     FENCE,
     JOB,
     REVIVED_COLUMNS,
@@ -45,26 +44,15 @@ from django_jobretry.services.sql import (
 #: ClaimedJob is claim()'s result type, so it is exported here too.
 __all__ = [
     "ClaimedJob",
-    "Failure",
     "bury",
     "claim",
     "claim_sql",
     "heartbeat",
-    "lock_failed",
     "release",
     "revive",
-    "schedule_retry",
     "succeed",
     "succeed_and_claim",
 ]
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Locked state of a running job whose attempt failed."""
-
-    #: Since the first attempt; None when the row's first_attempt_at is not a finite time.
-    elapsed: timedelta | None
 
 
 def claim_sql(*, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False) -> str:
@@ -107,7 +95,7 @@ def claim(
         return claimed_jobs(cursor.fetchall())
 
 
-def _fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
+def fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
     return {
         "ids": [job.id for job in jobs],
         "attempts": [job.attempt for job in jobs],
@@ -115,12 +103,12 @@ def _fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
     }
 
 
-_FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
+FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
 
 
 def _succeed_params(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None) -> dict[str, Any]:
     results = results or {}
-    return {**_fence_arrays(jobs), "results": [results.get(job.id) for job in jobs]}
+    return {**fence_arrays(jobs), "results": [results.get(job.id) for job in jobs]}
 
 
 def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> set[int]:
@@ -167,12 +155,12 @@ def release(jobs: Sequence[ClaimedJob]) -> set[int]:
         UPDATE {JOB} AS j
         SET status = 'ready', attempts = j.attempts - 1, run_at = statement_timestamp(), {CLEAR_LEASE},
             first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END
-        FROM {_FENCED_ROWS}
+        FROM {FENCED_ROWS}
         WHERE j.id = d.id AND {FENCE}
         RETURNING j.id
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, _fence_arrays(jobs))
+        cursor.execute(sql, fence_arrays(jobs))
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -186,55 +174,20 @@ def heartbeat(jobs: Sequence[ClaimedJob], lease_seconds: float) -> dict[int, str
         return {}
     sql = f"""
         UPDATE {JOB} AS j SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
-        FROM {_FENCED_ROWS}
+        FROM {FENCED_ROWS}
         WHERE j.id = d.id AND {FENCE}
         RETURNING j.id, j.cancel_requested_by
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, {**_fence_arrays(jobs), "lease": lease_seconds})
+        cursor.execute(sql, {**fence_arrays(jobs), "lease": lease_seconds})
         return dict(cursor.fetchall())
 
 
-def lock_failed(job: ClaimedJob) -> Failure | None:
-    """Lock a running job for recording its failure; None if the lease was lost.
+def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit: int) -> int | None:
+    """Move the running job into the dead letters in one fenced statement.
 
-    Call inside ``transaction.atomic()``; the lock holds the row until the
-    retry or dead-letter write in the same transaction.
+    Returns the dead letter id, or None when the attempt no longer held its lease.
     """
-    sql = f"""
-        SELECT {ELAPSED_SQL} FROM {JOB} AS j,
-               (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
-        WHERE j.id = d.id AND {FENCE}
-        FOR UPDATE OF j
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"id": job.id, "attempt": job.attempt, "token": job.token})
-        row = cursor.fetchone()
-    return None if row is None else Failure(elapsed=row[0])
-
-
-def schedule_retry(job: ClaimedJob, entry: AttemptEntry, delay: timedelta, history_limit: int) -> None:
-    """Back to ready with a future run_at (durable backoff); the row is locked by lock_failed."""
-    errors = f"(j.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
-    sql = f"""
-        UPDATE {JOB} AS j
-        SET status = 'ready', run_at = statement_timestamp() + make_interval(secs => %(delay)s),
-            {CLEAR_LEASE},
-            errors = {trimmed(errors, "%(limit)s")}
-        WHERE j.id = %(id)s
-    """
-    params: dict[str, Any] = {
-        "entry": json.dumps(entry),
-        "delay": delay.total_seconds(),
-        "limit": history_limit,
-        "id": job.id,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-
-
-def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit: int) -> int:
-    """Move the job into the dead letters in one statement; returns the dead letter id."""
     errors = f"(gone.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
     values = dead_letter_select(
         "gone",
@@ -244,12 +197,19 @@ def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit
         message="%(message)s",
     )
     sql = f"""
-        WITH gone AS (DELETE FROM {JOB} WHERE id = %(id)s RETURNING *)
+        WITH gone AS (
+            DELETE FROM {JOB} AS j
+            USING (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
+            WHERE j.id = d.id AND {FENCE}
+            RETURNING j.*
+        )
         INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
         RETURNING id
     """
     params: dict[str, Any] = {
         "id": job.id,
+        "attempt": job.attempt,
+        "token": job.token,
         "entry": json.dumps(entry),
         "reason": reason.value,
         "limit": history_limit,
@@ -259,9 +219,7 @@ def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    if row is None:
-        raise RuntimeError(f"job {job.id} vanished while locked; bury() must follow lock_failed()")
-    return int(row[0])
+    return None if row is None else int(row[0])
 
 
 def revive(dead_letter_id: int, *, max_attempts: int, run_after: timedelta | None, actor: str) -> int | None:

@@ -24,6 +24,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded
+from django_jobretry.worker import announce
 from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.claim_schedule import ClaimSchedule
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
@@ -108,15 +109,7 @@ class Worker:
             threads.append(Listener(self.wake, self.stopping, self.options.queues))
         for thread in threads:
             thread.start()
-        logger.info(
-            "worker %s started",
-            self.id,
-            extra={
-                "worker": self.id,
-                "queues": list(self.options.queues or []),
-                "concurrency": self.options.concurrency,
-            },
-        )
+        announce.started(self.id, self.options)
         try:
             self._loop()
             self._drain()
@@ -128,12 +121,7 @@ class Worker:
             unmark_bookkeeping_thread()
             drop_connection()
             heartbeat.join(timeout=GOODBYE_SECONDS)  # it removes the worker's row as it stops
-        logger.info(
-            "worker %s stopped after %d attempts",
-            self.id,
-            self.finished_total,
-            extra={"worker": self.id, "attempts": self.finished_total},
-        )
+        announce.stopped(self.id, self.finished_total)
         return 0
 
     def _runner(self, index: int) -> Runner:
@@ -213,7 +201,7 @@ class Worker:
         self._record_successes(claim=False)
 
     def _take_outcomes(self) -> None:
-        """Take what the runners finished; failures are recorded now, one by one, each its own decision.
+        """Take what the runners finished; failures are recorded now, in one statement where they can be.
 
         Successes wait for :meth:`_record_successes`, out of ``running``: their
         slot is free, and a late cancel or time limit must not end them.
@@ -232,9 +220,12 @@ class Worker:
                     self.results[outcome.job.id] = outcome.result
             else:
                 self.failed.append(outcome)
-        while self.failed:
-            self.recorder.record_failure(self.failed[0])
-            self._forget([self.failed.pop(0).job])
+        jobs = [outcome.job for outcome in self.failed]
+        try:
+            self.recorder.record_failures(self.failed)  # empties it as they are written
+        finally:
+            left = {outcome.job.id for outcome in self.failed}
+            self._forget([job for job in jobs if job.id not in left])
 
     def _record_successes(self, *, claim: bool) -> int | None:
         """All successes in one statement; with ``claim``, the next jobs are claimed in that same statement.

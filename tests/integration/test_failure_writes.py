@@ -1,0 +1,149 @@
+"""Failed attempts written in batches: one fenced statement for the retries, each outcome exactly once.
+
+The worker's main loop hands every failure it took to ``Recorder.record_failures``;
+retries whose policy has no ``retry_for`` are written together, everything else
+one by one (services/failure_writes.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.db.models import DurationField, Value
+from django.db.models.functions import Now
+from django.test.utils import CaptureQueriesContext
+
+from django_jobretry import FatalError
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.services import transitions
+from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.failure_writes import PendingFailure, WrittenFailure, write_failures
+from django_jobretry.services.history import AttemptEnd
+from django_jobretry.services.outcomes import Failed, Interrupted, Recorder
+from tests.attempts import LEASE, OWNER
+from tests.jobs_app import jobs
+
+pytestmark = pytest.mark.django_db
+
+
+def claim(count: int) -> list[ClaimedJob]:
+    claimed = transitions.claim(OWNER, count, LEASE, None)
+    assert len(claimed) == count
+    return claimed
+
+
+def failed(job: ClaimedJob, message: str = "upstream reset") -> Failed:
+    return Failed(job, ConnectionResetError(message))
+
+
+def statements(captured: CaptureQueriesContext) -> list[str]:
+    """The statements run, without the savepoints of the test's own transaction."""
+    sql = (" ".join(query["sql"].split()) for query in captured.captured_queries)
+    return [text[:27] for text in sql if not text.startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
+
+
+def refused(job: ClaimedJob, message: str) -> PendingFailure:
+    """A failure whose entry PostgreSQL refuses: a raw NUL, which every entry built here would escape."""
+    pending = Recorder(OWNER, object)._pending(failed(job, message))
+    return replace(pending, entry={**pending.entry, "message": f"{message} \x00"})
+
+
+def write_all(pending: list[PendingFailure]) -> list[WrittenFailure]:
+    return list(write_failures(pending, history_limit=10))
+
+
+def test_retries_of_a_batch_are_one_statement_and_each_outcome_leaves_the_list() -> None:
+    for key in "abc":
+        jobs.always_fails.enqueue(key)
+    outcomes: list[Failed | Interrupted] = [failed(job) for job in claim(3)]
+    with CaptureQueriesContext(connection) as captured:
+        Recorder(OWNER, object).record_failures(outcomes)
+    assert statements(captured) == ["UPDATE django_jobretry_job "]
+    assert outcomes == []
+    rows = Job.objects.order_by("pk")
+    assert [(row.status, row.attempts, len(row.errors)) for row in rows] == [("ready", 1, 1)] * 3
+    assert {row.errors[0]["delay"] for row in rows} == {0.01}  # the "three" policy's first delay
+    assert all(row.run_at > row.first_attempt_at for row in rows)
+
+
+def test_a_stale_failure_in_a_batch_changes_nothing_and_the_rest_are_written(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for key in "ab":
+        jobs.always_fails.enqueue(key)
+    held, lost = claim(2)
+    assert transitions.release([lost]) == {lost.id}  # as a shutdown does: the attempt is gone
+    before = Job.objects.values().get(pk=lost.id)
+    outcomes: list[Failed | Interrupted] = [failed(held), failed(lost)]
+    Recorder(OWNER, object).record_failures(outcomes)
+    assert outcomes == []
+    assert Job.objects.values().get(pk=lost.id) == before
+    assert Job.objects.get(pk=held.id).status == JobStatus.READY
+    [stale] = [r for r in caplog.records if getattr(r, "outcome", None) == "stale_ignored"]
+    assert (getattr(stale, "job_id", None), getattr(stale, "stale_outcome", None)) == (lost.id, "failed")
+
+
+def test_an_entry_postgresql_refuses_falls_back_alone(caplog: pytest.LogCaptureFixture) -> None:
+    for key in "abc":
+        jobs.always_fails.enqueue(key)
+    first, poisoned, third = claim(3)
+    recorder = Recorder(OWNER, object)
+    pending = [
+        recorder._pending(failed(first, "one")),
+        refused(poisoned, "two"),
+        recorder._pending(failed(third)),
+    ]
+    written = write_all(pending)
+    assert [(w.job.id, w.entry["message"]) for w in written] == [
+        (first.id, "one"),
+        (poisoned.id, "the error could not be recorded"),
+        (third.id, "upstream reset"),
+    ]
+    messages = dict(Job.objects.values_list("pk", "errors__0__message"))
+    assert messages == {
+        first.id: "one",
+        poisoned.id: "the error could not be recorded",
+        third.id: "upstream reset",
+    }
+    assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.READY}
+    fallbacks = [r for r in caplog.records if getattr(r, "outcome", None) == "record_fallback"]
+    assert [getattr(r, "job_id", None) for r in fallbacks] == [poisoned.id]
+
+
+def test_a_mixed_batch_ends_each_job_as_its_policy_says() -> None:
+    jobs.always_fails.enqueue("retried")
+    jobs.fatal.enqueue("buried")
+    jobs.record.using(policy="emails").enqueue("past its deadline")  # retry_for 2 h: locked, then buried
+    jobs.always_fails.enqueue("shut down")
+    retried, buried, deadline, interrupted = claim(4)
+    Job.objects.filter(pk=deadline.id).update(
+        first_attempt_at=Now() - Value(timedelta(hours=3), output_field=DurationField())
+    )
+    outcomes: list[Failed | Interrupted] = [
+        failed(retried),
+        Failed(buried, FatalError("bad payload")),
+        failed(deadline),
+        Interrupted(interrupted, hold=timedelta(seconds=30)),
+    ]
+    Recorder(OWNER, object).record_failures(outcomes)
+    assert outcomes == []
+    assert dict(DeadLetter.objects.values_list("job_id", "reason")) == {
+        buried.id: "fatal",
+        deadline.id: "deadline",
+    }
+    rows = {row.pk: row for row in Job.objects.all()}
+    assert set(rows) == {retried.id, interrupted.id}
+    assert rows[interrupted.id].errors[0]["ended"] == AttemptEnd.SHUTDOWN
+    assert rows[interrupted.id].errors[0]["delay"] == 30.0
+
+
+def test_a_refused_entry_inside_a_callers_transaction_leaves_it_usable() -> None:
+    jobs.always_fails.enqueue("a")
+    [job] = claim(1)
+    with transaction.atomic():  # as testing.run_jobs() records inside a TestCase
+        [written] = write_all([refused(job, "one")])
+        assert written.decision is not None
+        assert Job.objects.get().errors[0]["message"] == "the error could not be recorded"
