@@ -25,18 +25,24 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: (what a main-loop statement contains, what it is), the first match wins.
+KINDS = (
+    ("with done as", "succeed and claim"),
+    ("lease_owner = %(owner)s", "claim"),
+    ("set status = 'succeeded'", "succeed"),
+    ("status = 'running' and lease_expires_at <", "recover_expired"),
+    ("for update of j", "lock failed"),
+    ("set status = 'ready', run_at", "schedule retries"),
+)
+
+
 def statement_kind(sql: str) -> str:
     text = " ".join(sql.split()).lower()
-    if text.startswith("with done as"):
-        return "succeed and claim"
-    if "for update skip locked" in text and "lease_owner = %(owner)s" in text:
-        return "claim"
-    if "set status = 'succeeded'" in text:
-        return "succeed"
-    if "status = 'running' and lease_expires_at <" in text:
-        return "recover_expired"
-    if text.startswith("set "):
-        return "session settings"
+    for part, kind in KINDS:
+        if part in text:
+            return kind
+    if text in ("begin", "commit") or text.startswith(("savepoint", "release savepoint", "set ")):
+        return text.split()[0]
     return text[:40]
 
 
@@ -47,6 +53,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=5_000, help="no-op jobs to drain (default %(default)s)")
     parser.add_argument("--concurrency", type=int, default=1, help="as runworker --concurrency")
     parser.add_argument("--cprofile", action="store_true", help="also print the top functions by own time")
+    parser.add_argument(
+        "--fail-twice",
+        action="store_true",
+        help="jobs that fail twice then succeed (1 ms backoff) instead of no-ops",
+    )
     return parser.parse_args(argv)
 
 
@@ -55,7 +66,8 @@ def setup_django() -> None:
         sys.exit("bench/profile_worker.py: DATABASE_URL is not set")
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
+    # The side-by-side bench's settings: bench/settings.py plus its 1 ms retry policy.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.sidebyside.settings_ours")
     import django
     from django.core.management import call_command
 
@@ -98,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from django.db import connection
 
+    from bench.sidebyside.jobs import fail_twice
     from django_jobretry.models import Job
     from django_jobretry.worker import Worker, WorkerOptions
     from tests.jobs_app.jobs import noop
@@ -105,10 +118,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if Job.objects.exists():
         sys.exit("bench/profile_worker.py: the job table is not empty; use a scratch database")
     logging.getLogger("django_jobretry").setLevel(logging.INFO)  # as runworker -v 1
-    noop.bulk_enqueue([((), {})] * args.jobs)
+    if args.fail_twice:
+        fail_twice.bulk_enqueue([((number,), {}) for number in range(args.jobs)])
+    else:
+        noop.bulk_enqueue([((), {})] * args.jobs)
 
     timer = StatementTimer()
-    worker = Worker(WorkerOptions(burst=True, concurrency=args.concurrency, listen=False))
+    # A burst could end while a 1 ms retry is not yet due: stop after every attempt instead.
+    attempts = 3 * args.jobs if args.fail_twice else None
+    worker = Worker(
+        WorkerOptions(burst=attempts is None, max_jobs=attempts, concurrency=args.concurrency, listen=False)
+    )
     profiler = cProfile.Profile() if args.cprofile else None
     started = time.perf_counter()
     with connection.execute_wrapper(timer):
