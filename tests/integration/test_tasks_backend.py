@@ -6,17 +6,20 @@ result is read from exactly what a worker leaves behind. The rules checked:
 status mapping (ready -> READY, running -> RUNNING, succeeded -> SUCCESSFUL,
 dead letter -> FAILED), one TaskError per history entry, one worker id per
 attempt across requeues, started_at = first attempt, last_attempted_at =
-the last attempt's start, finished_at only once finished; and the result id
-(the chain's first job id) across requeues. Django 6+ only (tests/conftest.py).
+the last attempt's start, finished_at only once finished; the result id
+(the chain's first job id) across requeues; and no result once `prunejobs`
+deleted the job. Django 6+ only (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db.models import DurationField, Value
 from django.db.models.functions import Now
 from django.tasks import TaskResultStatus
@@ -115,6 +118,18 @@ class TestEachState:
         assert result.started_at is not None
         assert result.last_attempted_at is not None
         assert result.last_attempted_at > result.started_at
+
+    def test_a_result_pruned_by_retention_no_longer_exists(self) -> None:
+        enqueued = tasks.flaky.enqueue("k", 0)
+        succeed("worker-a", {"key": "k", "runs": 1})
+        assert fetch(enqueued).status == TaskResultStatus.SUCCESSFUL
+        # Only its age is written: the test's transaction has one now(), so nothing is older yet.
+        ten_days_ago = Now() - Value(timedelta(days=10), output_field=DurationField())
+        Job.objects.update(finished_at=ten_days_ago)
+        call_command("prunejobs", "--older-than", "7d", stdout=StringIO())
+        assert not Job.objects.exists()
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.flaky.get_result(enqueued.id)
 
     def test_a_dead_letter_is_failed_with_every_error(self) -> None:
         enqueued = tasks.always_fails.enqueue("k")
