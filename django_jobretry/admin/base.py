@@ -69,7 +69,26 @@ def touches_payload(path: str) -> bool:
     return path.lstrip("^=@").split(LOOKUP_SEP)[0] in PAYLOAD_FIELDS
 
 
-class ReadOnlyRecordAdmin(_Base):
+class NoWritesAdmin(_Base):
+    """An admin that adds, edits and deletes nothing, whatever the user's permissions.
+
+    Rows change only through the services (a job's transitions, the
+    dead-letter service) or, for workers, their own heartbeats: a row deleted
+    here would be written back, or lose what the services keep consistent.
+    Deleting a dead letter is discarding, which has its own permission and action.
+    """
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class ReadOnlyRecordAdmin(NoWritesAdmin):
     """The base of JobAdmin and DeadLetterAdmin: shared columns, read-only rights.
 
     Nothing can be added, edited or deleted here; the dead-letter admin's
@@ -203,16 +222,6 @@ class ReadOnlyRecordAdmin(_Base):
         # The guarded timestamps keep the help texts of the fields they stand for.
         kwargs["help_texts"] = {**timestamps.help_texts(self.model), **kwargs.get("help_texts", {})}
         return super().get_form(request, obj, change, **kwargs)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Deleting a dead letter is discarding, which has its own permission and action.
-        return False
 
 
 def warn_ignored(model_admin: Any, request: HttpRequest, count: int) -> None:

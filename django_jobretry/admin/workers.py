@@ -10,7 +10,7 @@ its arguments.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin
 from django.db.models import Case, DurationField, F, QuerySet, When
@@ -20,15 +20,10 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import rendering, timestamps
+from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import WorkerProcess
 from django_jobretry.models.worker_process import IS_LIVE, LIVE
-
-if TYPE_CHECKING:  # generic only in django-stubs, not at run time
-    _Base = admin.ModelAdmin[WorkerProcess]
-else:
-    _Base = admin.ModelAdmin
-
 
 #: The URL filters of the list: the status filter's and the host filter's own parameters.
 FILTER_LOOKUPS = frozenset({"status", "host__exact", "host__isnull"})
@@ -56,7 +51,7 @@ def _age(name: str) -> Case:
     return Case(When(timestamps.loadable(name), then=Now() - F(name)), output_field=DurationField())
 
 
-class WorkerProcessAdmin(_Base):
+class WorkerProcessAdmin(NoWritesAdmin):
     """Live workers first, then lost ones; nothing editable."""
 
     # Six columns, the id wrapping at its colons: what fits beside Django's sidebars at 1280 px.
@@ -139,12 +134,3 @@ class WorkerProcessAdmin(_Base):
         Refused, a URL filter is a 400 before any query runs (docs/admin.md#what-the-admin-refuses).
         """
         return "\x00" not in value and lookup in FILTER_LOOKUPS
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
