@@ -196,8 +196,21 @@ def schedule_retries(retries: Sequence[Retrying], history_limit: int) -> set[int
     """
     if not retries:
         return set()
+    params: dict[str, Any] = {
+        **transitions.fence_arrays([retry.job for retry in retries]),
+        "entries": [json.dumps(retry.entry) for retry in retries],
+        "delays": [retry.delay.total_seconds() for retry in retries],
+        "limit": history_limit,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(schedule_retries_sql(), params)
+        return {row[0] for row in cursor.fetchall()}
+
+
+def schedule_retries_sql() -> str:
+    """The statement of :func:`schedule_retries`; public so its plan can be tested."""
     errors = f"(j.errors || jsonb_build_array({stamped('d.entry')}))"
-    sql = f"""
+    return f"""
         UPDATE {JOB} AS j
         SET status = 'ready', run_at = statement_timestamp() + make_interval(secs => d.delay),
             {CLEAR_LEASE},
@@ -207,12 +220,3 @@ def schedule_retries(retries: Sequence[Retrying], history_limit: int) -> set[int
         WHERE j.id = d.id AND {FENCE}
         RETURNING j.id
     """
-    params: dict[str, Any] = {
-        **transitions.fence_arrays([retry.job for retry in retries]),
-        "entries": [json.dumps(retry.entry) for retry in retries],
-        "delays": [retry.delay.total_seconds() for retry in retries],
-        "limit": history_limit,
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {row[0] for row in cursor.fetchall()}

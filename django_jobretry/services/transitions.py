@@ -45,8 +45,10 @@ from django_jobretry.services.sql import (
 __all__ = [
     "ClaimedJob",
     "bury",
+    "bury_sql",
     "claim",
     "claim_sql",
+    "fence_arrays",
     "heartbeat",
     "release",
     "revive",
@@ -188,24 +190,6 @@ def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit
 
     Returns the dead letter id, or None when the attempt no longer held its lease.
     """
-    errors = f"(gone.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
-    values = dead_letter_select(
-        "gone",
-        errors=trimmed(errors, "%(limit)s"),
-        reason="%(reason)s",
-        error_class="%(error_class)s",
-        message="%(message)s",
-    )
-    sql = f"""
-        WITH gone AS (
-            DELETE FROM {JOB} AS j
-            USING (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
-            WHERE j.id = d.id AND {FENCE}
-            RETURNING j.*
-        )
-        INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
-        RETURNING id
-    """
     params: dict[str, Any] = {
         "id": job.id,
         "attempt": job.attempt,
@@ -217,9 +201,31 @@ def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit
         "message": entry["message"],
     }
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(bury_sql(), params)
         row = cursor.fetchone()
     return None if row is None else int(row[0])
+
+
+def bury_sql() -> str:
+    """The statement of :func:`bury`; public so its plan can be tested."""
+    errors = f"(gone.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
+    values = dead_letter_select(
+        "gone",
+        errors=trimmed(errors, "%(limit)s"),
+        reason="%(reason)s",
+        error_class="%(error_class)s",
+        message="%(message)s",
+    )
+    return f"""
+        WITH gone AS (
+            DELETE FROM {JOB} AS j
+            USING (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
+            WHERE j.id = d.id AND {FENCE}
+            RETURNING j.*
+        )
+        INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
+        RETURNING id
+    """
 
 
 def revive(dead_letter_id: int, *, max_attempts: int, run_after: timedelta | None, actor: str) -> int | None:

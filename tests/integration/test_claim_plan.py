@@ -19,9 +19,10 @@ from django.db import connection
 
 from django_jobretry.models import Job
 from django_jobretry.services.claim_statements import succeed_and_claim_sql
+from django_jobretry.services.failure_writes import schedule_retries_sql
 from django_jobretry.services.recovery import EXPIRED_LEASES
 from django_jobretry.services.sql import JOB
-from django_jobretry.services.transitions import claim_sql
+from django_jobretry.services.transitions import bury_sql, claim_sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,3 +96,31 @@ def test_the_live_job_of_a_unique_key_is_found_through_its_index() -> None:
     sql, params = queryset.query.sql_with_params()
     text = plan(sql, params)
     assert "jobretry_job_unique_live_key" in text, text
+
+
+FENCE_PARAMS = {"ids": [1, 2], "attempts": [1, 1], "tokens": ["00000000-0000-0000-0000-000000000000"] * 2}
+
+
+@pytest.mark.usefixtures("backlog")
+@pytest.mark.parametrize(
+    ("sql", "params"),
+    [
+        (
+            schedule_retries_sql(),
+            {**FENCE_PARAMS, "entries": ["{}", "{}"], "delays": [1.0, 1.0], "limit": 10},
+        ),
+        (
+            bury_sql(),
+            {"id": 1, "attempt": 1, "token": FENCE_PARAMS["tokens"][0], "entry": "{}", "reason": "fatal"}
+            | {"limit": 10, "error_class": "x", "message": "x"},
+        ),
+    ],
+    ids=["schedule_retries", "bury"],
+)
+def test_failure_writes_find_their_rows_by_key_or_among_running_ones(
+    sql: str, params: dict[str, Any]
+) -> None:
+    """By id, or through the partial index of running rows (the fence needs a running row)."""
+    text = plan(sql, params)
+    assert "django_jobretry_job_pkey" in text or "jobretry_job_lease" in text, text
+    assert f"Seq Scan on {JOB}" not in text, text
