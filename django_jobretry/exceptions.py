@@ -16,6 +16,8 @@ from django_jobretry.policy.errors import FatalError, RetryableError
 __all__ = [
     "AttemptLost",
     "CannotResubmit",
+    "ChildFailed",
+    "ChildStartError",
     "DuplicateTaskName",
     "FatalError",
     "InvalidJob",
@@ -73,6 +75,18 @@ class UnstorableResult(FatalError, TypeError):
     Fatal: running the task again returns the same kind of value. The
     attempt fails with this error instead of the result being lost.
     """
+
+
+class ChildFailed(JobRetryError):
+    """Stands for an exception raised in a process-pool child, or for the child's death.
+
+    Only the exception's text and kind come back from the child, not the
+    object; a child that exits mid-job is recorded as this (``worker_exit``).
+    """
+
+
+class ChildStartError(JobRetryError):
+    """A process-pool child could not be started or set up: the attempt fails, retryably."""
 
 
 class AttemptLost(JobRetryError):

@@ -18,7 +18,7 @@ from datetime import timedelta
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
-from django_jobretry.exceptions import JobRetryError, JobTimeout
+from django_jobretry.exceptions import ChildFailed, ChildStartError, JobTimeout
 from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import time_limit
 from django_jobretry.services.claimed import ClaimedJob
@@ -30,10 +30,6 @@ logger = logging.getLogger("django_jobretry")
 
 #: Seconds a new child may take to set Django up before it counts as failed.
 START_SECONDS = 120.0
-
-
-class ChildFailed(JobRetryError):
-    """Stands for an exception raised in a child process; its text and kind came back, not the object."""
 
 
 class ChildSlot:
@@ -137,10 +133,6 @@ class ChildSlot:
         self._child, self._conn = child, parent_end
         logger.debug("job process %s started", child.pid, extra={"child_pid": child.pid})
         return parent_end
-
-
-class ChildStartError(JobRetryError):
-    """A child process could not be started or set up: the attempt fails, retryably."""
 
 
 def _recv_ready(conn: Connection) -> object:

@@ -45,6 +45,7 @@ def test_a_job_that_ends_its_process_costs_an_attempt_not_the_worker(workers: Wo
     assert (dead.reason, dead.attempts) == ("exhausted", 3)
     assert [e["ended"] for e in dead.errors] == ["worker_exit"] * 3
     assert "exited with code 3" in dead.last_error
+    assert dead.last_error_class == "django_jobretry.exceptions.ChildFailed"  # a JobRetryError
     assert Job.objects.get(task_name=jobs.record.name).status == JobStatus.SUCCEEDED
 
 

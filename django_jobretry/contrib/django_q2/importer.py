@@ -42,7 +42,7 @@ QUEUE_CHUNK = 1000
 SOURCE = DeadLetterSource.DJANGO_Q2.value
 
 
-class Unreadable(Exception):
+class _Unreadable(Exception):
     """A failure that cannot become a replayable dead letter here; the message says why."""
 
 
@@ -110,18 +110,18 @@ class QueueWatch:
 
 
 def dead_letter_for(failure: Any, policy_name: str) -> ExternalDeadLetter:
-    """The dead letter of one ``Failure`` row; Unreadable when it cannot be replayed."""
+    """The dead letter of one ``Failure`` row; _Unreadable when it cannot be replayed."""
     from django_q.conf import Conf
     from django_q.signing import SignedPackage
 
     func = failure.func
     if not isinstance(func, str) or not func.strip():
-        raise Unreadable("it names no function")
+        raise _Unreadable("it names no function")
     args = () if failure.args is None else failure.args
     kwargs = {} if failure.kwargs is None else failure.kwargs
     # A pickle that no longer loads comes back as its base64 text (picklefield).
     if not isinstance(args, tuple | list) or not isinstance(kwargs, dict):
-        raise Unreadable("its arguments cannot be unpickled here (a class that no longer exists?)")
+        raise _Unreadable("its arguments cannot be unpickled here (a class that no longer exists?)")
     queue = str(failure.cluster or Conf.CLUSTER_NAME)
     package: dict[str, Any] = {
         "id": failure.pk,
@@ -201,7 +201,7 @@ def import_failures(
                     continue
                 try:
                     letters.append(dead_letter_for(failure, policy_name))
-                except Unreadable as exc:
+                except _Unreadable as exc:
                     report.unreadable[failure.pk] = str(exc)
             report.funcs.update((letter.external_id, letter.task_name) for letter in letters)
             _record(report, letters, dry_run=dry_run)
