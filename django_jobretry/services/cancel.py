@@ -27,7 +27,14 @@ from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, attempt_entry
 from django_jobretry.services.outcomes import log_extra, send_job_signal
-from django_jobretry.services.sql import DEAD, DEAD_COLUMNS, JOB, dead_letter_select, stamped, trimmed
+from django_jobretry.services.sql import (
+    DEAD,
+    DEAD_COLUMNS,
+    JOB,
+    dead_letter_select,
+    event_entry_sql,
+    trimmed,
+)
 
 logger = logging.getLogger("django_jobretry")
 
@@ -81,10 +88,8 @@ def cancel_jobs(ids: Iterable[int], *, actor: str) -> CancelResult:
 def _bury_ready(cursor: Any, ids: list[int], actor: str) -> dict[int, int]:
     if not ids:
         return {}
-    entry = stamped(
-        "jsonb_build_object('attempt', j.attempts, 'error_class', '', 'traceback', '', "
-        "'message', %(message)s::text, 'kind', 'fatal', 'ended', 'cancelled', 'worker', '')"
-    )
+    cancelled = {"kind": ErrorKind.FATAL.value, "ended": AttemptEnd.CANCELLED.value}
+    entry = event_entry_sql("j", message="%(message)s::text", worker="''", **cancelled)
     errors = trimmed(f"(j.errors || jsonb_build_array({entry}))", "%(history)s")
     values = dead_letter_select(
         "gone",

@@ -115,13 +115,23 @@ def requeue_entry_sql(source: str, actor: str) -> str:
     )
 
 
-def lease_expired_entry_sql(source: str) -> str:
-    """A history.AttemptEntry for an attempt whose worker stopped heartbeating."""
-    message = f"'lease expired: worker ' || {source}.lease_owner || ' stopped heartbeating'"
+def event_entry_sql(source: str, *, message: str, kind: str, ended: str, worker: str) -> str:
+    """A history.AttemptEntry built in SQL for an attempt that ended without an exception.
+
+    The SQL twin of history.event_entry(), for statements that end many
+    attempts at once; ``message`` and ``worker`` are SQL expressions.
+    """
     return stamped(
         f"jsonb_build_object('attempt', {source}.attempts, 'error_class', '', 'traceback', '', "
-        f"'message', {message}, 'kind', 'retryable', 'ended', 'lease_expired', "
-        f"'worker', {source}.lease_owner)"
+        f"'message', {message}, 'kind', '{kind}', 'ended', '{ended}', 'worker', {worker})"
+    )
+
+
+def lease_expired_entry_sql(source: str) -> str:
+    """The entry of an attempt whose worker stopped heartbeating."""
+    message = f"'lease expired: worker ' || {source}.lease_owner || ' stopped heartbeating'"
+    return event_entry_sql(
+        source, message=message, kind="retryable", ended="lease_expired", worker=f"{source}.lease_owner"
     )
 
 
