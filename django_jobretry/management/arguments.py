@@ -102,6 +102,22 @@ def cursor(text: str) -> tuple[datetime, int]:
     return dead_at, last_id
 
 
+def since(text: str) -> datetime:
+    """A duration back from now (30d, 12h) or a date or time (2025-01-31, 2025-01-31T08:00+01:00)."""
+    try:
+        return timezone.now() - duration(text)
+    except argparse.ArgumentTypeError:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a duration like 30d, 12h, 15m or 90s nor a date or time like "
+            "2025-01-31 or 2025-01-31T08:00+01:00"
+        ) from None
+    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+
+
 # --- manage.py runworker -----------------------------------------------------------------------
 
 

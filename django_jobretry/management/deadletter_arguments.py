@@ -1,5 +1,6 @@
 """`manage.py deadletters` options: one subparser per action, the exit codes, Django's options.
 
+import-django-q2's options are here too; its run is management/import_django_q2.py.
 The value validators are shared with the other commands (management/arguments.py).
 """
 
@@ -10,10 +11,21 @@ from typing import Any
 
 from django.core.management.base import CommandParser, DjangoHelpFormatter
 
-from django_jobretry.management.arguments import cursor, duration, page_size, positive_int, queue_name, rate
+from django_jobretry.management.arguments import (
+    cursor,
+    duration,
+    page_size,
+    positive_int,
+    queue_name,
+    rate,
+    since,
+)
 from django_jobretry.models import DeadReason
 
 # --- manage.py deadletters ----------------------------------------------------------------------
+
+#: The action whose run is management/import_django_q2.py.
+IMPORT_ACTION = "import-django-q2"
 
 EPILOG = """\
 exit codes:
@@ -91,9 +103,9 @@ def accept_django_options(actions: Any) -> None:
 
 
 def add_deadletters_arguments(parser: CommandParser) -> Any:
-    """list | show | requeue | discard, each with its own options; returns the subparsers for more.
+    """list | show | requeue | discard | import-django-q2, each with its own options.
 
-    `import-django-q2` is added by management/import_django_q2.py.
+    Returns the subparsers, for accept_django_options().
     """
     actions = parser.add_subparsers(
         dest="action", required=True, metavar="{list,show,requeue,discard,import-django-q2}"
@@ -136,4 +148,49 @@ def add_deadletters_arguments(parser: CommandParser) -> Any:
         "Delete dead letters for good. More than one id, or --all, asks for confirmation unless --yes."
     )
     _bulk(discard, "discard")
+    _import_django_q2(actions)
     return actions
+
+
+# --- manage.py deadletters import-django-q2 -----------------------------------------------------
+
+IMPORT_EPILOG = """\
+exit codes:
+  0    done: every selected failure was imported, or skipped because it was
+       imported before, already is a dead letter, or is still in django-q2's
+       queue (so running it again imports 0 and exits 0)
+  1    partial: some failures cannot be read here (no function path, or
+       arguments that do not unpickle) and were not imported; the rest were
+  2    usage error (a bad --since): nothing changed
+  4    failed: django-q2 or the adapter not installed, database unreachable,
+       unexpected error (details with --traceback)
+  130  interrupted (Ctrl-C): batches finished before the interrupt stay imported
+--dry-run writes nothing and exits with the code the real run would have.
+"""
+
+
+def _import_django_q2(actions: Any) -> None:
+    """The ``import-django-q2`` action (its run: management/import_django_q2.py)."""
+    parser = actions.add_parser(
+        IMPORT_ACTION,
+        help="turn django-q2's existing failures into dead letters",
+        formatter_class=HelpFormatter,
+        epilog=IMPORT_EPILOG,
+    )
+    parser.description = (
+        "Turn django-q2 Failure rows into dead letters (source django_q2) that can be requeued to "
+        "django-q2 or discarded like any other. Each failure is imported once, however often this "
+        "runs; the Failure rows are kept. Failures whose task is still in django-q2's queue are skipped."
+    )
+    parser.add_argument(
+        "--since",
+        type=since,
+        metavar="WHEN",
+        help="only failures that stopped after this: a duration back from now (7d, 12h) or a date "
+        "or time (2025-01-31, 2025-01-31T08:00+01:00; without an offset: the current time zone)",
+    )
+    parser.add_argument(
+        "--func", metavar="PATH", help="only this function path, e.g. shop.tasks.send_receipt"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print what would be imported; write nothing")
+    parser.add_argument("--progress", action="store_true", help="draw the progress bar even if not a TTY")

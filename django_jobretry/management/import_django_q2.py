@@ -1,90 +1,29 @@
 """`manage.py deadletters import-django-q2`: django-q2's existing failures as dead letters.
 
-The options and the run; the reading and mapping are in
+The run and its report; the options are in management/deadletter_arguments.py
+(exit codes: IMPORT_EPILOG there), the reading and mapping in
 contrib/django_q2/importer.py, the insert in services/external_dead_letters.py.
-Exit codes as for the other actions (IMPORT_EPILOG).
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management.arguments import duration
-from django_jobretry.management.deadletter_arguments import HelpFormatter
+from django_jobretry.management.deadletter_arguments import IMPORT_ACTION
 
-ACTION = "import-django-q2"
+ACTION = IMPORT_ACTION
 ADAPTER = "django_jobretry.contrib.django_q2"
 #: Seconds between two progress lines when stderr is not a terminal.
 PLAIN_EVERY = 5.0
 #: Ids listed per category unless -v 2.
 SHOWN = 20
 ALL = f"(`deadletters -v 2 {ACTION}` shows all)"
-
-IMPORT_EPILOG = """\
-exit codes:
-  0    done: every selected failure was imported, or skipped because it was
-       imported before, already is a dead letter, or is still in django-q2's
-       queue (so running it again imports 0 and exits 0)
-  1    partial: some failures cannot be read here (no function path, or
-       arguments that do not unpickle) and were not imported; the rest were
-  2    usage error (a bad --since): nothing changed
-  4    failed: django-q2 or the adapter not installed, database unreachable,
-       unexpected error (details with --traceback)
-  130  interrupted (Ctrl-C): batches finished before the interrupt stay imported
---dry-run writes nothing and exits with the code the real run would have.
-"""
-
-
-def since(text: str) -> datetime:
-    """A duration back from now (30d, 12h) or a date or time (2025-01-31, 2025-01-31T08:00+01:00)."""
-    try:
-        return timezone.now() - duration(text)
-    except argparse.ArgumentTypeError:
-        pass
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither a duration like 30d, 12h, 15m or 90s nor a date or time like "
-            "2025-01-31 or 2025-01-31T08:00+01:00"
-        ) from None
-    return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
-
-
-def add_import_arguments(actions: Any) -> None:
-    """The ``import-django-q2`` action of `manage.py deadletters`."""
-    parser = actions.add_parser(
-        ACTION,
-        help="turn django-q2's existing failures into dead letters",
-        formatter_class=HelpFormatter,
-        epilog=IMPORT_EPILOG,
-    )
-    parser.description = (
-        "Turn django-q2 Failure rows into dead letters (source django_q2) that can be requeued to "
-        "django-q2 or discarded like any other. Each failure is imported once, however often this "
-        "runs; the Failure rows are kept. Failures whose task is still in django-q2's queue are skipped."
-    )
-    parser.add_argument(
-        "--since",
-        type=since,
-        metavar="WHEN",
-        help="only failures that stopped after this: a duration back from now (7d, 12h) or a date "
-        "or time (2025-01-31, 2025-01-31T08:00+01:00; without an offset: the current time zone)",
-    )
-    parser.add_argument(
-        "--func", metavar="PATH", help="only this function path, e.g. shop.tasks.send_receipt"
-    )
-    parser.add_argument("--dry-run", action="store_true", help="print what would be imported; write nothing")
-    parser.add_argument("--progress", action="store_true", help="draw the progress bar even if not a TTY")
 
 
 def require_adapter() -> None:

@@ -43,9 +43,7 @@ class Command(BaseCommand):
         return super().create_parser(prog_name, subcommand, **kwargs)
 
     def add_arguments(self, parser: CommandParser) -> None:
-        actions = add_deadletters_arguments(parser)
-        import_django_q2.add_import_arguments(actions)
-        accept_django_options(actions)
+        accept_django_options(add_deadletters_arguments(parser))
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         try:
