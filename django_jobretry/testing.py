@@ -30,7 +30,8 @@ from django_jobretry.policy import ErrorKind, RetryPolicy
 from django_jobretry.registry import policy_for, registry
 from django_jobretry.services import inline, transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.outcomes import Failed, Recorder, Succeeded, send_job_signal
+from django_jobretry.services.job_lines import send_job_signal
+from django_jobretry.services.outcomes import Failed, Recorder, Succeeded
 from django_jobretry.worker.runner import run_handler, unknown_task
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ def enqueued(task: TaskRef, **filters: Any) -> list[Job]:
 
     ``filters`` are Job field lookups, e.g. ``args=["k"]`` or ``queue_name="other"``.
     """
-    rows = Job.objects.filter(task_name=task_name_of(task), status=JobStatus.READY, **filters)
+    rows = Job.objects.ready().filter(task_name=task_name_of(task), **filters)
     return list(rows.order_by("enqueued_at", "id"))
 
 
