@@ -14,15 +14,14 @@ rows as ``Job.objects.retrying()``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast, override
+from typing import Any, override
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import flatten_fieldsets
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Left
 from django.http import HttpRequest, HttpResponse
@@ -32,18 +31,20 @@ from django.utils.safestring import SafeString
 from django_jobretry.admin import audit, fate, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
-from django_jobretry.models import Job, JobQuerySet, JobStatus
+from django_jobretry.models import Job, JobStatus
+from django_jobretry.models.job import RETRYING
 from django_jobretry.services.cancel import cancel_jobs
 
 #: Most jobs one admin request cancels; beyond, `manage.py canceljobs` takes ids.
 CANCEL_LIMIT = 10_000
-#: The status filter's choices, each the rows of the model's own definition: "retrying"
-#: is Job.objects.retrying(), "ready" the ready jobs never attempted, so the two never overlap.
-STATES: dict[str, tuple[str, Callable[[JobQuerySet], JobQuerySet]]] = {
-    "ready": ("Ready (not attempted yet)", lambda jobs: jobs.ready().filter(attempts=0)),
-    "retrying": ("Retrying (waiting for its next attempt)", JobQuerySet.retrying),
-    "running": ("Running", lambda jobs: jobs.filter(status=JobStatus.RUNNING)),
-    "succeeded": ("Succeeded", lambda jobs: jobs.filter(status=JobStatus.SUCCEEDED)),
+#: The status filter's choices: "ready" is a job never attempted, "retrying" one waiting
+#: for another attempt (the model's RETRYING, as Job.objects.retrying()), so the two never
+#: overlap. Conditions, not JobQuerySet methods: the list's queryset is not always one.
+STATES: dict[str, tuple[str, Q]] = {
+    "ready": ("Ready (not attempted yet)", Q(status=JobStatus.READY, attempts=0)),
+    "retrying": ("Retrying (waiting for its next attempt)", RETRYING),
+    "running": ("Running", Q(status=JobStatus.RUNNING)),
+    "succeeded": ("Succeeded", Q(status=JobStatus.SUCCEEDED)),
 }
 #: Characters of the last error message read for the list (its first line is shown).
 ERROR_CHARS = 500
@@ -67,7 +68,7 @@ class StatusFilter(admin.SimpleListFilter):
             return queryset
         if value not in STATES:  # Django's answer to a lookup it cannot apply: "?e=1"
             raise IncorrectLookupParameters(f"no such status: {value!r}")
-        return STATES[value][1](cast(JobQuerySet, queryset))
+        return queryset.filter(STATES[value][1])
 
 
 def state_words(job: Job) -> tuple[str, str]:

@@ -34,6 +34,9 @@ class JobStatus(models.TextChoices):
 
 #: States of a job that may still run: what unique_key deduplicates against.
 LIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING)
+#: Ready again after a failed attempt: waiting for a retry. ``Job.objects.retrying()``,
+#: and the admin's "retrying" status filter, whose querysets need not be JobQuerySets.
+RETRYING = models.Q(status=JobStatus.READY, attempts__gt=0)
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -49,7 +52,7 @@ class JobQuerySet(models.QuerySet["Job"]):
 
     def retrying(self) -> JobQuerySet:
         """Ready again after a failed attempt: waiting for a retry."""
-        return self.ready().filter(attempts__gt=0)
+        return self.filter(RETRYING)
 
 
 class Job(models.Model):
