@@ -13,6 +13,10 @@ it. Definitions (docs/reliability.md repeats them):
   failure. It must be explained by a fault whose window overlaps the
   attempt's life, from its start (less SLACK) until it was recovered (plus
   SLACK), on the same worker or on all of them.
+
+Which process wrote each end of an attempt (a stale outcome accepted would
+otherwise pass here as the current attempt's success) is checked in
+chaos/stale.py.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, connection
 
-from chaos import invariants
+from chaos import invariants, stale
 from chaos.faults import Fault
 from chaos.invariants import Check
 from chaos.processes import Pool
@@ -99,6 +99,7 @@ def evaluate(
         lost,
         double,
         invariants.final_transitions(),
+        stale.stale_completions(),
         duplicates,
         once,
         invariants.attempts_bounded(),
@@ -126,6 +127,7 @@ def evaluate(
         ),
         "stale outcomes ignored (worker logs)": _grep(log_dir, "outcome ignored"),
         "worker restarts by the supervisor": restarts,
+        **stale.figures(),
     }
     return checks, figures
 

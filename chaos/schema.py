@@ -7,6 +7,11 @@ of status is copied into ``chaos_audit`` by the database itself, in the same
 transaction as the change: a rolled-back transition leaves no audit row, and
 no transition can escape it. The tables are created in a scratch database
 the harness owns; the product's tables are untouched apart from the triggers.
+
+Each audit row also says who wrote it (``writer``: the session's
+``application_name``, ``chaos-<pid>`` in every chaos process), so a claim and
+the transition that ends the attempt can be attributed to worker processes
+without trusting the product's own fence (chaos/stale.py).
 """
 
 from __future__ import annotations
@@ -25,13 +30,16 @@ CREATE TABLE chaos_attempt (
     attempt int NOT NULL,
     pid int NOT NULL,
     poison boolean NOT NULL DEFAULT false,
-    started_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ended_at timestamptz           -- the handler returned or raised; NULL: killed, or not recorded
 );
 CREATE INDEX chaos_attempt_job ON chaos_attempt (job_id, attempt);
 
 CREATE TABLE chaos_audit (
     id bigserial PRIMARY KEY,
     at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- Evaluated in the writing session (the trigger runs there): chaos-<pid> of the process.
+    writer text NOT NULL DEFAULT current_setting('application_name'),
     source text NOT NULL,          -- 'job' or 'dead'
     op text NOT NULL,              -- 'insert', 'update', 'delete'
     row_id bigint NOT NULL,        -- the job's or the dead letter's id
@@ -41,10 +49,12 @@ CREATE TABLE chaos_audit (
     old_status text,               -- jobs: status before; dead letters: NULL
     new_status text,               -- jobs: status after; dead letters: the reason
     attempts int,
+    old_attempts int,              -- jobs' updates: attempts before the change
     max_attempts int,
     requeue_count int,
     requeue_history jsonb,
-    errors jsonb
+    errors jsonb,
+    entry jsonb                    -- updates and dead letters: the last history entry after the change
 );
 CREATE INDEX chaos_audit_job ON chaos_audit (job_id);
 CREATE INDEX chaos_audit_key ON chaos_audit (unique_key);
@@ -82,10 +92,12 @@ BEGIN
         RETURN OLD;
     END IF;
     INSERT INTO chaos_audit (source, op, row_id, job_id, unique_key, policy_name, old_status, new_status,
-                             attempts, max_attempts, requeue_count, requeue_history)
+                             attempts, old_attempts, max_attempts, requeue_count, requeue_history, entry)
     VALUES ('job', lower(TG_OP), NEW.id, NEW.id, NEW.unique_key, NEW.policy_name,
-            CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status, NEW.attempts, NEW.max_attempts,
-            NEW.requeue_count, CASE WHEN TG_OP = 'INSERT' THEN NEW.requeue_history END);
+            CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status, NEW.attempts,
+            CASE WHEN TG_OP = 'UPDATE' THEN OLD.attempts END, NEW.max_attempts,
+            NEW.requeue_count, CASE WHEN TG_OP = 'INSERT' THEN NEW.requeue_history END,
+            CASE WHEN TG_OP = 'UPDATE' AND jsonb_typeof(NEW.errors) = 'array' THEN NEW.errors -> -1 END);
     RETURN NEW;
 END $$;
 
@@ -99,9 +111,10 @@ BEGIN
         RETURN OLD;
     END IF;
     INSERT INTO chaos_audit (source, op, row_id, job_id, unique_key, policy_name, new_status, attempts,
-                             max_attempts, requeue_count, requeue_history, errors)
+                             max_attempts, requeue_count, requeue_history, errors, entry)
     VALUES ('dead', 'insert', NEW.id, NEW.job_id, NEW.unique_key, NEW.policy_name, NEW.reason, NEW.attempts,
-            NEW.max_attempts, NEW.requeue_count, NEW.requeue_history, NEW.errors);
+            NEW.max_attempts, NEW.requeue_count, NEW.requeue_history, NEW.errors,
+            CASE WHEN jsonb_typeof(NEW.errors) = 'array' THEN NEW.errors -> -1 END);
     RETURN NEW;
 END $$;
 

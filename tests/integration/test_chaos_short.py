@@ -10,6 +10,7 @@ scratch database on DATABASE_URL's server and skips the restart fault.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -20,6 +21,9 @@ from tests.processes import ROOT
 
 #: The harness itself gives up after its fault phase plus its drain deadline (about 3 minutes).
 DEADLINE_SECONDS = 420
+
+#: The table row of chaos/stale.py's invariant: how many attempt ends it checked, how many violated it.
+STALE_ROW = re.compile(r"^\| stale completions accepted +\| +(\d+) \| +(\d+) \| (\w+) +\|$", re.MULTILINE)
 
 
 def _environment() -> dict[str, str]:
@@ -53,3 +57,9 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
         pytest.fail(f"the chaos run did not finish within {DEADLINE_SECONDS}s:\n{exc.stdout!s}")
     assert run.returncode == 0, f"chaos run failed ({run.returncode}):\n{run.stdout}\n{run.stderr[-5000:]}"
     assert "| FAIL" not in run.stdout
+    # The promise, "0 stale completions accepted", measured over every end of an attempt.
+    stale = STALE_ROW.search(run.stdout)
+    assert stale is not None, f"no stale-completion row in the table:\n{run.stdout}"
+    checked, violations, result = int(stale[1]), int(stale[2]), stale[3]
+    assert (violations, result) == (0, "OK")
+    assert checked >= 300, f"only {checked} attempt ends checked for 300 jobs"
