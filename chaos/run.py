@@ -1,6 +1,6 @@
 """Run the chaos harness: workers under a supervisor, faults on a schedule, invariants at the end.
 
-    python -m chaos --size ci       # make chaos-ci: a couple of minutes
+    python -m chaos --size ci       # make chaos-ci: about a minute
     python -m chaos --size soak     # make chaos: 10,000 jobs, 4 workers, every fault many times
 
 Without DATABASE_URL a private PostgreSQL is started (and can be restarted
