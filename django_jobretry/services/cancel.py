@@ -26,7 +26,7 @@ from django_jobretry.policy import ErrorKind
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, attempt_entry
-from django_jobretry.services.outcomes import log_extra, send_job_signal
+from django_jobretry.services.job_lines import log_extra, send_job_signal
 from django_jobretry.services.sql import (
     DEAD,
     DEAD_COLUMNS,

@@ -1,19 +1,24 @@
-"""The claim's statements, shared by the claim alone and by the claim that also records successes.
+"""The statements of the worker's loop: the claim, and the outcomes that ride on it.
 
 A worker at ``--concurrency 1`` would otherwise pay two round trips and two
 commits per job: one to record the success, one to claim the next job.
-:data:`SUCCEED_AND_CLAIM` does both in one statement; each half is the same
-SQL as when it runs alone, so the fence (docs/design.md#rule-3) and the
-attempt counted at claim (docs/design.md#rule-1) are unchanged.
+:func:`succeed_and_claim_sql` does both in one statement, with the retries
+of the failures taken in the same pass; each part is the same SQL as when it
+runs alone, so the fence (docs/design.md#rule-3) and the attempt counted at
+claim (docs/design.md#rule-1) are unchanged.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.sql import END_LEASE, FENCE, JOB
+from django_jobretry.services.history import AttemptEntry
+from django_jobretry.services.sql import CLEAR_LEASE, END_LEASE, FENCE, JOB, stamped, trimmed
 
 #: The first job id of the requeue chain: the claim must not fail on a row
 #: whose history was edited by hand, so anything but a plain id means "this job".
@@ -62,18 +67,61 @@ SUCCEED = f"""
 """
 
 
-def succeed_and_claim_sql(*, filter_queues: bool) -> str:
-    """SUCCEED, then the claim, as one statement; public so its plan can be tested.
+@dataclass(frozen=True)
+class Retrying:
+    """A failed attempt to write back as ready again after ``delay``, with ``entry`` in its history."""
 
-    One row always comes back: the array of ids that succeeded (NULL for none)
-    and, beside it, one claimed job per row (NULLs when none was due). The two
-    halves touch disjoint rows (running ones, ready ones), so running them
-    on one snapshot changes nothing either of them sees.
+    job: ClaimedJob
+    entry: AttemptEntry
+    delay: timedelta
+
+
+def schedule_retries_sql(prefix: str = "") -> str:
+    """Back to ready with a future run_at (durable backoff), fenced; :func:`retry_params` binds it.
+
+    Built at call time, as the fence may be broken on purpose by a test's negative control.
+    """
+    errors = f"(j.errors || jsonb_build_array({stamped('d.entry')}))"
+    return f"""
+        UPDATE {JOB} AS j
+        SET status = 'ready', run_at = statement_timestamp() + make_interval(secs => d.delay),
+            {CLEAR_LEASE},
+            errors = {trimmed(errors, f"%({prefix}limit)s")}
+        FROM unnest(%({prefix}ids)s::bigint[], %({prefix}attempts)s::int[], %({prefix}tokens)s::uuid[],
+                    %({prefix}entries)s::jsonb[], %({prefix}delays)s::float8[])
+             AS d(id, attempts, token, entry, delay)
+        WHERE j.id = d.id AND {FENCE}
+        RETURNING j.id
+    """
+
+
+def retry_params(retries: Sequence[Retrying], history_limit: int, prefix: str = "") -> dict[str, Any]:
+    return {
+        f"{prefix}ids": [retry.job.id for retry in retries],
+        f"{prefix}attempts": [retry.job.attempt for retry in retries],
+        f"{prefix}tokens": [retry.job.token for retry in retries],
+        f"{prefix}entries": [json.dumps(retry.entry) for retry in retries],
+        f"{prefix}delays": [retry.delay.total_seconds() for retry in retries],
+        f"{prefix}limit": history_limit,
+    }
+
+
+def succeed_and_claim_sql(*, filter_queues: bool, with_retries: bool = False) -> str:
+    """SUCCEED, the retries (parameters prefixed ``retry_``) and the claim, as one statement.
+
+    One row always comes back: the array of the ids whose outcome was written
+    (NULL for none) and, beside it, one claimed job per row (NULLs when none
+    was due). The parts touch disjoint rows (running ones, ready ones), so
+    running them on one snapshot changes nothing any of them sees: a job
+    made ready again here is not claimed by this statement.
     """
     filters = "AND queue_name = ANY(%(queues)s)" if filter_queues else ""
+    retried = f", retried AS ({schedule_retries_sql('retry_')})" if with_retries else ""
+    kept = "SELECT id FROM done" + (" UNION ALL SELECT id FROM retried" if with_retries else "")
     return f"""
-        WITH done AS ({SUCCEED}), picked AS ({pick_sql(filters)}), claimed AS ({CLAIM_PICKED})
-        SELECT d.ids, c.* FROM (SELECT array_agg(id) AS ids FROM done) AS d LEFT JOIN claimed AS c ON TRUE
+        WITH done AS ({SUCCEED}){retried}, picked AS ({pick_sql(filters)}), claimed AS ({CLAIM_PICKED})
+        SELECT d.ids, c.* FROM (SELECT array_agg(id) AS ids FROM ({kept}) AS k) AS d
+        LEFT JOIN claimed AS c ON TRUE
     """
 
 

@@ -11,7 +11,6 @@ PostgreSQL refuses in an entry is written again as a minimal entry.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -24,10 +23,11 @@ from django.db import DataError, connection, transaction
 from django_jobretry.models import DeadReason
 from django_jobretry.policy import Classification, Decision, GiveUp, Retry, RetryPolicy
 from django_jobretry.services import transitions
+from django_jobretry.services.claim_statements import Retrying, retry_params, schedule_retries_sql
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.decisions import decide
 from django_jobretry.services.history import AttemptEntry
-from django_jobretry.services.sql import CLEAR_LEASE, ELAPSED_SQL, FENCE, JOB, loggable, stamped, trimmed
+from django_jobretry.services.sql import ELAPSED_SQL, FENCE, JOB, loggable
 
 logger = logging.getLogger("django_jobretry")
 
@@ -56,12 +56,20 @@ class WrittenFailure:
 
 
 @dataclass(frozen=True)
-class Retrying:
-    """A failed attempt to write back as ready again after ``delay``, with ``entry`` in its history."""
+class BatchedRetry:
+    """A failure whose retry was decided before writing, so it can share a statement with others."""
 
-    job: ClaimedJob
-    entry: AttemptEntry
-    delay: timedelta
+    item: PendingFailure
+    retry: Retry
+
+    @property
+    def retrying(self) -> Retrying:
+        return Retrying(self.item.job, _with_delay(self.item.entry, self.retry), self.retry.delay)
+
+    def written(self, kept: set[int]) -> WrittenFailure:
+        """What was written, given the ids that still held their lease."""
+        decision = self.retry if self.item.job.id in kept else None
+        return WrittenFailure(self.item.job, self.item.policy, self.retrying.entry, decision)
 
 
 @dataclass(frozen=True)
@@ -72,39 +80,50 @@ class Failure:
     elapsed: timedelta | None
 
 
-def write_failures(pending: Sequence[PendingFailure], history_limit: int) -> Iterator[WrittenFailure]:
-    """Write each failure, yielding it once it is written (so a caller can forget it then).
-
-    Retries whose policy has no ``retry_for`` go in one statement at the end;
-    each other failure is written on its own.
-    """
-    batch: list[tuple[PendingFailure, Retry]] = []
+def split(pending: Sequence[PendingFailure]) -> tuple[list[BatchedRetry], list[PendingFailure]]:
+    """The retries decided now (their policy has no ``retry_for``), and the failures to write alone."""
+    batch: list[BatchedRetry] = []
+    alone: list[PendingFailure] = []
     for item in pending:
         if item.policy.retry_for is None:
             decision = _decide(item, elapsed=None)
             if isinstance(decision, Retry):
-                batch.append((item, decision))
+                batch.append(BatchedRetry(item, decision))
                 continue
+        alone.append(item)
+    return batch, alone
+
+
+def write_failures(pending: Sequence[PendingFailure], history_limit: int) -> Iterator[WrittenFailure]:
+    """Write each failure, yielding it once it is written (so a caller can forget it then).
+
+    Each failure :func:`split` leaves alone is written on its own, then the
+    retries together in one statement.
+    """
+    batch, alone = split(pending)
+    for item in alone:
         yield _write_one(item, history_limit)
-    if len(batch) == 1:
-        yield _write_one(batch[0][0], history_limit)
-    elif batch:
-        yield from _write_retries(batch, history_limit)
+    yield from write_batch(batch, history_limit)
 
 
-def _write_retries(batch: list[tuple[PendingFailure, Retry]], history_limit: int) -> Iterator[WrittenFailure]:
-    retrying = [Retrying(item.job, _with_delay(item.entry, retry), retry.delay) for item, retry in batch]
-    try:
-        with _statement_guard():
-            kept = schedule_retries(retrying, history_limit)
-    except DataError:
-        # One entry PostgreSQL refuses fails them all: write each alone, so only that one falls back.
-        for item, _ in batch:
-            yield _write_one(item, history_limit)
+def write_batch(batch: Sequence[BatchedRetry], history_limit: int) -> Iterator[WrittenFailure]:
+    """The retries of ``batch`` in one statement."""
+    if not batch:
         return
-    for (item, retry), written in zip(batch, retrying, strict=True):
-        decision = retry if item.job.id in kept else None
-        yield WrittenFailure(item.job, item.policy, written.entry, decision)
+    try:
+        with statement_guard():
+            kept = schedule_retries([retry.retrying for retry in batch], history_limit)
+    except DataError:
+        yield from write_refused(batch, history_limit)
+        return
+    for retry in batch:
+        yield retry.written(kept)
+
+
+def write_refused(batch: Sequence[BatchedRetry], history_limit: int) -> Iterator[WrittenFailure]:
+    """After a batch PostgreSQL refused: each alone, so only the refused entry falls back."""
+    for retry in batch:
+        yield _write_one(retry.item, history_limit)
 
 
 def _write_one(item: PendingFailure, history_limit: int) -> WrittenFailure:
@@ -127,7 +146,7 @@ def _write_one(item: PendingFailure, history_limit: int) -> WrittenFailure:
 
 def _write(item: PendingFailure, entry: AttemptEntry, history_limit: int) -> WrittenFailure:
     if item.policy.retry_for is None:
-        with _statement_guard():
+        with statement_guard():
             return _record(item, entry, _decide(item, elapsed=None), history_limit)
     with transaction.atomic():
         locked = lock_failed(item.job)
@@ -162,7 +181,7 @@ def _with_delay(entry: AttemptEntry, retry: Retry) -> AttemptEntry:
     return {**entry, "delay": retry.delay.total_seconds()}
 
 
-def _statement_guard() -> AbstractContextManager[Any]:
+def statement_guard() -> AbstractContextManager[Any]:
     """A savepoint only inside a caller's transaction (testing.run_jobs), where a refused
     statement must not abort it; in autocommit a statement that fails changes nothing."""
     return transaction.atomic() if connection.in_atomic_block else nullcontext()
@@ -190,33 +209,9 @@ def lock_failed(job: ClaimedJob) -> Failure | None:
 
 
 def schedule_retries(retries: Sequence[Retrying], history_limit: int) -> set[int]:
-    """Back to ready with a future run_at (durable backoff), all in one fenced statement.
-
-    Returns the ids that still held their lease; the others changed nothing.
-    """
+    """Write ``retries`` in one fenced statement; returns the ids that still held their lease."""
     if not retries:
         return set()
-    params: dict[str, Any] = {
-        **transitions.fence_arrays([retry.job for retry in retries]),
-        "entries": [json.dumps(retry.entry) for retry in retries],
-        "delays": [retry.delay.total_seconds() for retry in retries],
-        "limit": history_limit,
-    }
     with connection.cursor() as cursor:
-        cursor.execute(schedule_retries_sql(), params)
+        cursor.execute(schedule_retries_sql(), retry_params(retries, history_limit))
         return {row[0] for row in cursor.fetchall()}
-
-
-def schedule_retries_sql() -> str:
-    """The statement of :func:`schedule_retries`; public so its plan can be tested."""
-    errors = f"(j.errors || jsonb_build_array({stamped('d.entry')}))"
-    return f"""
-        UPDATE {JOB} AS j
-        SET status = 'ready', run_at = statement_timestamp() + make_interval(secs => d.delay),
-            {CLEAR_LEASE},
-            errors = {trimmed(errors, "%(limit)s")}
-        FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[],
-                    %(entries)s::jsonb[], %(delays)s::float8[]) AS d(id, attempts, token, entry, delay)
-        WHERE j.id = d.id AND {FENCE}
-        RETURNING j.id
-    """

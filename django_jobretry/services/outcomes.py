@@ -10,15 +10,15 @@ owns the job now) changes nothing and never enters the retry path
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
-from django.dispatch import Signal
+from django.db import DataError
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
@@ -29,7 +29,15 @@ from django_jobretry.registry import policy_for
 from django_jobretry.services import deadletters, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.decisions import classify_failure
-from django_jobretry.services.failure_writes import PendingFailure, WrittenFailure, write_failures
+from django_jobretry.services.failure_writes import (
+    BatchedRetry,
+    PendingFailure,
+    WrittenFailure,
+    split,
+    statement_guard,
+    write_failures,
+    write_refused,
+)
 from django_jobretry.services.history import (
     AttemptEnd,
     RenderedError,
@@ -39,6 +47,7 @@ from django_jobretry.services.history import (
     render_error,
     what_ended,
 )
+from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra, send_job_signal
 
 logger = logging.getLogger("django_jobretry")
 
@@ -88,41 +97,6 @@ class Interrupted:
 type Outcome = Succeeded | Failed | Interrupted
 
 
-def log_extra(job: ClaimedJob, outcome: str, **more: Any) -> dict[str, Any]:
-    """The structured fields every transition log line carries (never arguments)."""
-    return {
-        "job_id": job.id,
-        "task": job.task_name,
-        "queue": job.queue_name,
-        "attempt": job.attempt,
-        "outcome": outcome,
-        **more,
-    }
-
-
-#: How a job line starts: id, attempt, task and queue, in the message as in ``extra``.
-JOB_LINE = "job %s attempt %s (%s, queue %s)"
-
-
-def job_line_args(job: ClaimedJob) -> tuple[object, ...]:
-    """The arguments of JOB_LINE, so messages stay lazily formatted."""
-    return (job.id, job.attempt, job.task_name, job.queue_name)
-
-
-def send_job_signal(sender: type, signal: Signal, job: ClaimedJob, **more: Any) -> None:
-    """A worker signal about ``job``, with the keyword arguments every worker signal carries."""
-    signals.send(
-        signal,
-        sender,
-        log_extra(job, "signal_error"),
-        job_id=job.id,
-        task_name=job.task_name,
-        queue_name=job.queue_name,
-        attempt=job.attempt,
-        **more,
-    )
-
-
 class Recorder:
     """Writes outcomes for one worker; ``sender`` is what signals are sent with."""
 
@@ -141,16 +115,46 @@ class Recorder:
         jobs: Sequence[ClaimedJob],
         results: Mapping[int, str] | None,
         *,
+        retries: Sequence[BatchedRetry] = (),
         limit: int,
         lease_seconds: float,
         queues: Sequence[str] | None,
     ) -> list[ClaimedJob]:
-        """:meth:`record_successes`, and claim up to ``limit`` jobs in the same statement."""
-        recorded, claimed = transitions.succeed_and_claim(
-            jobs, results, owner=self.worker_id, limit=limit, lease_seconds=lease_seconds, queues=queues
+        """:meth:`record_successes` and ``retries`` (:meth:`take_retries`), and claim up to
+        ``limit`` jobs, in the same statement."""
+        history = jobretry_settings.error_history_limit
+        claim = functools.partial(
+            transitions.succeed_and_claim,
+            jobs,
+            results,
+            owner=self.worker_id,
+            limit=limit,
+            lease_seconds=lease_seconds,
+            queues=queues,
+            history_limit=history,
         )
+        try:
+            with statement_guard():
+                recorded, claimed = claim(retries=[retry.retrying for retry in retries])
+            written = [retry.written(recorded) for retry in retries]
+        except DataError:  # only an error text can be refused: the rest again, then each retry alone
+            recorded, claimed = claim()
+            written = list(write_refused(retries, history))
         self._announce_successes(jobs, recorded)
+        for failure in written:
+            self._announce_failure(failure)
         return claimed
+
+    def take_retries(self, outcomes: list[Failed]) -> list[BatchedRetry]:
+        """Take the retries out of ``outcomes`` that can be written with the next claim.
+
+        Decided now, written nowhere yet; what is left in ``outcomes`` is for
+        :meth:`record_failures` (a policy with ``retry_for``, a dead letter).
+        """
+        batch, _ = split([self._pending(outcome) for outcome in outcomes])
+        taken = {retry.item.job.id for retry in batch}
+        outcomes[:] = [outcome for outcome in outcomes if outcome.job.id not in taken]
+        return batch
 
     def _announce_successes(self, jobs: Sequence[ClaimedJob], recorded: set[int]) -> None:
         for job in jobs:

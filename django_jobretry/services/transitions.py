@@ -22,8 +22,10 @@ from django_jobretry.models import DeadReason
 from django_jobretry.services.claim_statements import (
     CLAIM_PICKED,
     SUCCEED,
+    Retrying,
     claimed_jobs,
     pick_sql,
+    retry_params,
     succeed_and_claim_sql,
 )
 from django_jobretry.services.claimed import ClaimedJob
@@ -136,14 +138,21 @@ def succeed_and_claim(
     limit: int,
     lease_seconds: float,
     queues: Sequence[str] | None,
+    retries: Sequence[Retrying] = (),
+    history_limit: int = 0,
 ) -> tuple[set[int], list[ClaimedJob]]:
-    """:func:`succeed` and then :func:`claim`, in one statement: one round trip and one commit.
+    """:func:`succeed`, the ``retries`` and then :func:`claim`, in one statement: one round trip, one commit.
 
-    Returns the ids that still held their lease, and the jobs claimed.
+    Returns the ids (succeeded or retried) that still held their lease, and the jobs claimed.
     """
-    params = {**_succeed_params(jobs, results), **_claim_params(owner, limit, lease_seconds, queues)}
+    params = {
+        **_succeed_params(jobs, results),
+        **_claim_params(owner, limit, lease_seconds, queues),
+        **retry_params(retries, history_limit, prefix="retry_"),
+    }
+    sql = succeed_and_claim_sql(filter_queues=bool(queues), with_retries=bool(retries))
     with connection.cursor() as cursor:
-        cursor.execute(succeed_and_claim_sql(filter_queues=bool(queues)), params)
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     succeeded = set(rows[0][0] or ()) if rows else set()
     return succeeded, claimed_jobs([row[1:] for row in rows if row[1] is not None])

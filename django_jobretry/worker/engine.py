@@ -23,6 +23,7 @@ from django.db import DatabaseError, InterfaceError
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.failure_writes import BatchedRetry
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded
 from django_jobretry.worker import announce
 from django_jobretry.worker.child import PoolOptions
@@ -72,12 +73,12 @@ class Worker:
         self.succeeded: list[ClaimedJob] = []
         self.results: dict[int, str] = {}  # job id -> returned JSON, for tasks that keep results
         self.failed: list[Failed] = []
+        self.retrying: list[BatchedRetry] = []  # failures decided as retries, written with the next claim
         self.recorder = Recorder(self.id, type(self))
         self.slots: list[ChildSlot] = []
         self.time_limits = TimeLimits(self.running, self.recorder, self.slots)
         self.cancel_requests: dict[int, str] = {}  # job id -> who; from the heartbeat thread
-        self.claimed_total = 0
-        self.finished_total = 0
+        self.claimed_total = self.finished_total = 0  # attempts claimed; attempts ended
         self._last_recovery = 0.0
 
     # -- lifecycle -------------------------------------------------------------------
@@ -193,7 +194,7 @@ class Worker:
         return max(free, 0)
 
     def _unrecorded(self) -> bool:
-        return bool(self.succeeded or self.failed)
+        return bool(self.succeeded or self.failed or self.retrying)
 
     def _record_outcomes(self) -> None:
         """Record every finished attempt now, claiming nothing (the shutdown drain)."""
@@ -201,10 +202,10 @@ class Worker:
         self._record_successes(claim=False)
 
     def _take_outcomes(self) -> None:
-        """Take what the runners finished; failures are recorded now, in one statement where they can be.
+        """Take what the runners finished; failures other than retries are written now.
 
-        Successes wait for :meth:`_record_successes`, out of ``running``: their
-        slot is free, and a late cancel or time limit must not end them.
+        Successes and retries wait for :meth:`_record_successes`, out of ``running``:
+        their slot is free, and a late cancel or time limit must not end them.
         """
         while True:
             try:
@@ -220,6 +221,9 @@ class Worker:
                     self.results[outcome.job.id] = outcome.result
             else:
                 self.failed.append(outcome)
+        retries = self.recorder.take_retries(self.failed)
+        self.retrying += retries
+        self._forget([retry.item.job for retry in retries])
         jobs = [outcome.job for outcome in self.failed]
         try:
             self.recorder.record_failures(self.failed)  # empties it as they are written
@@ -228,17 +232,18 @@ class Worker:
             self._forget([job for job in jobs if job.id not in left])
 
     def _record_successes(self, *, claim: bool) -> int | None:
-        """All successes in one statement; with ``claim``, the next jobs are claimed in that same statement.
+        """All successes and retries in one statement; with ``claim``, the next jobs are claimed in it too.
 
         One round trip per job at ``--concurrency 1``. Returns how many jobs
         were claimed, None when no claim was due.
         """
         limit = self._claim_limit() if claim else 0
         claimed: list[ClaimedJob] = []
-        if self.succeeded and limit:
+        if (self.succeeded and limit) or self.retrying:
             claimed = self.recorder.record_successes_and_claim(
                 self.succeeded,
                 self.results,
+                retries=self.retrying,
                 limit=limit,
                 lease_seconds=self.lease,
                 queues=self.options.queues,
@@ -248,7 +253,7 @@ class Worker:
         elif limit:
             claimed = transitions.claim(self.id, limit, self.lease, self.options.queues)
         self._forget(self.succeeded)
-        self.succeeded, self.results = [], {}
+        self.succeeded, self.results, self.retrying = [], {}, []
         for job in claimed:
             self.running[job.id] = job
             self.inbox.put(job)

@@ -34,7 +34,7 @@ from django.db import DatabaseError
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.services import counters, status_samples, transitions, workers
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.outcomes import log_extra
+from django_jobretry.services.job_lines import log_extra
 from django_jobretry.worker import counting
 from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.session import (

@@ -26,14 +26,8 @@ from django_jobretry.exceptions import InvalidJob, UnknownTask, UnstorableResult
 from django_jobretry.registry import registry, time_limit
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, render_error
-from django_jobretry.services.outcomes import (
-    JOB_LINE,
-    Failed,
-    Succeeded,
-    job_line_args,
-    log_extra,
-    send_job_signal,
-)
+from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra, send_job_signal
+from django_jobretry.services.outcomes import Failed, Succeeded
 from django_jobretry.validation import check_result
 from django_jobretry.worker.time_limits import TimeLimits
 

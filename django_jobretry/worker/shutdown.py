@@ -12,7 +12,7 @@ import queue
 
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.outcomes import log_extra
+from django_jobretry.services.job_lines import log_extra
 
 logger = logging.getLogger("django_jobretry")
 

@@ -24,7 +24,8 @@ from django_jobretry.exceptions import JobTimeout
 from django_jobretry.services.cancel import bury_cancelled_attempt
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, render_error
-from django_jobretry.services.outcomes import Failed, Recorder, log_extra
+from django_jobretry.services.job_lines import log_extra
+from django_jobretry.services.outcomes import Failed, Recorder
 
 if TYPE_CHECKING:
     from django_jobretry.worker.process_pool import ChildSlot

@@ -18,8 +18,7 @@ import pytest
 from django.db import connection
 
 from django_jobretry.models import Job
-from django_jobretry.services.claim_statements import succeed_and_claim_sql
-from django_jobretry.services.failure_writes import schedule_retries_sql
+from django_jobretry.services.claim_statements import schedule_retries_sql, succeed_and_claim_sql
 from django_jobretry.services.recovery import EXPIRED_LEASES
 from django_jobretry.services.sql import JOB
 from django_jobretry.services.transitions import bury_sql, claim_sql

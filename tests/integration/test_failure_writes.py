@@ -20,7 +20,12 @@ from django_jobretry import FatalError
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.failure_writes import PendingFailure, WrittenFailure, write_failures
+from django_jobretry.services.failure_writes import (
+    BatchedRetry,
+    PendingFailure,
+    WrittenFailure,
+    write_failures,
+)
 from django_jobretry.services.history import AttemptEnd
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder
 from tests.attempts import LEASE, OWNER
@@ -147,3 +152,62 @@ def test_a_refused_entry_inside_a_callers_transaction_leaves_it_usable() -> None
         [written] = write_all([refused(job, "one")])
         assert written.decision is not None
         assert Job.objects.get().errors[0]["message"] == "the error could not be recorded"
+
+
+# -- retries that ride on the success-and-claim statement (the worker's loop) ---------------------
+
+
+def take(outcomes: list[Failed]) -> list[BatchedRetry]:
+    return Recorder(OWNER, object).take_retries(outcomes)
+
+
+def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> None:
+    for key in "abc":
+        jobs.always_fails.enqueue(key)
+    held, lost, succeeded = claim(3)
+    jobs.record.enqueue("next")
+    assert transitions.release([lost]) == {lost.id}  # its failure below is stale
+    outcomes = [failed(held), failed(lost)]
+    retries = take(outcomes)
+    assert (outcomes, [retry.item.job.id for retry in retries]) == ([], [held.id, lost.id])
+    with CaptureQueriesContext(connection) as captured:
+        claimed = Recorder(OWNER, object).record_successes_and_claim(
+            [succeeded], None, retries=retries, limit=10, lease_seconds=LEASE, queues=None
+        )
+    assert [text[:4] for text in statements(captured)] == ["WITH"]
+    # The claim took the new job and the released one, not the job made ready beside it.
+    assert sorted(job.id for job in claimed) == sorted([lost.id, Job.objects.get(args=["next"]).pk])
+    rows = {row.pk: row for row in Job.objects.all()}
+    assert (rows[held.id].status, rows[held.id].errors[0]["delay"]) == (JobStatus.READY, 0.01)
+    assert (rows[lost.id].status, rows[lost.id].errors) == (JobStatus.RUNNING, [])
+    assert rows[succeeded.id].status == JobStatus.SUCCEEDED
+
+
+def test_a_refused_retry_on_the_claim_statement_falls_back_alone_and_the_claim_still_happens(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for key in "ab":
+        jobs.always_fails.enqueue(key)
+    good, poisoned = claim(2)
+    jobs.record.enqueue("next")
+    retries = take([failed(good, "one"), failed(poisoned, "two")])
+    retries[1] = BatchedRetry(refused(poisoned, "two"), retries[1].retry)
+    claimed = Recorder(OWNER, object).record_successes_and_claim(
+        [], None, retries=retries, limit=10, lease_seconds=LEASE, queues=None
+    )
+    assert [job.args for job in claimed] == [["next"]]
+    stored = dict(Job.objects.filter(status=JobStatus.READY).values_list("pk", "errors__0__message"))
+    assert stored == {good.id: "one", poisoned.id: "the error could not be recorded"}
+    fallbacks = [r for r in caplog.records if getattr(r, "outcome", None) == "record_fallback"]
+    assert [getattr(r, "job_id", None) for r in fallbacks] == [poisoned.id]
+
+
+def test_only_retries_can_wait_for_the_claim() -> None:
+    jobs.always_fails.enqueue("retried")
+    jobs.fatal.enqueue("buried")
+    jobs.record.using(policy="emails").enqueue("retry_for")  # decided under a lock, at the database's time
+    retried, buried, deadline = claim(3)
+    outcomes = [failed(retried), Failed(buried, FatalError("bad")), failed(deadline)]
+    retries = take(outcomes)
+    assert [retry.item.job.id for retry in retries] == [retried.id]
+    assert [outcome.job.id for outcome in outcomes] == [buried.id, deadline.id]

@@ -20,7 +20,7 @@ from django.db import connection
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from django_jobretry.services import failure_writes, transitions
+from django_jobretry.services import claim_statements, failure_writes, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.sql import END_LEASE, JOB
 from tests.integration.test_state_machine import MACHINE_SETTINGS, JobStoreMachine, short_history
@@ -49,12 +49,13 @@ def succeed_fenced_by_status_only(jobs: list[ClaimedJob], results: object = None
         return {row[0] for row in cursor.fetchall()}
 
 
-def unfenced(module: ModuleType, name: str) -> Callable[..., Any]:
-    """``module.name`` with its fence reduced to the id: a stale failure is written (rule 3 broken)."""
+def unfenced(module: ModuleType, name: str, fence_in: ModuleType | None = None) -> Callable[..., Any]:
+    """``module.name`` with the fence its SQL reads from ``fence_in`` (default ``module``)
+    reduced to the id: a stale failure is written (rule 3 broken)."""
     real = getattr(module, name)
 
     def broken(*args: Any, **kwargs: Any) -> Any:
-        with mock.patch.object(module, "FENCE", "TRUE"):
+        with mock.patch.object(fence_in or module, "FENCE", "TRUE"):
             return real(*args, **kwargs)
 
     return broken
@@ -73,7 +74,12 @@ CONTROL_SETTINGS = settings(MACHINE_SETTINGS, max_examples=1000, phases=[Phase.g
     [
         (transitions, "claim_sql", claim_sql_without_counting, "^claim: got"),
         (transitions, "succeed", succeed_fenced_by_status_only, "^a stale success was recorded"),
-        (failure_writes, "schedule_retries", unfenced(failure_writes, "schedule_retries"), STALE_FAILURE),
+        (
+            failure_writes,
+            "schedule_retries",
+            unfenced(failure_writes, "schedule_retries", fence_in=claim_statements),
+            STALE_FAILURE,
+        ),
         (transitions, "bury", unfenced(transitions, "bury"), STALE_FAILURE),
     ],
 )

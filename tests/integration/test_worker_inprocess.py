@@ -56,15 +56,28 @@ def test_concurrent_claims_and_acks_are_batched() -> None:
     assert len(queries) <= 2 * count + FIXED_QUERIES, "\n".join(queries)
 
 
-def test_a_failure_costs_a_fenced_lock_and_one_write() -> None:
+def test_a_fatal_failure_costs_one_fenced_write() -> None:
     jobs.fatal.enqueue("dies")
     jobs.record.enqueue("lives")
     queries = run_burst(concurrency=1)
     assert DeadLetter.objects.get().reason == "fatal"
     assert Job.objects.get().status == JobStatus.SUCCEEDED
-    # The fatal job: its claim, then BEGIN, the fenced lock, the bury, COMMIT.
+    # The fatal job: its claim, then the fenced bury (no transaction of its own).
     # The other: its claim, and its ack with the last, empty claim.
-    assert len(queries) <= 5 + 2 + FIXED_QUERIES, "\n".join(queries)
+    assert len(queries) <= 2 + 2 + FIXED_QUERIES, "\n".join(queries)
+
+
+def test_a_retry_rides_on_the_next_claim() -> None:
+    count = 10
+    for index in range(count):
+        jobs.flaky.enqueue(f"job-{index}", 1)  # fails its first attempt, retried after 10 ms
+    queries: list[str] = []
+    while Job.objects.live().exists() and len(queries) < 50 * count:  # bursts until settled, bounded
+        queries += run_burst(concurrency=1)
+    assert list(Job.objects.values_list("status", "attempts").distinct()) == [(JobStatus.SUCCEEDED, 2)]
+    # Every retry was written by the statement that also claimed (and acked), never alone.
+    assert sum(q.count("retried AS (") for q in queries) == count, "\n".join(queries)
+    assert not [q for q in queries if q.startswith("UPDATE") and "SET status = 'ready', run_at" in q]
 
 
 def test_the_budget_catches_a_planted_query_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
