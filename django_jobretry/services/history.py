@@ -65,6 +65,8 @@ class RequeueEntry(TypedDict):
     #: task result that spans requeues); absent from entries written by earlier versions.
     enqueued_at: NotRequired[str]
     first_attempt_at: NotRequired[str | None]
+    #: The task id in the system that ran it, for a dead letter from an adapter (django-q2).
+    external_id: NotRequired[str | None]
 
 
 #: Characters of the dead letter's last error kept in a requeue entry.

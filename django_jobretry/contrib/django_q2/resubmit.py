@@ -30,7 +30,7 @@ from django.utils import timezone
 from django_jobretry.contrib.django_q2 import KEY
 from django_jobretry.exceptions import CannotResubmit
 from django_jobretry.models import DeadLetter
-from django_jobretry.services.history import REQUEUE_ERROR_CHARS
+from django_jobretry.services.history import REQUEUE_ERROR_CHARS, RequeueEntry
 from django_jobretry.services.resubmitters import Resubmitted
 
 #: Keys a finished run adds to a package; a fresh delivery starts without them.
@@ -53,7 +53,7 @@ def resubmit(dead: DeadLetter, actor: str) -> Resubmitted:
     if isinstance(func, str) and not callable(pydoc.locate(func)):
         raise CannotResubmit(dead.pk, f"django-q2 cannot locate the function {func!r} here")
     now = timezone.now()
-    entry = {
+    entry: RequeueEntry = {
         "dead_letter_id": row.pk,
         "job_id": row.job_id,
         "external_id": row.external_id,
