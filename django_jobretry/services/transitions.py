@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import connection
 
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import DeadReason
 from django_jobretry.services.claim_statements import (
     CLAIM_PICKED,
@@ -139,16 +140,21 @@ def succeed_and_claim(
     lease_seconds: float,
     queues: Sequence[str] | None,
     retries: Sequence[Retrying] = (),
-    history_limit: int = 0,
+    history_limit: int | None = None,
 ) -> tuple[set[int], list[ClaimedJob]]:
     """:func:`succeed`, the ``retries`` and then :func:`claim`, in one statement: one round trip, one commit.
 
     Returns the ids (succeeded or retried) that still held their lease, and the jobs claimed.
+    ``history_limit`` bounds the retried jobs' histories (default ``ERROR_HISTORY_LIMIT``).
     """
     params = {
         **_succeed_params(jobs, results),
         **_claim_params(owner, limit, lease_seconds, queues),
-        **retry_params(retries, history_limit, prefix="retry_"),
+        **retry_params(
+            retries,
+            jobretry_settings.error_history_limit if history_limit is None else history_limit,
+            prefix="retry_",
+        ),
     }
     sql = succeed_and_claim_sql(filter_queues=bool(queues), with_retries=bool(retries))
     with connection.cursor() as cursor:

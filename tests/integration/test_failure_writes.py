@@ -211,3 +211,14 @@ def test_only_retries_can_wait_for_the_claim() -> None:
     retries = take(outcomes)
     assert [retry.item.job.id for retry in retries] == [retried.id]
     assert [outcome.job.id for outcome in outcomes] == [buried.id, deadline.id]
+
+
+def test_the_claim_statement_keeps_error_history_limit_entries_unless_told() -> None:
+    jobs.always_fails.enqueue("a")
+    [job] = claim(1)
+    [retry] = take([failed(job)])
+    kept, claimed = transitions.succeed_and_claim(
+        [], None, owner=OWNER, limit=0, lease_seconds=LEASE, queues=None, retries=[retry.retrying]
+    )
+    assert (kept, claimed) == ({job.id}, [])
+    assert [entry["message"] for entry in Job.objects.get().errors] == ["upstream reset"]
