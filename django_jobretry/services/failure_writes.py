@@ -103,10 +103,10 @@ def write_failures(pending: Sequence[PendingFailure], history_limit: int) -> Ite
     batch, alone = split(pending)
     for item in alone:
         yield _write_one(item, history_limit)
-    yield from write_batch(batch, history_limit)
+    yield from _write_batch(batch, history_limit)
 
 
-def write_batch(batch: Sequence[BatchedRetry], history_limit: int) -> Iterator[WrittenFailure]:
+def _write_batch(batch: Sequence[BatchedRetry], history_limit: int) -> Iterator[WrittenFailure]:
     """The retries of ``batch`` in one statement."""
     if not batch:
         return

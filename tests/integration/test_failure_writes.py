@@ -40,6 +40,13 @@ def claim(count: int) -> list[ClaimedJob]:
     return claimed
 
 
+def claim_failing(keys: str) -> list[ClaimedJob]:
+    """One always-failing job per key (policy "three", no retry_for), all claimed."""
+    for key in keys:
+        jobs.always_fails.enqueue(key)
+    return claim(len(keys))
+
+
 def failed(job: ClaimedJob, message: str = "upstream reset") -> Failed:
     return Failed(job, ConnectionResetError(message))
 
@@ -61,9 +68,7 @@ def write_all(pending: list[PendingFailure]) -> list[WrittenFailure]:
 
 
 def test_retries_of_a_batch_are_one_statement_and_each_outcome_leaves_the_list() -> None:
-    for key in "abc":
-        jobs.always_fails.enqueue(key)
-    outcomes: list[Failed | Interrupted] = [failed(job) for job in claim(3)]
+    outcomes: list[Failed | Interrupted] = [failed(job) for job in claim_failing("abc")]
     with CaptureQueriesContext(connection) as captured:
         Recorder(OWNER, object).record_failures(outcomes)
     assert statements(captured) == ["UPDATE django_jobretry_job "]
@@ -77,9 +82,7 @@ def test_retries_of_a_batch_are_one_statement_and_each_outcome_leaves_the_list()
 def test_a_stale_failure_in_a_batch_changes_nothing_and_the_rest_are_written(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    for key in "ab":
-        jobs.always_fails.enqueue(key)
-    held, lost = claim(2)
+    held, lost = claim_failing("ab")
     assert transitions.release([lost]) == {lost.id}  # as a shutdown does: the attempt is gone
     before = Job.objects.values().get(pk=lost.id)
     outcomes: list[Failed | Interrupted] = [failed(held), failed(lost)]
@@ -92,9 +95,7 @@ def test_a_stale_failure_in_a_batch_changes_nothing_and_the_rest_are_written(
 
 
 def test_an_entry_postgresql_refuses_falls_back_alone(caplog: pytest.LogCaptureFixture) -> None:
-    for key in "abc":
-        jobs.always_fails.enqueue(key)
-    first, poisoned, third = claim(3)
+    first, poisoned, third = claim_failing("abc")
     recorder = Recorder(OWNER, object)
     pending = [
         recorder._pending(failed(first, "one")),
@@ -146,8 +147,7 @@ def test_a_mixed_batch_ends_each_job_as_its_policy_says() -> None:
 
 
 def test_a_refused_entry_inside_a_callers_transaction_leaves_it_usable() -> None:
-    jobs.always_fails.enqueue("a")
-    [job] = claim(1)
+    [job] = claim_failing("a")
     with transaction.atomic():  # as testing.run_jobs() records inside a TestCase
         [written] = write_all([refused(job, "one")])
         assert written.decision is not None
@@ -162,9 +162,7 @@ def take(outcomes: list[Failed]) -> list[BatchedRetry]:
 
 
 def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> None:
-    for key in "abc":
-        jobs.always_fails.enqueue(key)
-    held, lost, succeeded = claim(3)
+    held, lost, succeeded = claim_failing("abc")
     jobs.record.enqueue("next")
     assert transitions.release([lost]) == {lost.id}  # its failure below is stale
     outcomes = [failed(held), failed(lost)]
@@ -186,9 +184,7 @@ def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> N
 def test_a_refused_retry_on_the_claim_statement_falls_back_alone_and_the_claim_still_happens(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    for key in "ab":
-        jobs.always_fails.enqueue(key)
-    good, poisoned = claim(2)
+    good, poisoned = claim_failing("ab")
     jobs.record.enqueue("next")
     retries = take([failed(good, "one"), failed(poisoned, "two")])
     retries[1] = BatchedRetry(refused(poisoned, "two"), retries[1].retry)
@@ -214,8 +210,7 @@ def test_only_retries_can_wait_for_the_claim() -> None:
 
 
 def test_the_claim_statement_keeps_error_history_limit_entries_unless_told() -> None:
-    jobs.always_fails.enqueue("a")
-    [job] = claim(1)
+    [job] = claim_failing("a")
     [retry] = take([failed(job)])
     kept, claimed = transitions.succeed_and_claim(
         [], None, owner=OWNER, limit=0, lease_seconds=LEASE, queues=None, retries=[retry.retrying]
