@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy.base import InvalidPolicy
@@ -82,25 +82,40 @@ def check_unique_key(key: object) -> str | None:
     return key
 
 
-def check_arguments(
+class Arguments(NamedTuple):
+    """A job's arguments as checked: JSON-safe copies, and the JSON text the INSERT binds."""
+
+    args: list[Any]
+    kwargs: dict[str, Any]
+    args_json: str
+    kwargs_json: str
+
+
+def encode_arguments(
     task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, max_bytes: int, max_depth: int
-) -> tuple[list[Any], dict[str, Any]]:
-    """JSON-safe copies of args/kwargs, or InvalidJob naming the bad argument."""
+) -> Arguments:
+    """JSON-safe copies of args/kwargs and their JSON text, or InvalidJob naming the bad argument.
+
+    The text is what the INSERT binds (services/job_insert.py), so the
+    arguments are encoded once; the copies are decoded from it, so they are
+    exactly what jsonb will give back.
+    """
     walker = _Walker(task_name, max_depth=max_depth, max_values=max_bytes)
     for index, value in enumerate(args):
         walker.walk(f"positional argument {index}", value)
     for position, (name, value) in enumerate(kwargs.items()):
         _check_keyword_name(task_name, position, name)
         walker.walk(f"keyword argument {name!r}", value)
-    payload = json.dumps([list(args), kwargs], allow_nan=False, separators=(",", ":"))
-    size = len(payload.encode())
+    args_json = json.dumps(list(args), allow_nan=False, separators=(",", ":"))
+    kwargs_json = json.dumps(kwargs, allow_nan=False, separators=(",", ":"))
+    # The size of the pair as one JSON array, [args,kwargs]: the brackets and the comma.
+    size = len(args_json.encode()) + len(kwargs_json.encode()) + 3
     if size > max_bytes:
         raise InvalidJob(
             f"arguments of task {task_name!r} are {size} bytes as JSON; the limit is {max_bytes} "
             "(JOBRETRY['MAX_ARGS_BYTES']). Pass an id and load the data in the job instead."
         )
-    args_copy, kwargs_copy = json.loads(payload)
-    return args_copy, kwargs_copy
+    return Arguments(json.loads(args_json), json.loads(kwargs_json), args_json, kwargs_json)
 
 
 def check_result(task_name: str, value: Any, *, max_bytes: int, max_depth: int) -> str:

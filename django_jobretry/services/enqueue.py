@@ -11,8 +11,8 @@ from django.db import IntegrityError, connection, transaction
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
-from django_jobretry.services.job_insert import CHANNEL, RunAt, insert_many, insert_one
-from django_jobretry.validation import check_arguments
+from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
+from django_jobretry.validation import Arguments, encode_arguments
 
 if TYPE_CHECKING:
     from django_jobretry.decorators import JobDefinition
@@ -26,10 +26,11 @@ UNIQUE_CONSTRAINT = "jobretry_job_unique_live_key"
 
 def enqueue(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
     """Insert one job (or return the live one holding its unique_key): one statement in autocommit."""
-    job = _build(definition, args, kwargs)
+    shared = _shared(definition)
+    arguments = _arguments(definition, args, kwargs)
     if definition.unique_key is not None:
-        return _enqueue_unique(job, definition.run_after)
-    insert_one(job, definition.run_after)
+        return _enqueue_unique(shared, arguments, definition.unique_key, definition.run_after)
+    job = insert_one(shared, arguments, None, definition.run_after)
     _log_enqueued(job)
     return job
 
@@ -40,10 +41,14 @@ def bulk_enqueue(
     """Validate every call first, then insert all jobs, count them and wake the workers in one statement."""
     if definition.unique_key is not None:
         raise InvalidJob("bulk_enqueue does not take unique_key; enqueue keyed jobs one by one")
-    rows = [_arguments(definition, tuple(args), dict(kwargs)) for args, kwargs in calls]
+    max_bytes, max_depth = jobretry_settings.max_args_bytes, jobretry_settings.max_args_depth
+    rows = [
+        encode_arguments(definition.name, tuple(args), dict(kwargs), max_bytes=max_bytes, max_depth=max_depth)
+        for args, kwargs in calls
+    ]
     if not rows:
         return []
-    created = insert_many(_build(definition, (), {}), rows, definition.run_after)
+    created = insert_many(_shared(definition), rows, definition.run_after)
     logger.debug(
         "enqueued %d jobs of %s",
         len(created),
@@ -60,10 +65,8 @@ def notify(queue_names: Sequence[str]) -> None:
             cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, queue_name])
 
 
-def _arguments(
-    definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Any, Any]:
-    return check_arguments(
+def _arguments(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments:
+    return encode_arguments(
         definition.name,
         args,
         kwargs,
@@ -72,23 +75,19 @@ def _arguments(
     )
 
 
-def _build(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
-    """The job's columns (services/job_insert.PER_JOB); run_at is given to the INSERT."""
+def _shared(definition: JobDefinition[Any]) -> Shared:
+    """The columns all of the definition's jobs share; the policy is read from the settings now."""
     policy_name, policy = definition.resolve_policy()
-    safe_args, safe_kwargs = _arguments(definition, args, kwargs)
-    return Job(
+    return Shared(
         task_name=definition.name,
         queue_name=definition.queue_name,
         policy_name=policy_name,
         priority=definition.priority,
-        args=safe_args,
-        kwargs=safe_kwargs,
         max_attempts=policy.max_attempts,
-        unique_key=definition.unique_key,
     )
 
 
-def _enqueue_unique(job: Job, run_at: RunAt) -> Job:
+def _enqueue_unique(shared: Shared, arguments: Arguments, unique_key: str, run_at: RunAt) -> Job:
     """Insert, or return the live job that already holds the key.
 
     The conditional unique index decides under concurrency: a second insert
@@ -98,14 +97,13 @@ def _enqueue_unique(job: Job, run_at: RunAt) -> Job:
         try:
             if connection.in_atomic_block:  # a failed INSERT must not abort the caller's transaction
                 with transaction.atomic():
-                    insert_one(job, run_at)
+                    job = insert_one(shared, arguments, unique_key, run_at)
             else:
-                insert_one(job, run_at)
+                job = insert_one(shared, arguments, unique_key, run_at)
         except IntegrityError as exc:
             if UNIQUE_CONSTRAINT not in str(exc):
                 raise
-            job.pk = None
-            live = Job.objects.live().filter(unique_key=job.unique_key).first()
+            live = Job.objects.live().filter(unique_key=unique_key).first()
             if live is not None:
                 logger.info(
                     "job %s already live for unique_key",
@@ -117,7 +115,7 @@ def _enqueue_unique(job: Job, run_at: RunAt) -> Job:
             continue
         _log_enqueued(job)
         return job
-    raise InvalidJob(f"unique_key {job.unique_key!r}: the live job kept changing; enqueue again")
+    raise InvalidJob(f"unique_key {unique_key!r}: the live job kept changing; enqueue again")
 
 
 def _log_enqueued(job: Job) -> None:

@@ -1,16 +1,22 @@
 """The enqueue statements: insert jobs, count them and wake the workers in one round trip.
 
 Enqueue runs inside users' web requests, so its cost is what they feel
-first. Building the INSERT with Django's compiler for every job cost more
-than the database's own work, so each statement is built once per shape and
-kept: the columns come from the model, and the values every job shares
-(status, attempts, empty history: the model's defaults) are prepared once by
-the fields themselves. Per call, only what :data:`PER_JOB` names is prepared,
-each by its own field (``get_db_prep_save``), as Django would.
+first, and most of it was Python: building the INSERT with Django's
+compiler, then per call a ``Model.__init__``, each field's
+``get_db_prep_save`` and the client-side binding of every value. So each
+statement is built once per definition (:class:`Shared`: task, queue,
+policy, priority, attempts allowed) and kept, with those columns and the
+model's defaults written in as literals (prepared by the fields
+themselves, once). Per call only the arguments (the JSON text validation
+already made, cast to ``jsonb``), the unique key and a given ``run_at``
+are bound, and the returned :class:`Job` is a copy of a prototype built
+once per definition, not a new ``Model.__init__``.
 
 - one job: ``INSERT ... VALUES`` (docs/design.md#enqueue);
-- many jobs of one definition: ``INSERT ... SELECT FROM unnest(args, kwargs)``:
-  every other column is the same for all of them.
+- many jobs of one definition: ``INSERT ... SELECT FROM unnest(args, kwargs)``;
+  it returns the new ids as one array and the database-filled columns
+  once: they are the same for every row of one statement (``now()``,
+  constants, the same ``run_at``).
 
 Each statement also counts the inserted rows into this session's counter
 shard (services/counters.py) and sends one NOTIFY for the queue. In
@@ -23,16 +29,19 @@ not at all on rollback. ``pre_save`` and ``post_save`` are not sent, as for
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.db import connection
 from django.db.models import Field
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from django_jobretry.models import CounterEvent, Job
 from django_jobretry.services.counters import COUNTERS, KEY
+from django_jobretry.validation import Arguments
 
 if TYPE_CHECKING:
     from django.db.backends.postgresql.operations import DatabaseOperations as PostgresOperations
@@ -40,25 +49,30 @@ if TYPE_CHECKING:
 #: LISTEN/NOTIFY channel; the payload is the queue name.
 CHANNEL = "django_jobretry"
 
-#: The columns enqueue sets per job (services/enqueue.py ``_build``); every other
-#: column takes the model's default.
-PER_JOB = (
-    "task_name",
-    "queue_name",
-    "policy_name",
-    "args",
-    "kwargs",
-    "priority",
-    "max_attempts",
-    "unique_key",
-)
-#: Columns given per call of the bulk statement; the rest are one value for all rows.
-PER_ROW = ("args", "kwargs")
+#: The arguments, bound as JSON text per job; every statement casts them to jsonb.
+ARGUMENTS = ("args", "kwargs")
+#: Bound per call of the one-job statement, besides the arguments (and run_at when given).
+PER_CALL = ("unique_key",)
 
 #: When the job may run: the column's database default (now), a given time, or now plus a delay.
 type RunAt = datetime | timedelta | None
 #: The shape of the statement each RunAt needs: "default" leaves run_at out.
 type RunAtKind = Literal["default", "at", "after"]
+
+#: How many definitions keep their statements and prototype (least recently used first out).
+CACHED_DEFINITIONS = 512
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The columns every job of one definition has; its statements write them as literals."""
+
+    task_name: str
+    queue_name: str
+    policy_name: str
+    priority: int
+    max_attempts: int
+
 
 # Counted and woken from the inserted rows themselves (RETURNING gives their task
 # and queue), so the statement's only parameters are the jobs' own values. A
@@ -69,8 +83,8 @@ _COUNT_AND_WAKE = f"""counted AS (
     SELECT '{CounterEvent.ENQUEUED.value}', j.task_name, j.queue_name, pg_backend_pid(), count(*)
     FROM j GROUP BY j.task_name, j.queue_name
     ON CONFLICT ({KEY}) DO UPDATE SET value = c.value + EXCLUDED.value
-)
-SELECT j.*, (SELECT pg_notify('{CHANNEL}', w.queue_name) FROM j AS w LIMIT 1)::text FROM j"""
+)"""
+_WAKE = f"(SELECT pg_notify('{CHANNEL}', w.queue_name) FROM j AS w LIMIT 1)::text"
 
 
 @dataclass(frozen=True)
@@ -86,9 +100,12 @@ def _prepared(field: Field[Any, Any], value: Any) -> Any:
 
 
 @functools.cache
-def _returning() -> tuple[str, tuple[Field[Any, Any], ...]]:
+def _returning() -> tuple[tuple[str, ...], tuple[Field[Any, Any], ...]]:
+    """The columns the database fills in (the key, ``db_default``s), which RETURNING gives back."""
     fields = tuple(Job._meta.db_returning_fields)
-    return ", ".join(connection.ops.quote_name(_column(field)) for field in fields), fields
+    if fields[0] is not Job._meta.pk:  # pragma: no cover - Django lists the key first
+        raise TypeError(f"RETURNING must start with the key, not {fields[0]!r}")
+    return tuple(connection.ops.quote_name(_column(field)) for field in fields), fields
 
 
 def _column(field: Field[Any, Any]) -> str:
@@ -115,30 +132,25 @@ def _columns(run_at: RunAtKind) -> list[Field[Any, Any]]:
     ]
 
 
-def _values(fields: list[Field[Any, Any]], given: set[str], run_at: RunAtKind) -> list[str]:
-    """The SQL of each column's value: a placeholder for those ``given``, else the model default as a literal.
+def _literal(field: Field[Any, Any], value: Any) -> str:
+    """``value`` as ``field`` would bind it, quoted once into the statement's text."""
+    literal: str = cast("PostgresOperations", connection.ops).compose_sql("%s", [_prepared(field, value)])
+    return literal.replace("%", "%%")
 
-    The literals are what Django's client-side binding would send anyway,
-    quoted once instead of on every call.
-    """
-    template = Job()
+
+def _values(fields: list[Field[Any, Any]], bound: set[str], run_at: RunAtKind, prototype: Job) -> list[str]:
+    """The SQL of each column's value: a placeholder for those ``bound``, else the prototype's value."""
     values = []
     for field in fields:
         if field.attname == "run_at" and run_at == "after":
             values.append("(STATEMENT_TIMESTAMP() + %s)")  # the database clock, like every time comparison
-        elif field.attname in given:
+        elif field.attname in ARGUMENTS:
+            values.append("%s::jsonb")
+        elif field.attname in bound:
             values.append("%s")
         else:
-            default = _prepared(field, getattr(template, field.attname))
-            literal = cast("PostgresOperations", connection.ops).compose_sql("%s", [default])
-            values.append(literal.replace("%", "%%"))
+            values.append(_literal(field, getattr(prototype, field.attname)))
     return values
-
-
-def _statement(insert: str, fields: list[Field[Any, Any]], given: set[str]) -> _Statement:
-    returning, _ = _returning()
-    sql = f"WITH j AS ({insert} RETURNING {returning}, task_name, queue_name), {_COUNT_AND_WAKE}"
-    return _Statement(sql, tuple(field for field in fields if field.attname in given))
 
 
 def _into(fields: list[Field[Any, Any]]) -> str:
@@ -146,76 +158,132 @@ def _into(fields: list[Field[Any, Any]]) -> str:
     return f"INSERT INTO {quote(Job._meta.db_table)} ({', '.join(quote(_column(f)) for f in fields)})"
 
 
-@functools.cache
-def _one_job(run_at: RunAtKind) -> _Statement:
-    fields = _columns(run_at)
-    given = {*PER_JOB, "run_at"}
-    return _statement(f"{_into(fields)} VALUES ({', '.join(_values(fields, given, run_at))})", fields, given)
+def _parameters(fields: list[Field[Any, Any]], bound: set[str]) -> tuple[Field[Any, Any], ...]:
+    return tuple(field for field in fields if field.attname in bound)
 
 
-@functools.cache
-def _many_jobs(run_at: RunAtKind) -> _Statement:
-    """The bulk statement; its parameters are the shared values, then one array per PER_ROW field."""
+@functools.lru_cache(maxsize=CACHED_DEFINITIONS)
+def _prototype(shared: Shared) -> dict[str, Any]:
+    """A job of ``shared`` as ``Job(...)`` builds it, without ``_state``: copied for each new job."""
+    values = dict(vars(Job(**vars(shared))))
+    del values["_state"]
+    return values
+
+
+@functools.lru_cache(maxsize=CACHED_DEFINITIONS)
+def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
     fields = _columns(run_at)
-    given = {*PER_JOB, "run_at"} - set(PER_ROW)
-    values = _values(fields, given, run_at)
-    selected = [
-        f"u.{f.attname}" if f.attname in PER_ROW else value for f, value in zip(fields, values, strict=True)
-    ]
-    unnest = ", ".join("%s::jsonb[]" for _ in PER_ROW)
-    insert = (
-        f"{_into(fields)} SELECT {', '.join(selected)} "
-        f"FROM unnest({unnest}) WITH ORDINALITY AS u({', '.join(PER_ROW)}, n) ORDER BY u.n"
+    bound = {*ARGUMENTS, *PER_CALL, "run_at"}
+    values = _values(fields, bound, run_at, Job(**vars(shared)))
+    returning = ", ".join(_returning()[0])
+    insert = f"{_into(fields)} VALUES ({', '.join(values)})"
+    sql = (
+        f"WITH j AS ({insert} RETURNING {returning}, task_name, queue_name), "
+        f"{_COUNT_AND_WAKE} SELECT {returning}, {_WAKE} FROM j"
     )
-    return _statement(insert, fields, given)
+    return _Statement(sql, _parameters(fields, bound))
 
 
-def _saved(job: Job, values: tuple[Any, ...]) -> Job:
-    """``job`` as saved: the values the database filled in (RETURNING), and no longer "adding"."""
-    _, fields = _returning()
-    for field, value in zip(fields, values, strict=True):
-        setattr(job, field.attname, value)
-    job._state.adding = False
-    job._state.db = connection.alias
-    return job
+@functools.lru_cache(maxsize=CACHED_DEFINITIONS)
+def _many_jobs(shared: Shared, run_at: RunAtKind) -> _Statement:
+    """The bulk statement: one array per argument column; one row back, the ids as an array."""
+    fields = _columns(run_at)
+    bound = {*ARGUMENTS, "run_at"}
+    values = _values(fields, bound, run_at, Job(**vars(shared)))
+    selected = [
+        f"u.{f.attname}" if f.attname in ARGUMENTS else v for f, v in zip(fields, values, strict=True)
+    ]
+    unnest = ", ".join("%s::jsonb[]" for _ in ARGUMENTS)
+    key, *filled = _returning()[0]
+    # Every row of one statement gets the same filled-in values (now(), constants, one run_at).
+    once = ", ".join(f"(array_agg(j.{column}))[1]" for column in filled)
+    sql = (
+        f"WITH j AS ({_into(fields)} SELECT {', '.join(selected)} "
+        f"FROM unnest({unnest}) WITH ORDINALITY AS u({', '.join(ARGUMENTS)}, n) ORDER BY u.n "
+        f"RETURNING {key}, {', '.join(filled)}, task_name, queue_name), "
+        f"{_COUNT_AND_WAKE} SELECT array_agg(j.{key} ORDER BY j.{key}), {once}, {_WAKE} FROM j"
+    )
+    return _Statement(sql, tuple(f for f in _parameters(fields, bound) if f.attname not in ARGUMENTS))
 
 
-def insert_one(job: Job, run_at: RunAt) -> None:
-    """INSERT ``job``, count it and wake its queue's workers: one statement, one round trip.
+@functools.cache
+def _fresh_defaults() -> tuple[Field[Any, Any], ...]:
+    """Fields whose default is made by a call (``list``, ``dict``): each job needs its own."""
+    return tuple(
+        field
+        for field in Job._meta.concrete_fields
+        if field.has_default() and callable(field.default) and field.attname not in ARGUMENTS
+    )
+
+
+def _new_jobs(shared: Shared) -> Callable[[dict[str, Any]], Job]:
+    """Makes saved jobs of ``shared``: copies of the prototype, as unpickling builds them.
+
+    ``Job(...)`` when something listens to ``pre_init``/``post_init``, so those still fire.
+    """
+    alias = connection.alias
+
+    def saved(job: Job) -> Job:
+        job._state.adding, job._state.db = False, alias
+        return job
+
+    if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
+        columns = vars(shared)
+        return lambda values: saved(Job(**columns, **values))
+    prototype, fresh = _prototype(shared), _fresh_defaults()
+
+    def copy(values: dict[str, Any]) -> Job:
+        job = Job.__new__(Job)
+        attributes = job.__dict__
+        attributes.update(prototype)
+        for field in fresh:
+            attributes[field.attname] = field.get_default()
+        attributes.update(values)
+        attributes["_state"] = ModelState()
+        return saved(job)
+
+    return copy
+
+
+def _filled(row: Sequence[Any]) -> dict[str, Any]:
+    """The returned columns, by attribute name."""
+    return {field.attname: value for field, value in zip(_returning()[1], row, strict=False)}
+
+
+def insert_one(shared: Shared, arguments: Arguments, unique_key: str | None, run_at: RunAt) -> Job:
+    """INSERT one job, count it and wake its queue's workers: one statement, one round trip.
 
     ``run_at`` is how the job's start time is given (see :data:`RunAt`); the
-    time the database stored comes back into ``job.run_at``.
+    time the database stored comes back in the job's ``run_at``.
     """
-    statement = _one_job(_kind(run_at))
-    if run_at is not None:
-        job.run_at = run_at  # type: ignore[assignment]  # a delay is bound as an interval
-    params = [_prepared(field, getattr(job, field.attname)) for field in statement.fields]
+    statement = _one_job(shared, _kind(run_at))
+    given = {"args": arguments.args_json, "kwargs": arguments.kwargs_json, "unique_key": unique_key}
+    params = [
+        given[field.attname] if field.attname in given else _prepared(field, run_at)
+        for field in statement.fields
+    ]
     with connection.cursor() as cursor:
         cursor.execute(statement.sql, params)
         row = cursor.fetchone()
-    _saved(job, row[: len(_returning()[1])] if row else ())
+    if row is None:  # pragma: no cover - an INSERT ... VALUES returns its row or raises
+        raise RuntimeError("the enqueue statement returned no row")
+    values = {"args": arguments.args, "kwargs": arguments.kwargs, "unique_key": unique_key, **_filled(row)}
+    return _new_jobs(shared)(values)
 
 
-def insert_many(template: Job, rows: Sequence[tuple[Any, Any]], run_at: RunAt) -> list[Job]:
-    """INSERT one job per (args, kwargs) of ``rows``, all else from ``template``: one statement.
-
-    Returns the jobs in the order of ``rows``. ``template`` holds the columns
-    every row shares (task, queue, policy, priority, attempts allowed).
-    """
-    statement = _many_jobs(_kind(run_at))
-    if run_at is not None:
-        template.run_at = run_at  # type: ignore[assignment]
-    params: list[Any] = [_prepared(field, getattr(template, field.attname)) for field in statement.fields]
-    meta = Job._meta
-    for position, name in enumerate(PER_ROW):
-        field = meta.get_field(name)
-        params.append([field.get_db_prep_save(row[position], connection) for row in rows])  # type: ignore[union-attr]
+def insert_many(shared: Shared, rows: Sequence[Arguments], run_at: RunAt) -> list[Job]:
+    """INSERT one job per checked ``rows`` entry: one statement. Returns the jobs in the order of ``rows``."""
+    statement = _many_jobs(shared, _kind(run_at))
+    params: list[Any] = [_prepared(field, run_at) for field in statement.fields]
+    params += [[row.args_json for row in rows], [row.kwargs_json for row in rows]]
     with connection.cursor() as cursor:
         cursor.execute(statement.sql, params)
-        returned = cursor.fetchall()
-    common = {name: getattr(template, name) for name in PER_JOB if name not in PER_ROW}
-    width = len(_returning()[1])
+        returned = cursor.fetchone()
+    if returned is None or len(returned[0]) != len(rows):  # pragma: no cover - one row per call, always
+        raise RuntimeError("the bulk enqueue statement did not return every new id")
+    ids, *filled = returned
+    common, new_job = _filled([None, *filled]), _new_jobs(shared)
     return [
-        _saved(Job(**common, args=args, kwargs=kwargs), values[:width])
-        for (args, kwargs), values in zip(rows, returned, strict=True)
+        new_job({**common, "args": row.args, "kwargs": row.kwargs, "id": job_id})
+        for row, job_id in zip(rows, ids, strict=True)
     ]

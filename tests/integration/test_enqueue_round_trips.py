@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from django.db import connection, transaction
+from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 
 from django_jobretry.models import Job
@@ -144,3 +145,60 @@ def test_the_fast_insert_stores_what_django_save_would(run_after: datetime | tim
             assert job.run_at - job.enqueued_at == run_after
     else:
         assert fast.run_at == bulk.run_at == run_after
+
+
+def _as_stored(job: Job) -> dict[str, object]:
+    return {f.attname: getattr(job, f.attname) for f in Job._meta.concrete_fields}
+
+
+def test_the_returned_jobs_are_their_rows_field_by_field() -> None:
+    """Jobs are copied from a prototype, not built by Model.__init__: every column must still match."""
+    keyed = jobs.takes_anything.using(unique_key="k-1", priority=-3, queue_name="other")
+    created = [
+        keyed.enqueue(1, a=[2]),
+        jobs.takes_anything.using(run_after=timedelta(seconds=30)).enqueue("x"),
+        *jobs.takes_anything.using(priority=9).bulk_enqueue([((i,), {"i": [i]}) for i in range(3)]),
+    ]
+    for job in created:
+        assert _as_stored(job) == _as_stored(Job.objects.get(pk=job.pk))
+        assert not job._state.adding
+        assert job._state.db == "default"
+    assert len({id(job.errors) for job in created}) == len(created)  # no shared mutable default
+    created[0].errors.append({"attempt": 1})
+    assert created[1].errors == []
+
+
+def test_definitions_that_differ_in_one_column_keep_their_own_statements() -> None:
+    """The statements are kept per definition, with its columns written in: alternate two and compare."""
+    low, high = jobs.takes_anything.using(priority=-5), jobs.takes_anything.using(priority=5)
+    other = jobs.takes_anything.using(queue_name="other", policy="q2-two")
+    made = [definition.enqueue(n) for n in range(2) for definition in (low, high, other)]
+    made += [job for definition in (high, low) for job in definition.bulk_enqueue([((9,), {})])]
+    stored = {
+        job.pk: (job.priority, job.queue_name, job.policy_name, job.max_attempts) for job in Job.objects.all()
+    }
+    assert [stored[job.pk] for job in made] == [
+        (-5, "default", "three", 3),
+        (5, "default", "three", 3),
+        (0, "other", "q2-two", 2),
+    ] * 2 + [(5, "default", "three", 3), (-5, "default", "three", 3)]
+    assert all(
+        stored[job.pk] == (job.priority, job.queue_name, job.policy_name, job.max_attempts) for job in made
+    )
+
+
+def test_init_signals_still_fire_when_someone_listens() -> None:
+    seen: list[Job] = []
+
+    def on_post_init(sender: type[Job], instance: Job, **kwargs: object) -> None:
+        seen.append(instance)
+
+    post_init.connect(on_post_init, sender=Job)
+    try:
+        job = jobs.other_queue.enqueue("k")
+        [bulk] = jobs.other_queue.bulk_enqueue([(("k",), {})])
+    finally:
+        post_init.disconnect(on_post_init, sender=Job)
+    assert any(instance is job for instance in seen)
+    assert any(instance is bulk for instance in seen)
+    assert _as_stored(bulk) == _as_stored(Job.objects.get(pk=bulk.pk))

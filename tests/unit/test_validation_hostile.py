@@ -9,6 +9,7 @@ tests/integration/test_enqueue_hostile.py.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -18,17 +19,17 @@ from django_jobretry.exceptions import InvalidJob
 from django_jobretry.validation import (
     INT_MAX,
     INT_MIN,
-    check_arguments,
     check_queue_name,
     check_task_name,
     check_unique_key,
+    encode_arguments,
 )
 
 PRIVATE = "hunter2"  # stands for a secret in an argument: never in a message
 
 
 def check(*args: Any, max_depth: int = 32, max_bytes: int = 65_536, **kwargs: Any) -> tuple[Any, Any]:
-    return check_arguments("t", args, kwargs, max_bytes=max_bytes, max_depth=max_depth)
+    return encode_arguments("t", args, kwargs, max_bytes=max_bytes, max_depth=max_depth)[:2]
 
 
 def refused(*args: Any, max_depth: int = 32, max_bytes: int = 65_536, **kwargs: Any) -> str:
@@ -74,7 +75,7 @@ class TestLoneSurrogates:
     def test_valid_non_ascii_text_is_kept(self) -> None:
         text = "héllo 😀 中文 \U0010ffff \ufffd"
         kwargs = {"clé": {"ключ": text}}
-        assert check_arguments("t", (text,), kwargs, max_bytes=1000, max_depth=32) == ([text], kwargs)
+        assert encode_arguments("t", (text,), kwargs, max_bytes=1000, max_depth=32)[:2] == ([text], kwargs)
 
     @pytest.mark.parametrize("key", [f"{PRIVATE}\ud800", "\ud83d\ude00", f"{PRIVATE}\x00"])
     def test_unique_key(self, key: str) -> None:
@@ -110,7 +111,7 @@ class TestKeywordNames:
         with pytest.raises(
             InvalidJob, match=r"keyword argument name 1 of task 't' is a int; .* must be strings"
         ):
-            check_arguments("t", (), {1: "x"}, max_bytes=1000, max_depth=32)  # type: ignore[dict-item]
+            encode_arguments("t", (), {1: "x"}, max_bytes=1000, max_depth=32)  # type: ignore[dict-item]
 
 
 class TestIntegers:
@@ -211,3 +212,20 @@ class TestSize:
             "arguments of task 't' are 2009 bytes as JSON; the limit is 1024 (JOBRETRY['MAX_ARGS_BYTES']). "
             "Pass an id and load the data in the job instead."
         )
+
+    def test_the_limit_counts_the_pair_as_one_json_array(self) -> None:
+        """[args,kwargs] as compact JSON: exactly at the limit passes, one byte over is refused."""
+        args, kwargs = ("é" * 10, [1, None]), {"k": {"n": 2.5}}
+        size = len(json.dumps([list(args), kwargs], separators=(",", ":")).encode())
+        fits = encode_arguments("t", args, kwargs, max_bytes=size, max_depth=32)
+        assert (fits.args, fits.kwargs) == (["é" * 10, [1, None]], {"k": {"n": 2.5}})
+        with pytest.raises(InvalidJob, match=f"are {size} bytes as JSON"):
+            encode_arguments("t", args, kwargs, max_bytes=size - 1, max_depth=32)
+
+    def test_the_text_bound_is_the_text_the_copies_come_from(self) -> None:
+        checked = encode_arguments("t", ((1, 2), "ü"), {"b": (True,)}, max_bytes=1000, max_depth=32)
+        assert (json.loads(checked.args_json), json.loads(checked.kwargs_json)) == (
+            checked.args,
+            checked.kwargs,
+        )
+        assert (checked.args, checked.kwargs) == ([[1, 2], "ü"], {"b": [True]})
