@@ -91,6 +91,10 @@ class Arguments(NamedTuple):
     kwargs_json: str
 
 
+#: Compact JSON that refuses NaN and infinities: one encoder, not one per ``json.dumps`` call.
+_COMPACT = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
 def encode_arguments(
     task_name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *, max_bytes: int, max_depth: int
 ) -> Arguments:
@@ -106,8 +110,7 @@ def encode_arguments(
     for position, (name, value) in enumerate(kwargs.items()):
         _check_keyword_name(task_name, position, name)
         walker.walk(f"keyword argument {name!r}", value)
-    args_json = json.dumps(list(args), allow_nan=False, separators=(",", ":"))
-    kwargs_json = json.dumps(kwargs, allow_nan=False, separators=(",", ":"))
+    args_json, kwargs_json = _COMPACT.encode(list(args)), _COMPACT.encode(kwargs)
     # The size of the pair as one JSON array, [args,kwargs]: the brackets and the comma.
     size = len(args_json.encode()) + len(kwargs_json.encode()) + 3
     if size > max_bytes:
@@ -127,7 +130,7 @@ def check_result(task_name: str, value: Any, *, max_bytes: int, max_depth: int) 
     """
     what = "the return value"
     _Walker(task_name, max_depth=max_depth, max_values=max_bytes, what=what).walk(what, value)
-    text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+    text = _COMPACT.encode(value)
     if len(text.encode()) > max_bytes:
         raise InvalidJob(
             f"the return value of task {task_name!r} is {len(text.encode())} bytes as JSON; the limit is "
