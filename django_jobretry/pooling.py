@@ -19,8 +19,7 @@ An alias is taken to be transaction-pooled when its DATABASES entry has
 ``DISABLE_SERVER_SIDE_CURSORS = True``: Django's documentation requires
 exactly that flag for such a pooler. Prepared statements (``prepare_threshold``,
 off in Django by default) and advisory locks are not used by the worker; the
-counters' ``pg_backend_pid()`` shard still never puts two open transactions on
-one row, because a server connection runs one transaction at a time.
+counters append a row per statement, which needs no session either.
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 Prometheus counters must count across every process (web processes
 enqueue, requeue and discard; workers on many hosts run jobs), survive
 restarts and never go down, so they live in the database. A counter is the
-sum of its rows over ``shard``: shard 0 is the folded total; any other shard
-is the backend pid (``pg_backend_pid()``) of the PostgreSQL session that
-wrote it from inside a caller's transaction. Why the shards, how they are
-written and folded, and why the table stays small: services/counters.py
-and docs/design.md#counters.
+sum of its rows: the row of shard 0 is the folded total; a row whose shard
+is NULL is a count appended from inside a caller's transaction and not
+folded yet (a row with another shard, a session's pid, was written
+before migration 0014 and is folded the same way). Why appended, how the
+rows are folded, and why the table stays small: services/counters.py and
+docs/design.md#counters.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ class EventCounter(models.Model):
     event = models.CharField(max_length=16, choices=CounterEvent.choices)
     task_name = models.CharField(max_length=200)
     queue_name = models.CharField(max_length=100)
-    #: 0: the folded total; otherwise the pid of the database session that counted.
-    shard = models.IntegerField(default=0)
+    #: 0: the folded total; NULL: an appended count, not folded yet. NULLs never
+    #: collide in the unique key, so appending needs no upsert.
+    shard = models.IntegerField(default=0, null=True)
     value = models.BigIntegerField(default=0)
 
     class Meta:
@@ -44,7 +46,7 @@ class EventCounter(models.Model):
         default_permissions = ()
         permissions = [("view_metrics", "Can read the Prometheus metrics")]
         constraints = [
-            # The key of every upsert (ON CONFLICT names these columns).
+            # The key of the fold's upsert into shard 0 (ON CONFLICT names these columns).
             models.UniqueConstraint(
                 fields=["event", "task_name", "queue_name", "shard"], name="jobretry_counter_key"
             ),

@@ -1,16 +1,17 @@
 """Event counters for the metrics: written without new contention or round trips on the hot paths.
 
-A counter (event, task, queue) is the sum of its rows over ``shard``
+A counter (event, task, queue) is the sum of its rows
 (models/event_counter.py). Each writer picks the cheapest way that never
 makes one transaction wait for another (docs/design.md#counters):
 
 - **enqueue** runs inside the caller's transaction, where an upsert of one
   shared row would hold that row's lock until the caller commits and so
-  serialize every transaction enqueueing the same task. Each session
-  therefore counts into its own row, keyed by ``pg_backend_pid()``, inside
-  the enqueue statement itself (services/job_insert.py: still one round
-  trip, for one job or a bulk enqueue). A session runs one transaction at a
-  time, so no two open transactions ever share a row.
+  serialize every transaction enqueueing the same task. The enqueue
+  statement therefore *appends* a row of its own (shard NULL: NULLs never
+  collide in the key, so there is no conflict to check or row to lock),
+  still in the one statement (services/job_insert.py: one round trip, for
+  one job or a bulk enqueue). An append costs less than the upsert into a
+  per-session row it replaces.
 - **requeue and discard** are rare operator actions: counted the same way, in
   the action's own transaction, so a rolled-back action counts nothing.
 - **worker events** (started, succeeded, retried, dead) are added up in the
@@ -18,15 +19,14 @@ makes one transaction wait for another (docs/design.md#counters):
   statement a beat and one at a clean exit (:func:`flush`): a worker that
   crashes loses at most one heartbeat period of counts.
 
-The flush also folds the session rows into shard 0: it takes them
-``FOR UPDATE SKIP LOCKED`` (a row an open transaction still holds is left
-for a later beat, never waited for), deletes them and adds their sum to
+The flush also folds the appended rows into shard 0: it takes up to
+:data:`FOLD_LIMIT` of them ``FOR UPDATE SKIP LOCKED`` (a row an open
+transaction has just written is not visible to it, and one another fold
+holds is skipped, never waited for), deletes them and adds their sum to
 shard 0, in one statement, so every reader's sum is unchanged and the
 counters stay monotonic. The table thus holds one row per (event, task,
-queue) plus the rows written since the last beat, whatever the number of
-sessions PostgreSQL ever had. An enqueue may wait for a fold that has just
-taken its session's row: one short autocommit statement, never a caller's
-transaction.
+queue) plus the rows appended since the last beat. Rows with a session's
+pid as their shard (written before migration 0014) are folded the same way.
 """
 
 from __future__ import annotations
@@ -43,23 +43,24 @@ from django_jobretry.models import CounterEvent, EventCounter
 COUNTERS = EventCounter._meta.db_table
 KEY = "event, task_name, queue_name, shard"
 
-#: Rows (event, task, queue, n) given as arrays, added to ``%(shard)s``, in key order so
-#: two writers that touch the same rows take their locks in the same order.
-_ADD = f"""
-    INSERT INTO {COUNTERS} AS c (event, task_name, queue_name, shard, value)
-    SELECT e, t, q, {{shard}}, sum(n)::bigint
+#: Rows (event, task, queue, n) given as arrays, appended as counts not folded yet.
+_APPEND = f"""
+    INSERT INTO {COUNTERS} (event, task_name, queue_name, shard, value)
+    SELECT e, t, q, NULL, sum(n)::bigint
     FROM unnest(%(events)s::text[], %(tasks)s::text[], %(queues)s::text[], %(values)s::bigint[])
          AS u(e, t, q, n)
-    GROUP BY e, t, q ORDER BY e, t, q
-    ON CONFLICT ({KEY}) DO UPDATE SET value = c.value + EXCLUDED.value
+    GROUP BY e, t, q
 """
-_ADD_TO_SESSION = _ADD.format(shard="pg_backend_pid()")
 
-#: Fold up to %(fold)s unlocked session rows into shard 0 and add the worker's counts.
+#: What the fold takes: every row but the totals (shard NULL, or a pid from before migration 0014).
+NOT_FOLDED = "shard IS DISTINCT FROM 0"
+
+#: Fold up to %(fold)s unlocked appended rows into shard 0 and add the worker's counts; the
+#: totals are upserted in key order, so two folds take their locks in the same order.
 _FLUSH = f"""
     WITH folded AS (
         DELETE FROM {COUNTERS} WHERE id IN (
-            SELECT id FROM {COUNTERS} WHERE shard <> 0 ORDER BY id LIMIT %(fold)s FOR UPDATE SKIP LOCKED
+            SELECT id FROM {COUNTERS} WHERE {NOT_FOLDED} ORDER BY id LIMIT %(fold)s FOR UPDATE SKIP LOCKED
         )
         RETURNING event, task_name, queue_name, value
     ), counted AS (
@@ -75,9 +76,11 @@ _FLUSH = f"""
 
 _TOTALS = f"SELECT event, task_name, queue_name, sum(value)::bigint FROM {COUNTERS} GROUP BY 1, 2, 3"
 
-#: Session rows folded per beat at most: a beat stays one short statement even after
-#: a long time without workers; the rest waits for the next beat.
-FOLD_LIMIT = 10_000
+#: Appended rows folded per beat at most: a beat stays one short statement even after
+#: a long time without workers; the rest waits for the next beat. One row is
+#: appended per enqueue statement, so at the default heartbeat (20 s) one worker
+#: folds up to 5,000 enqueue statements a second, and each further worker as many.
+FOLD_LIMIT = 100_000
 
 type Key = tuple[str, str, str]  # (event, task name, queue name)
 
@@ -93,21 +96,20 @@ def _arrays(counts: Counter[Key]) -> dict[str, list[object]]:
 
 
 def count(event: CounterEvent, pairs: Iterable[tuple[str, str]]) -> None:
-    """Count ``event`` once per (task, queue) pair into this session's shard: one statement.
+    """Count ``event`` once per (task, queue) pair, appended: one statement.
 
-    For the caller's transaction (bulk enqueue, requeue, discard): the row it
-    writes belongs to this session alone, so the lock held until commit
-    blocks no one.
+    For the caller's transaction (requeue, discard): the rows it appends are
+    new, so nothing it holds until commit blocks anyone.
     """
     counts = Counter((event.value, task, queue) for task, queue in pairs)
     if not counts:
         return
     with connection.cursor() as cursor:
-        cursor.execute(_ADD_TO_SESSION, _arrays(counts))
+        cursor.execute(_APPEND, _arrays(counts))
 
 
 def flush(counts: Counter[Key], fold: int = FOLD_LIMIT) -> None:
-    """Add a worker's ``counts`` to shard 0 and fold up to ``fold`` session rows into it: one statement."""
+    """Add a worker's ``counts`` to shard 0 and fold up to ``fold`` appended rows into it: one statement."""
     with connection.cursor() as cursor:
         cursor.execute(_FLUSH, {**_arrays(counts), "fold": fold})
 
@@ -115,9 +117,7 @@ def flush(counts: Counter[Key], fold: int = FOLD_LIMIT) -> None:
 def totals() -> dict[Key, int]:
     """Every counter: the sum of its shards, as committed now."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT event, task_name, queue_name, sum(value)::bigint FROM {COUNTERS} GROUP BY 1, 2, 3"
-        )
+        cursor.execute(_TOTALS)
         return {(event, task, queue): value for event, task, queue, value in cursor.fetchall()}
 
 

@@ -18,8 +18,8 @@ once per definition, not a new ``Model.__init__``.
   once: they are the same for every row of one statement (``now()``,
   constants, the same ``run_at``).
 
-Each statement also counts the inserted rows into this session's counter
-shard (services/counters.py) and sends one NOTIFY for the queue. In
+Each statement also appends the count of its rows to the counters
+(services/counters.py) and sends one NOTIFY for the queue. In
 autocommit the statement is its own transaction; inside the caller's
 ``transaction.atomic()`` PostgreSQL delivers the NOTIFY only at commit, and
 not at all on rollback. ``pre_save`` and ``post_save`` are not sent, as for
@@ -40,7 +40,7 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
 from django_jobretry.models import CounterEvent, Job
-from django_jobretry.services.counters import COUNTERS, KEY
+from django_jobretry.services.counters import COUNTERS
 from django_jobretry.validation import Arguments
 
 if TYPE_CHECKING:
@@ -79,10 +79,9 @@ class Shared:
 # data-modifying CTE runs even though the outer SELECT does not read it; the
 # NOTIFY is an uncorrelated subquery, evaluated once, and only if a row came back.
 _COUNT_AND_WAKE = f"""counted AS (
-    INSERT INTO {COUNTERS} AS c (event, task_name, queue_name, shard, value)
-    SELECT '{CounterEvent.ENQUEUED.value}', j.task_name, j.queue_name, pg_backend_pid(), count(*)
+    INSERT INTO {COUNTERS} (event, task_name, queue_name, shard, value)
+    SELECT '{CounterEvent.ENQUEUED.value}', j.task_name, j.queue_name, NULL, count(*)
     FROM j GROUP BY j.task_name, j.queue_name
-    ON CONFLICT ({KEY}) DO UPDATE SET value = c.value + EXCLUDED.value
 )"""
 _WAKE = f"(SELECT pg_notify('{CHANNEL}', w.queue_name) FROM j AS w LIMIT 1)::text"
 

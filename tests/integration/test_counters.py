@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 
 from django_jobretry import deadletters
 from django_jobretry.models import CounterEvent, EventCounter
@@ -49,17 +49,29 @@ def in_thread(work: Callable[[], None]) -> tuple[threading.Thread, list[BaseExce
     return thread, errors
 
 
-def test_enqueue_counts_into_its_sessions_row_in_the_same_statement() -> None:
+def test_enqueue_appends_its_count_in_the_same_statement() -> None:
     jobs.record.enqueue("a")
     jobs.record.enqueue("b")
     jobs.other_queue.enqueue("c")
-    rows = list(EventCounter.objects.values_list("event", "task_name", "queue_name", "shard", "value"))
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        (pid,) = cursor.fetchone()
-    assert sorted(rows) == sorted(
-        [("enqueued", RECORD, "default", pid, 2), ("enqueued", jobs.other_queue.name, "other", pid, 1)]
+    jobs.record.bulk_enqueue([(("d",), {}), (("e",), {})])
+    rows = list(
+        EventCounter.objects.order_by("id").values_list("event", "task_name", "queue_name", "shard", "value")
     )
+    assert rows == [
+        ("enqueued", RECORD, "default", None, 1),
+        ("enqueued", RECORD, "default", None, 1),
+        ("enqueued", jobs.other_queue.name, "other", None, 1),
+        ("enqueued", RECORD, "default", None, 2),
+    ]
+    assert total("enqueued") == 4
+
+
+def test_a_fold_takes_rows_written_before_migration_0014_too() -> None:
+    """Those carry their session's pid as the shard; the fold and the sums treat them alike."""
+    EventCounter.objects.create(event="enqueued", task_name=RECORD, queue_name="default", shard=4242, value=5)
+    jobs.record.enqueue("a")
+    counters.flush(Counter())
+    assert list(EventCounter.objects.values_list("event", "shard", "value")) == [("enqueued", 0, 6)]
 
 
 def test_a_rolled_back_enqueue_counts_nothing() -> None:
@@ -139,6 +151,7 @@ def test_a_flush_folds_committed_rows_and_skips_an_open_transaction_without_wait
     assert total("enqueued") == 2
     counters.flush(Counter())
     assert list(EventCounter.objects.exclude(shard=0).values_list("event", flat=True)) == []
+    assert EventCounter.objects.count() == 2  # one total per counter
     assert (total("enqueued"), total("started")) == (2, 4)
 
 
@@ -165,3 +178,14 @@ def test_the_tally_hands_its_counts_over_once_and_takes_back_a_failed_flush() ->
     tally.add(CounterEvent.DEAD, RECORD, "default")
     counters.flush(tally.take())
     assert (total("started"), total("dead")) == (2, 1)
+
+
+def test_a_fold_takes_at_most_its_limit_and_the_sums_never_change() -> None:
+    for key in "abc":
+        jobs.record.enqueue(key)
+    assert EventCounter.objects.filter(shard__isnull=True).count() == 3
+    counters.flush(Counter(), fold=2)
+    assert EventCounter.objects.filter(shard__isnull=True).count() == 1
+    assert total("enqueued") == 3
+    counters.flush(Counter(), fold=2)
+    assert list(EventCounter.objects.values_list("shard", "value")) == [(0, 3)]
