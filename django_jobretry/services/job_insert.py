@@ -74,18 +74,6 @@ class Shared:
     max_attempts: int
 
 
-# Counted and woken from the inserted rows themselves (RETURNING gives their task
-# and queue), so the statement's only parameters are the jobs' own values. A
-# data-modifying CTE runs even though the outer SELECT does not read it; the
-# NOTIFY is an uncorrelated subquery, evaluated once, and only if a row came back.
-_COUNT_AND_WAKE = f"""counted AS (
-    INSERT INTO {COUNTERS} (event, task_name, queue_name, shard, value)
-    SELECT '{CounterEvent.ENQUEUED.value}', j.task_name, j.queue_name, NULL, count(*)
-    FROM j GROUP BY j.task_name, j.queue_name
-)"""
-_WAKE = f"(SELECT pg_notify('{CHANNEL}', w.queue_name) FROM j AS w LIMIT 1)::text"
-
-
 @dataclass(frozen=True)
 class _Statement:
     sql: str
@@ -169,6 +157,23 @@ def _prototype(shared: Shared) -> dict[str, Any]:
     return values
 
 
+def _count_and_wake(shared: Shared) -> tuple[str, str]:
+    """The CTE that appends the count of ``j``'s rows, and the NOTIFY of the outer SELECT.
+
+    Every row of one statement has ``shared``'s task and queue, so both are
+    literals. A data-modifying CTE runs even though the outer SELECT does
+    not read it; the outer SELECT returns one row (one job, or the bulk
+    statement's aggregate), so the NOTIFY is sent once.
+    """
+    task = _literal(Job._meta.get_field("task_name"), shared.task_name)
+    queue = _literal(Job._meta.get_field("queue_name"), shared.queue_name)
+    counted = (
+        f"counted AS (INSERT INTO {COUNTERS} (event, task_name, queue_name, shard, value) "
+        f"SELECT '{CounterEvent.ENQUEUED.value}', {task}, {queue}, NULL, count(*) FROM j)"
+    )
+    return counted, f"pg_notify('{CHANNEL}', {queue})::text"
+
+
 @functools.lru_cache(maxsize=CACHED_DEFINITIONS)
 def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
     fields = _columns(run_at)
@@ -176,10 +181,8 @@ def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
     values = _values(fields, bound, run_at, Job(**vars(shared)))
     returning = ", ".join(_returning()[0])
     insert = f"{_into(fields)} VALUES ({', '.join(values)})"
-    sql = (
-        f"WITH j AS ({insert} RETURNING {returning}, task_name, queue_name), "
-        f"{_COUNT_AND_WAKE} SELECT {returning}, {_WAKE} FROM j"
-    )
+    counted, wake = _count_and_wake(shared)
+    sql = f"WITH j AS ({insert} RETURNING {returning}), {counted} SELECT {returning}, {wake} FROM j"
     return _Statement(sql, _parameters(fields, bound))
 
 
@@ -196,11 +199,12 @@ def _many_jobs(shared: Shared, run_at: RunAtKind) -> _Statement:
     key, *filled = _returning()[0]
     # Every row of one statement gets the same filled-in values (now(), constants, one run_at).
     once = ", ".join(f"(array_agg(j.{column}))[1]" for column in filled)
+    counted, wake = _count_and_wake(shared)
     sql = (
         f"WITH j AS ({_into(fields)} SELECT {', '.join(selected)} "
         f"FROM unnest({unnest}) WITH ORDINALITY AS u({', '.join(ARGUMENTS)}, n) ORDER BY u.n "
-        f"RETURNING {key}, {', '.join(filled)}, task_name, queue_name), "
-        f"{_COUNT_AND_WAKE} SELECT array_agg(j.{key} ORDER BY j.{key}), {once}, {_WAKE} FROM j"
+        f"RETURNING {key}, {', '.join(filled)}), "
+        f"{counted} SELECT array_agg(j.{key} ORDER BY j.{key}), {once}, {wake} FROM j"
     )
     return _Statement(sql, tuple(f for f in _parameters(fields, bound) if f.attname not in ARGUMENTS))
 
