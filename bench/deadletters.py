@@ -260,6 +260,8 @@ def fill_succeeded(rows: int, ago: timedelta = timedelta(0)) -> None:
     """
     from django_jobretry.models import Job
 
+    if rows == 0:  # the spacing below divides by rows, even over no rows at all
+        return
     execute(
         f"""
         INSERT INTO {Job._meta.db_table} (

@@ -44,3 +44,20 @@ def test_the_django_q2_benchmark_runs_both_modes_and_workloads() -> None:
     ], result.stdout
     assert all("| 3.00 |" in row for row in rows if "fail-twice |" in row and "change" not in row), rows
     assert "dead letters written: 0" in result.stdout
+
+
+def test_the_dead_letter_admin_benchmark_runs_as_make_bench_runs_it() -> None:
+    """Without --succeeded, as `make bench` calls it: the jobs table is left empty, every page is listed."""
+    result = subprocess.run(
+        [sys.executable, "bench/deadletters.py", "--rows", "10000", "--repeat", "1"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": test_database_url()},
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    pages = [line.split("|")[1].strip() for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert {"list, first page", "detail page", "dashboard"} <= set(pages), result.stdout
+    assert "jobs table: 0 succeeded jobs" in result.stdout
