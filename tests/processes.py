@@ -39,6 +39,24 @@ def test_database_url() -> str:
 test_database_url.__test__ = False  # type: ignore[attr-defined]
 
 
+def run_bench(*args: str, timeout: float) -> str:
+    """Run ``python ARGS`` (a benchmark script, with tiny options) on the test database; its stdout.
+
+    Fails with the output's tail when it exits non-zero, or when it takes longer than ``timeout``.
+    """
+    result = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": test_database_url()},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    return result.stdout
+
+
 def spawn_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """Start `manage.py runworker ARGS` on the test database and settings."""
     environment = {

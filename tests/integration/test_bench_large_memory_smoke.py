@@ -8,14 +8,10 @@ old succeeded job was pruned, in the batches its size implies.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from django_jobretry.services import retention
-from tests.processes import ROOT, test_database_url
+from tests.processes import run_bench
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,29 +20,16 @@ DEADLINE = 240
 OLD = 2_500
 
 
-def bench(*args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, *args],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": test_database_url()},
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
-    return result.stdout
-
-
 def cells(stdout: str, label: str) -> list[str]:
     row = next(line for line in stdout.splitlines() if line.startswith(f"| {label}"))
     return [cell.strip() for cell in row.strip("|").split("|")]
 
 
 def test_the_large_table_benchmark_compares_and_prunes_every_old_job() -> None:
-    out = bench(
+    out = run_bench(
         "bench/large_tables.py",
         *("--jobs", "30", "--succeeded", str(OLD), "--dead", "200", "--claims", "20", "--samples", "3"),
+        timeout=DEADLINE,
     )
     for label in (
         "drain, --concurrency 1, jobs/s |",
@@ -68,7 +51,18 @@ def test_the_large_table_benchmark_compares_and_prunes_every_old_job() -> None:
 
 
 def test_the_memory_benchmark_samples_the_worker_until_every_job_ran() -> None:
-    out = bench("bench/memory.py", "--jobs", "400", "--chunk", "150", "--every", "0.1", "--warmup", "0")
+    out = run_bench(
+        "bench/memory.py",
+        "--jobs",
+        "400",
+        "--chunk",
+        "150",
+        "--every",
+        "0.1",
+        "--warmup",
+        "0",
+        timeout=DEADLINE,
+    )
     assert cells(out, "jobs run")[1].startswith("400 at "), out
     for label in ("RSS at start", "RSS after warm-up", "RSS largest after warm-up", "RSS at the end"):
         assert cells(out, label)[1].endswith(" MB"), label

@@ -7,13 +7,9 @@ and ratio is there and what each workload left behind: counts and states.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.processes import ROOT, test_database_url
+from tests.processes import run_bench
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,17 +25,9 @@ def cells(stdout: str, label: str) -> list[str]:
 
 def test_the_side_by_side_benchmark_prints_every_row_for_ours_and_the_floor() -> None:
     options = ["--only", "ours", "floor", "--jobs", str(JOBS), "--rounds", "1", "--samples", "3"]
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.sidebyside", *options, "--requeue", "30", "--timeout", "60"],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": test_database_url()},
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        check=False,
+    out = run_bench(
+        "-m", "bench.sidebyside", *options, "--requeue", "30", "--timeout", "60", timeout=DEADLINE
     )
-    out = result.stdout
-    assert result.returncode == 0, out + result.stderr[-4000:]
     # workload, unit, ours, three peers, floor, ratio to the fastest peer, ratio to the floor
     enqueue = cells(out, "single enqueue, autocommit, one at a time")
     assert enqueue[3:6] == ["skipped (--only/--skip)"] * 3, enqueue

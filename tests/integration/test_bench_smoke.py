@@ -9,13 +9,9 @@ the next person who needs its numbers.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.processes import ROOT, test_database_url
+from tests.processes import run_bench
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,40 +20,24 @@ DEADLINE = 180
 
 
 def test_the_django_q2_benchmark_runs_both_modes_and_workloads() -> None:
-    result = subprocess.run(
-        [sys.executable, "bench/django_q2.py", "--tasks", "20", "--fail-tasks", "10", "--rounds", "1"],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": test_database_url()},
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        check=False,
+    out = run_bench(
+        "bench/django_q2.py", "--tasks", "20", "--fail-tasks", "10", "--rounds", "1", timeout=DEADLINE
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
+    lines = out.splitlines()
     rows = [line for line in lines if line.startswith(("| success", "| fail-twice"))]
     assert [row.split("|")[2].strip() for row in rows if "change" not in row] == [
         "alone",
         "with the adapter",
         "alone",
         "with the adapter",
-    ], result.stdout
+    ], out
     assert all("| 3.00 |" in row for row in rows if "fail-twice |" in row and "change" not in row), rows
-    assert "dead letters written: 0" in result.stdout
+    assert "dead letters written: 0" in out
 
 
 def test_the_dead_letter_admin_benchmark_runs_as_make_bench_runs_it() -> None:
     """Without --succeeded, as `make bench` calls it: the jobs table is left empty, every page is listed."""
-    result = subprocess.run(
-        [sys.executable, "bench/deadletters.py", "--rows", "10000", "--repeat", "1"],
-        cwd=ROOT,
-        env={**os.environ, "DATABASE_URL": test_database_url()},
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    pages = [line.split("|")[1].strip() for line in result.stdout.splitlines() if line.startswith("| ")]
-    assert {"list, first page", "detail page", "dashboard"} <= set(pages), result.stdout
-    assert "jobs table: 0 succeeded jobs" in result.stdout
+    out = run_bench("bench/deadletters.py", "--rows", "10000", "--repeat", "1", timeout=DEADLINE)
+    pages = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
+    assert {"list, first page", "detail page", "dashboard"} <= set(pages), out
+    assert "jobs table: 0 succeeded jobs" in out
