@@ -125,7 +125,9 @@ def _literal(field: Field[Any, Any], value: Any) -> str:
     return literal.replace("%", "%%")
 
 
-def _values(fields: list[Field[Any, Any]], bound: set[str], run_at: RunAtKind, prototype: Job) -> list[str]:
+def _values(
+    fields: list[Field[Any, Any]], bound: set[str], run_at: RunAtKind, prototype: dict[str, Any]
+) -> list[str]:
     """The SQL of each column's value: a placeholder for those ``bound``, else the prototype's value."""
     values = []
     for field in fields:
@@ -136,7 +138,7 @@ def _values(fields: list[Field[Any, Any]], bound: set[str], run_at: RunAtKind, p
         elif field.attname in bound:
             values.append("%s")
         else:
-            values.append(_literal(field, getattr(prototype, field.attname)))
+            values.append(_literal(field, prototype[field.attname]))
     return values
 
 
@@ -178,7 +180,7 @@ def _count_and_wake(shared: Shared) -> tuple[str, str]:
 def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
     fields = _columns(run_at)
     bound = {*ARGUMENTS, *PER_CALL, "run_at"}
-    values = _values(fields, bound, run_at, Job(**vars(shared)))
+    values = _values(fields, bound, run_at, _prototype(shared))
     returning = ", ".join(_returning()[0])
     insert = f"{_into(fields)} VALUES ({', '.join(values)})"
     counted, wake = _count_and_wake(shared)
@@ -191,7 +193,7 @@ def _many_jobs(shared: Shared, run_at: RunAtKind) -> _Statement:
     """The bulk statement: one array per argument column; one row back, the ids as an array."""
     fields = _columns(run_at)
     bound = {*ARGUMENTS, "run_at"}
-    values = _values(fields, bound, run_at, Job(**vars(shared)))
+    values = _values(fields, bound, run_at, _prototype(shared))
     selected = [
         f"u.{f.attname}" if f.attname in ARGUMENTS else v for f, v in zip(fields, values, strict=True)
     ]
@@ -249,7 +251,7 @@ def _new_jobs(shared: Shared) -> Callable[[dict[str, Any]], Job]:
 
 
 def _filled(row: Sequence[Any]) -> dict[str, Any]:
-    """The returned columns, by attribute name."""
+    """The returned columns, by attribute name; the NOTIFY's column after them is left out."""
     return {field.attname: value for field, value in zip(_returning()[1], row, strict=False)}
 
 
