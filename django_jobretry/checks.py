@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.urls import URLPattern, URLResolver, get_resolver
 
@@ -86,6 +87,9 @@ def _views(patterns: Iterable[URLPattern | URLResolver]) -> Iterable[Any]:
 def check_metrics_view(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
     """The metrics view imports prometheus_client only when called: say it is missing before a scrape."""
     if importlib.util.find_spec("prometheus_client") is not None:
+        return []
+    # A worker-only project has no URL configuration: get_resolver() would raise in every command.
+    if not getattr(settings, "ROOT_URLCONF", None):
         return []
     views = _views(get_resolver().url_patterns)
     if not any(getattr(view, "__module__", "") == METRICS_VIEWS for view in views):

@@ -15,6 +15,7 @@ from django.test import override_settings
 
 from django_jobretry.checks import check_heartbeat, check_job_policies, check_settings
 from tests.jobs_app import jobs
+from tests.manage_py import manage_py
 
 
 def errors_for(jobretry: Any) -> list[Error]:
@@ -245,3 +246,17 @@ def test_w001_heartbeat_longer_than_a_third_of_the_lease() -> None:
 def test_w001_silent_when_fine_or_already_an_error(jobretry: Any) -> None:
     with override_settings(JOBRETRY=jobretry):
         assert check_heartbeat() == []
+
+
+def test_manage_py_check_runs_in_a_project_without_a_url_configuration() -> None:
+    """A worker-only settings module has no ROOT_URLCONF: the metrics check must not resolve URLs.
+
+    prometheus_client is hidden, as when it is not installed: only then does the check look at URLs.
+    """
+    result = manage_py(
+        "check",
+        env={"DJANGO_SETTINGS_MODULE": "tests.settings_worker_only"},
+        prelude="import sys; sys.modules['prometheus_client'] = None",
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "System check identified no issues" in result.stdout
