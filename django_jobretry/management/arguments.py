@@ -15,10 +15,16 @@ from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.validation import check_queue_name
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
+#: The longest duration any option takes: a century, like the retention settings. Every command
+#: adds it to or takes it from now (a cutoff, --since, --run-after), and within a century of
+#: now that is a time Python, Django and PostgreSQL all hold; 99999999d would not be.
+MAX_DURATION_DAYS = 36_500
 
 
 def _integer(text: str) -> int:
@@ -70,10 +76,17 @@ def queue_name(text: str) -> str:
 
 
 def duration(text: str) -> timedelta:
+    """The one parser of every duration option; argparse names the option in its error."""
     match = _DURATION.match(text.strip())
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30d, 12h, 15m or 90s")
-    return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+    number, unit = float(match.group(1)), match.group(2)
+    # Checked on the number: a longer one would not even make a timedelta (OverflowError).
+    if number * _UNIT_SECONDS[unit] > MAX_DURATION_DAYS * _UNIT_SECONDS["d"]:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is out of range: a duration is from 0s to {MAX_DURATION_DAYS}d (100 years)"
+        )
+    return timedelta(**{_UNITS[unit]: number})
 
 
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)\s*/\s*([sm])$")
@@ -104,10 +117,8 @@ def cursor(text: str) -> tuple[datetime, int]:
 
 def since(text: str) -> datetime:
     """A duration back from now (30d, 12h) or a date or time (2025-01-31, 2025-01-31T08:00+01:00)."""
-    try:
+    if _DURATION.match(text.strip()):  # a duration out of range says so, not "neither ... nor"
         return timezone.now() - duration(text)
-    except argparse.ArgumentTypeError:
-        pass
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -174,9 +185,23 @@ def add_runworker_arguments(parser: CommandParser) -> None:
 # --- manage.py canceljobs -----------------------------------------------------------------------
 
 
+def cancel_actor(text: str) -> str:
+    """Who cancels: a name the cancel can record whole (services/cancel.py would cut it)."""
+    if len(text) > ACTOR_MAX_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"is {len(text)} characters long; at most {ACTOR_MAX_LENGTH} characters are recorded"
+        )
+    return text
+
+
 def add_canceljobs_arguments(parser: CommandParser) -> None:
     parser.add_argument("ids", nargs="+", type=positive_int, metavar="ID", help="ids of the jobs to cancel")
-    parser.add_argument("--actor", help="who cancels, recorded with the cancel (default: the OS user)")
+    parser.add_argument(
+        "--actor",
+        type=cancel_actor,
+        help=f"who cancels, recorded with the cancel, at most {ACTOR_MAX_LENGTH} characters "
+        "(default: the OS user)",
+    )
 
 
 # --- manage.py prunejobs -----------------------------------------------------------------------
