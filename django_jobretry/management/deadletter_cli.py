@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -20,6 +19,7 @@ from django.utils import timezone
 
 from django_jobretry.deadletters import filtered
 from django_jobretry.humanize import humanize_delay
+from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import DeadLetter
 from django_jobretry.redaction import redacted_payload
 
@@ -72,16 +72,6 @@ def select(
 
 
 # --- rendering -----------------------------------------------------------------------------------
-
-# Terminal control characters and bidi overrides from error texts must not drive the terminal.
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: object, *, one_line: bool = False) -> str:
-    text = str(text)
-    if one_line:
-        text = text.replace("\n", "\\n").replace("\t", " ")
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else "?", text)
 
 
 def when(value: datetime | None) -> str:

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from django_jobretry.management import deadletter_cli as cli
 from django_jobretry.management.deadletter_arguments import IMPORT_ACTION
+from django_jobretry.management.terminal_text import printable
 
 ACTION = IMPORT_ACTION
 ADAPTER = "django_jobretry.contrib.django_q2"
@@ -106,12 +107,12 @@ def _summary(command: BaseCommand, report: Any, *, dry_run: bool, verbose: bool)
     if dry_run and report.imported:
         out.write("Would import:")
         for task_id in list(report.imported)[:shown]:
-            out.write(f"  django-q2 task {task_id} ({cli.printable(report.funcs[task_id], one_line=True)})")
+            out.write(f"  django-q2 task {task_id} ({printable(report.funcs[task_id], one_line=True)})")
         if len(report.imported) > shown:
             out.write(f"  ... and {len(report.imported) - shown} more {ALL}")
     elif verbose:
         for task_id, pk in report.imported.items():
-            func = cli.printable(report.funcs[task_id], one_line=True)
+            func = printable(report.funcs[task_id], one_line=True)
             out.write(f"imported django-q2 task {task_id} ({func}) as dead letter {pk}")
     head = "dry run: would import" if dry_run else "imported"
     lines = [f"{head} {len(report.imported)} of {_failures(report.read)} read as dead letters"]

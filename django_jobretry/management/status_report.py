@@ -15,6 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from django_jobretry.humanize import humanize_delay
+from django_jobretry.management.terminal_text import printable
 from django_jobretry.services import status, workers
 
 COUNTS = ("ready", "retrying", "dead")
@@ -97,14 +98,20 @@ def as_json(report: Report) -> dict[str, Any]:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], numbers: Collection[int]) -> list[str]:
-    """Aligned columns; the ``numbers`` columns to the right."""
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    """Aligned columns; the ``numbers`` columns to the right.
+
+    Every cell is made printable first: queue names and workers' ids come
+    from rows anyone with database access can write, and a terminal would
+    execute the control sequences in them.
+    """
+    cells = [[printable(cell, one_line=True) for cell in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return [
         "  ".join(
             (cell.rjust(width) if index in numbers else cell.ljust(width))
             for index, (cell, width) in enumerate(zip(row, widths, strict=True))
         ).rstrip()
-        for row in [header, *rows]
+        for row in cells
     ]
 
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.utils import timezone
 
+from django_jobretry.management.terminal_text import UNSAFE
 from django_jobretry.services import status
 from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory, error_history
 
@@ -136,3 +138,32 @@ def test_an_empty_installation() -> None:
     assert "No worker has registered" in text
     report = as_json()
     assert (report["queues"], report["workers"]) == ([], [])
+
+
+#: What a terminal acts on: ESC sequences (retitle the window, clear the screen), BEL, CR, bidi overrides.
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\rfake\u202egnp.exe\u2066x\u2069"
+
+
+def test_names_from_the_database_never_drive_the_terminal() -> None:
+    """Worker ids, hosts, pools and queue names are printed neutralised; --json keeps them exact."""
+    WorkerProcessFactory.create(
+        worker_id=f"w{HOSTILE}", host=f"h{HOSTILE}", queues=[f"q{HOSTILE}"], pool=f"p{HOSTILE}"[:16]
+    )
+    job = JobFactory.create()
+    with connection.cursor() as cursor:  # past enqueue's validation, as a hand-written UPDATE would be
+        cursor.execute(
+            "UPDATE django_jobretry_job SET queue_name = %s WHERE id = %s", [f"q{HOSTILE}", job.pk]
+        )
+    text = jobstatus()
+    assert not UNSAFE.search(text.replace("\n", ""))
+    assert text.count("\\x1b]0;owned\\x07\\x1b[2J\\x0dfake\\u202egnp.exe\\u2066x\\u2069") == 3
+    raw = jobstatus("--json")
+    assert not UNSAFE.search(raw.replace("\n", ""))
+    report = json.loads(raw)
+    assert report["queues"][0]["queue"] == f"q{HOSTILE}"
+    [worker] = report["workers"]
+    assert (worker["worker_id"], worker["host"], worker["queues"]) == (
+        f"w{HOSTILE}",
+        f"h{HOSTILE}",
+        [f"q{HOSTILE}"],
+    )

@@ -28,6 +28,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, as_json: bool, **options: Any) -> None:
         report = status_report.read()
         if as_json:
-            self.stdout.write(json.dumps(status_report.as_json(report), indent=2))
+            # ASCII only: a control character in a name is written as its \u escape, so the
+            # terminal never receives it, and a script still reads the name exactly as stored.
+            self.stdout.write(json.dumps(status_report.as_json(report), indent=2, ensure_ascii=True))
         else:
             self.stdout.write(status_report.as_text(report))
