@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from django_jobretry.contrib.django_q2.hooks import configured_policy, from_result_text
-from django_jobretry.contrib.django_q2.monitor import json_safe
+from django_jobretry.contrib.django_q2.rendering import json_safe
 from django_jobretry.models import DeadLetterSource, DeadReason
 from django_jobretry.policy import ErrorKind
 from django_jobretry.services.external_dead_letters import ExternalDeadLetter, import_dead_letters, known

@@ -25,7 +25,6 @@ twice). Retry: one Schedule row that re-sends the package after the delay
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,6 +36,7 @@ from django.utils import timezone
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.contrib.django_q2 import KEY, redelivery
 from django_jobretry.contrib.django_q2.announce import announce
+from django_jobretry.contrib.django_q2.rendering import arguments, json_safe
 from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason
 from django_jobretry.policy import Decision, ErrorKind, GiveUp, Retry
 from django_jobretry.registry import policy_for
@@ -59,15 +59,6 @@ def on_post_execute(sender: Any, task: dict[str, Any], **kwargs: Any) -> None:
             task.get("id"),
             extra={"task": str(task.get("func")), "outcome": "record_error"},
         )
-
-
-def json_safe(value: Any) -> Any:
-    """A JSON rendering of task arguments for display; what JSON cannot say becomes its repr."""
-    try:
-        text = json.dumps(value, default=repr)
-    except (TypeError, ValueError, RecursionError):
-        text = json.dumps(repr(value))
-    return json.loads(text.replace("\\u0000", "\\\\0"))  # jsonb refuses NUL
 
 
 def entry_for(attempt: int, failure: dict[str, Any], worker: str, now: datetime) -> AttemptEntry:
@@ -215,6 +206,12 @@ def _bury(package: dict[str, Any], judged: Judgement, reason: DeadReason, *, que
     )
 
 
+def _text(value: object) -> str:
+    """A name or group from the package (user text, a surrogate possibly), as a column takes it."""
+    shown = json_safe("" if value is None else value)
+    return shown if isinstance(shown, str) else str(shown)
+
+
 def _iso(value: object) -> str | None:
     return value.isoformat() if isinstance(value, datetime) else None
 
@@ -234,23 +231,24 @@ def bury(
     from django_q.signing import SignedPackage
 
     first = carried.get("first_attempt_at")
+    args, kwargs = arguments(package.get("args"), package.get("kwargs"))
     return bury_external(
         ExternalDeadLetter(
             source=DeadLetterSource.DJANGO_Q2,
             external_id=str(package["id"]),
-            task_name=func_name,
+            task_name=_text(func_name),
             queue_name=queue,
             policy_name=str(carried["policy"]),
-            args=json_safe(list(package.get("args") or ())),
-            kwargs=json_safe(dict(package.get("kwargs") or {})),
+            args=args,
+            kwargs=kwargs,
             reason=reason,
             attempts=attempt,
             max_attempts=max_attempts,
             errors=carried["errors"],
             enqueued_at=datetime.fromisoformat(carried["enqueued_at"]),
             dead_at=None,
-            external_name=str(package.get("name") or ""),
-            external_group=None if package.get("group") is None else str(package["group"]),
+            external_name=_text(package.get("name")),
+            external_group=None if package.get("group") is None else _text(package["group"]),
             external_payload=SignedPackage.dumps(package),
             first_attempt_at=datetime.fromisoformat(first) if first else None,
             requeue_count=int(carried.get("requeue_count", 0)),
