@@ -17,6 +17,7 @@ from django.utils import timezone
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.validation import check_queue_name
+from django_jobretry.worker.options import CONCURRENCY_RANGE, MAX_CONCURRENCY, valid_concurrency
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -45,6 +46,14 @@ def page_size(text: str) -> int:
     value = _integer(text)
     if not 1 <= value <= 1000:
         raise argparse.ArgumentTypeError(f"{value} is not between 1 and 1000")
+    return value
+
+
+def concurrency(text: str) -> int:
+    """``--concurrency``: bounded by the rule of WorkerOptions, refused here as a usage error."""
+    value = _integer(text)
+    if not valid_concurrency(value):
+        raise argparse.ArgumentTypeError(f"{value} is invalid: {CONCURRENCY_RANGE}")
     return value
 
 
@@ -142,9 +151,9 @@ def add_runworker_arguments(parser: CommandParser) -> None:
     )
     parser.add_argument(
         "--concurrency",
-        type=positive_int,
+        type=concurrency,
         default=10,
-        help="jobs run at once, each in its own thread (default: %(default)s)",
+        help=f"jobs run at once, each in its own thread, 1-{MAX_CONCURRENCY} (default: %(default)s)",
     )
     parser.add_argument("--burst", action="store_true", help="exit 0 once no job is due")
     parser.add_argument("--max-jobs", type=positive_int, help="exit after running this many jobs")

@@ -8,6 +8,18 @@ from typing import Literal
 
 from django_jobretry.conf import jobretry_settings
 
+#: The most runner threads one worker process starts. Each is a thread that may hold a database
+#: connection of its own (and with ``pool="process"`` a child process): a thousand is far more
+#: than one PostgreSQL serves by default (``max_connections`` 100). For more, run more processes.
+#: Unbounded, ``--concurrency 1000000000`` started threads until the machine ran out of memory.
+MAX_CONCURRENCY = 1000
+#: What a concurrency may be, as every error about one says it.
+CONCURRENCY_RANGE = f"an integer from 1 to {MAX_CONCURRENCY} (runner threads in one worker process)"
+
+
+def valid_concurrency(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CONCURRENCY
+
 
 @dataclass(frozen=True)
 class WorkerOptions:
@@ -27,3 +39,8 @@ class WorkerOptions:
     pool: Literal["thread", "process"] = "thread"
     max_jobs_per_child: int | None = None
     max_memory_mb: int | None = None
+
+    def __post_init__(self) -> None:
+        # Checked here, before the worker makes one runner per unit of concurrency.
+        if not valid_concurrency(self.concurrency):
+            raise ValueError(f"concurrency {self.concurrency!r} is invalid: {CONCURRENCY_RANGE}")

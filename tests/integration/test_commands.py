@@ -1,13 +1,19 @@
-"""showpolicies and the example project's demo command."""
+"""showpolicies, runworker's option bounds and the example project's demo command."""
 
 from __future__ import annotations
 
+import threading
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+
+from django_jobretry.models import Job, WorkerProcess
+from django_jobretry.worker import WorkerOptions
+from django_jobretry.worker.options import MAX_CONCURRENCY
+from tests.jobs_app import jobs
 
 
 def run(*args: str) -> str:
@@ -62,3 +68,30 @@ def test_demo_runs_the_mix_to_final_states_and_summarises() -> None:
         ["send_welcome_email", "1", "dead"],
     ]
     assert connection.vendor == "postgresql"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("keep_signal_handlers")
+@pytest.mark.parametrize("concurrency", [0, MAX_CONCURRENCY + 1, 10**9])
+def test_runworker_concurrency_out_of_range_is_refused_before_any_thread_starts(concurrency: int) -> None:
+    # Before: no upper bound; 10**9 made runner threads until the machine ran out of memory.
+    job = jobs.record.enqueue("untouched")
+    threads = threading.active_count()
+    with pytest.raises(CommandError) as caught:
+        run("runworker", "--concurrency", str(concurrency), "--burst", "--no-listen")
+    assert str(caught.value) == (
+        f"Error: argument --concurrency: {concurrency} is invalid: an integer from 1 to "
+        f"{MAX_CONCURRENCY} (runner threads in one worker process)"
+    )
+    assert threading.active_count() == threads
+    assert not WorkerProcess.objects.exists()
+    assert Job.objects.get(pk=job.pk).attempts == 0
+
+
+@pytest.mark.parametrize("concurrency", [0, MAX_CONCURRENCY + 1, 10**9, True, 2.0])
+def test_worker_options_refuse_the_same_concurrencies(concurrency: object) -> None:
+    with pytest.raises(
+        ValueError, match=rf"^concurrency {concurrency!r} is invalid: an integer from 1 to 1000"
+    ):
+        WorkerOptions(concurrency=concurrency)  # type: ignore[arg-type]
+    assert WorkerOptions(concurrency=MAX_CONCURRENCY).concurrency == MAX_CONCURRENCY
