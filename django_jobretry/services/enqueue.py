@@ -7,12 +7,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
-from django_jobretry.validation import Arguments, encode_arguments
+from django_jobretry.validation import Arguments, check_run_after, encode_arguments
 
 if TYPE_CHECKING:
     from django_jobretry.decorators import JobDefinition
@@ -26,11 +27,12 @@ UNIQUE_CONSTRAINT = "jobretry_job_unique_live_key"
 
 def enqueue(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
     """Insert one job (or return the live one holding its unique_key): one statement in autocommit."""
+    run_at = _run_at(definition)
     shared = _shared(definition)
     arguments = _arguments(definition, args, kwargs)
     if definition.unique_key is not None:
-        return _enqueue_unique(shared, arguments, definition.unique_key, definition.run_after)
-    job = insert_one(shared, arguments, None, definition.run_after)
+        return _enqueue_unique(shared, arguments, definition.unique_key, run_at)
+    job = insert_one(shared, arguments, None, run_at)
     _log_enqueued(job)
     return job
 
@@ -41,6 +43,7 @@ def bulk_enqueue(
     """Validate every call first, then insert all jobs, count them and wake the workers in one statement."""
     if definition.unique_key is not None:
         raise InvalidJob("bulk_enqueue does not take unique_key; enqueue keyed jobs one by one")
+    run_at = _run_at(definition)
     max_bytes, max_depth = jobretry_settings.max_args_bytes, jobretry_settings.max_args_depth
     rows = [
         encode_arguments(definition.name, tuple(args), dict(kwargs), max_bytes=max_bytes, max_depth=max_depth)
@@ -48,7 +51,7 @@ def bulk_enqueue(
     ]
     if not rows:
         return []
-    created = insert_many(_shared(definition), rows, definition.run_after)
+    created = insert_many(_shared(definition), rows, run_at)
     logger.debug(
         "enqueued %d jobs of %s",
         len(created),
@@ -73,6 +76,13 @@ def _arguments(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: di
         max_bytes=jobretry_settings.max_args_bytes,
         max_depth=jobretry_settings.max_args_depth,
     )
+
+
+def _run_at(definition: JobDefinition[Any]) -> RunAt:
+    """The definition's run_after, checked now and not by the database: a refused one writes nothing."""
+    if definition.run_after is not None:
+        check_run_after(definition.run_after, timezone.now())
+    return definition.run_after
 
 
 def _shared(definition: JobDefinition[Any]) -> Shared:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -20,7 +22,7 @@ from django.db import DataError, connection, transaction
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
 from django_jobretry.services.transitions import claim
-from django_jobretry.validation import INT_MAX, INT_MIN
+from django_jobretry.validation import EARLIEST_RUN_AT, INT_MAX, INT_MIN, LATEST_RUN_AT
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
@@ -234,3 +236,62 @@ def test_bulk_enqueue_validates_the_same_way(bad: str) -> None:
         jobs.takes_anything.bulk_enqueue(calls)
     assert PRIVATE not in str(caught.value)
     assert Job.objects.count() == 0
+
+
+WEST, EAST = timezone(timedelta(hours=-5)), timezone(timedelta(hours=5))
+RUN_AFTER_OUT_OF_RANGE = [
+    pytest.param(datetime.max.replace(tzinfo=WEST), id="datetime.max-west-of-utc"),
+    pytest.param(datetime.min.replace(tzinfo=EAST), id="datetime.min-east-of-utc"),
+    pytest.param(LATEST_RUN_AT + timedelta(microseconds=1), id="just-after-the-range"),
+    pytest.param(EARLIEST_RUN_AT - timedelta(microseconds=1), id="just-before-the-range"),
+    pytest.param(timedelta.max, id="timedelta.max"),
+    pytest.param(timedelta.min, id="timedelta.min"),
+    pytest.param(timedelta(days=3_000_000), id="8200-years-from-now"),
+]
+ENQUEUES: dict[str, Callable[[Any], Any]] = {
+    "enqueue": lambda definition: definition.enqueue("x"),
+    "bulk_enqueue": lambda definition: definition.bulk_enqueue([(("x",), {}), (("y",), {})]),
+}
+
+
+class TestRunAfter:
+    """A run_after whose time Python cannot read back is refused before the INSERT (issue 17)."""
+
+    @pytest.mark.parametrize("how", ENQUEUES)
+    @pytest.mark.parametrize("run_after", RUN_AFTER_OUT_OF_RANGE)
+    def test_out_of_range_is_invalid_before_the_database(self, run_after: Any, how: str) -> None:
+        # Before: the row was inserted, then loading its run_at raised DataError ("timestamp too
+        # large", or PostgreSQL's "timestamp out of range" for the delays).
+        with pytest.raises(InvalidJob) as caught, connection.execute_wrapper(fail_on_any_query):
+            ENQUEUES[how](jobs.takes_anything.using(run_after=run_after))
+        given = "now plus this delay" if isinstance(run_after, timedelta) else "this time"
+        assert str(caught.value) == (
+            f"run_after {run_after!r} is out of range: {given} must be from 0001-01-02 to 9999-12-30 UTC"
+        )
+        assert Job.objects.count() == 0
+
+    @pytest.mark.django_db(transaction=True)
+    @pytest.mark.parametrize("how", ENQUEUES)
+    def test_inside_atomic_no_ghost_job_commits_with_the_callers_transaction(self, how: str) -> None:
+        # Before: the INSERT succeeded inside the caller's transaction before the DataError, so a
+        # caller that went on (the enqueue "failed") committed the job along with its own work.
+        with transaction.atomic():
+            with pytest.raises(InvalidJob, match="run_after"):
+                ENQUEUES[how](jobs.takes_anything.using(run_after=datetime.max.replace(tzinfo=WEST)))
+            jobs.record.enqueue("the caller's own work")
+        assert list(Job.objects.values_list("task_name", "args")) == [
+            (jobs.record.name, ["the caller's own work"])
+        ]
+
+    @pytest.mark.parametrize(
+        "run_after",
+        [LATEST_RUN_AT, EARLIEST_RUN_AT, EARLIEST_RUN_AT.astimezone(EAST), timedelta(days=-365)],
+        ids=["latest", "earliest", "earliest-east-of-utc", "a-year-ago"],
+    )
+    def test_the_ends_of_the_range_are_stored_and_read_back(self, run_after: Any) -> None:
+        job = jobs.takes_anything.using(run_after=run_after).enqueue("x")
+        stored = Job.objects.get(pk=job.pk).run_at
+        if isinstance(run_after, datetime):
+            assert stored == run_after == job.run_at
+        else:
+            assert stored < datetime.now(UTC)

@@ -5,11 +5,13 @@ Django 6+ only (tests/conftest.py leaves this module out on Django 5.2).
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as fixed_offset
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import transaction
 from django.dispatch import receiver
 from django.tasks import TaskResultStatus, default_task_backend, task_backends
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
@@ -24,6 +26,8 @@ from tests.attempts import kill
 from tests.jobs_app import jobs, tasks
 
 pytestmark = pytest.mark.django_db
+
+WEST, EAST = fixed_offset(timedelta(hours=-5)), fixed_offset(timedelta(hours=5))
 
 #: ASCII digit -> its full-width twin (U+FF10..U+FF19), which str.isdigit() accepts too.
 FULL_WIDTH = {ord(digit): 0xFF10 + int(digit) for digit in "0123456789"}
@@ -165,6 +169,32 @@ class TestEnqueue:
         with pytest.raises(InvalidJob, match="deep"):
             tasks.flaky.enqueue("k", nested)
         assert Job.objects.count() == 0
+
+    @pytest.mark.django_db(transaction=True)
+    @pytest.mark.parametrize(
+        "run_after",
+        [
+            pytest.param(datetime.max.replace(tzinfo=WEST), id="datetime.max-west-of-utc"),
+            pytest.param(datetime.min.replace(tzinfo=EAST), id="datetime.min-east-of-utc"),
+        ],
+    )
+    def test_a_run_after_python_cannot_read_back_is_refused_and_nothing_commits(self, run_after: Any) -> None:
+        # Before: the job was inserted, then DataError; the caller's transaction committed it.
+        sent: list[Any] = []
+
+        @receiver(task_enqueued, weak=False)
+        def record(sender: type, **kw: Any) -> None:
+            sent.append(kw)
+
+        try:
+            with transaction.atomic():
+                with pytest.raises(InvalidJob, match=r"^run_after .* is out of range: this time must be"):
+                    tasks.flaky.using(run_after=run_after).enqueue("k", 0)
+                tasks.flaky.enqueue("own work", 0)
+        finally:
+            task_enqueued.disconnect(record)
+        assert list(Job.objects.values_list("args", flat=True)) == [["own work", 0]]
+        assert len(sent) == 1
 
     @pytest.mark.parametrize(
         "options",
