@@ -18,7 +18,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django_jobretry.exceptions import InvalidJob
@@ -38,12 +38,6 @@ INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 #: Floats of this magnitude or more are written in exponent form (``1e+16``),
 #: which jsonb stores as a whole ``numeric`` and returns as an integer, not a float.
 FLOAT_LIMIT = 1e16
-
-#: The times a job may be given to run at: Python's datetime range with a day to spare. PostgreSQL
-#: stores far wider (and the row would be written), but no Python process could read the row
-#: back - not enqueue's RETURNING, nor the worker, nor the admin in a time zone west of UTC.
-EARLIEST_RUN_AT = datetime(1, 1, 2, tzinfo=UTC)
-LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
 
 # Surrogate code points (U+D800-U+DFFF) are not text: UTF-8 cannot encode them and
 # jsonb refuses their "\ud800" escapes, so PostgreSQL would fail the INSERT.
@@ -86,28 +80,6 @@ def check_unique_key(key: object) -> str | None:
         raise InvalidJob(f"unique_key {key!r} is invalid: a string of 1-{UNIQUE_KEY_MAX} characters, or None")
     _check_text("unique_key", key)
     return key
-
-
-def check_run_after(run_after: datetime | timedelta | None, now: datetime) -> None:
-    """Refuse a run_after whose time (a delay: from ``now``) is outside EARLIEST_RUN_AT..LATEST_RUN_AT.
-
-    ``datetime.max`` in a zone west of UTC, or ``timedelta.max``, would
-    otherwise be inserted and then fail to load (DataError), leaving the row
-    behind in the caller's transaction. The day to spare also covers a
-    database clock a little off ``now``: it adds a delay with its own.
-    """
-    if run_after is None:
-        return
-    try:
-        when = now + run_after if isinstance(run_after, timedelta) else run_after.astimezone(UTC)
-    except OverflowError:  # past datetime's own range: out of range too
-        when = None
-    if when is None or not EARLIEST_RUN_AT <= when <= LATEST_RUN_AT:
-        given = "now plus this delay" if isinstance(run_after, timedelta) else "this time"
-        raise InvalidJob(
-            f"run_after {run_after!r} is out of range: {given} must be from "
-            f"{EARLIEST_RUN_AT.date().isoformat()} to {LATEST_RUN_AT.date().isoformat()} UTC"
-        )
 
 
 class Arguments(NamedTuple):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connection, transaction
@@ -13,7 +14,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
-from django_jobretry.validation import Arguments, check_run_after, encode_arguments
+from django_jobretry.validation import Arguments, encode_arguments
 
 if TYPE_CHECKING:
     from django_jobretry.decorators import JobDefinition
@@ -23,6 +24,12 @@ logger = logging.getLogger("django_jobretry")
 __all__ = ["CHANNEL", "UNIQUE_CONSTRAINT", "bulk_enqueue", "enqueue", "notify"]
 
 UNIQUE_CONSTRAINT = "jobretry_job_unique_live_key"
+
+#: The times a job may be given to run at: Python's datetime range with a day to spare.
+#: PostgreSQL stores far wider, so the row would be written, but no Python process could read
+#: it back: not this INSERT's RETURNING, nor the worker, nor the admin west of UTC.
+EARLIEST_RUN_AT = datetime(1, 1, 2, tzinfo=UTC)
+LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
 
 
 def enqueue(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
@@ -79,10 +86,27 @@ def _arguments(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: di
 
 
 def _run_at(definition: JobDefinition[Any]) -> RunAt:
-    """The definition's run_after, checked now and not by the database: a refused one writes nothing."""
-    if definition.run_after is not None:
-        check_run_after(definition.run_after, timezone.now())
-    return definition.run_after
+    """The definition's run_after, or InvalidJob if its time (a delay: from now) is out of range.
+
+    Checked here, before any statement: ``datetime.max`` west of UTC or
+    ``timedelta.max`` were inserted, then failed to load (DataError), and the
+    row stayed in the caller's transaction. The day to spare also covers a
+    database clock a little off this one: it adds a delay to its own.
+    """
+    run_after = definition.run_after
+    if run_after is None:
+        return None
+    try:
+        when = timezone.now() + run_after if isinstance(run_after, timedelta) else run_after.astimezone(UTC)
+    except OverflowError:  # past datetime's own range
+        when = None
+    if when is None or not EARLIEST_RUN_AT <= when <= LATEST_RUN_AT:
+        given = "now plus this delay" if isinstance(run_after, timedelta) else "this time"
+        raise InvalidJob(
+            f"run_after {run_after!r} is out of range: {given} must be from "
+            f"{EARLIEST_RUN_AT.date().isoformat()} to {LATEST_RUN_AT.date().isoformat()} UTC"
+        )
+    return run_after
 
 
 def _shared(definition: JobDefinition[Any]) -> Shared:

@@ -21,8 +21,9 @@ from django.db import DataError, connection, transaction
 
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
+from django_jobretry.services.enqueue import EARLIEST_RUN_AT, LATEST_RUN_AT
 from django_jobretry.services.transitions import claim
-from django_jobretry.validation import EARLIEST_RUN_AT, INT_MAX, INT_MIN, LATEST_RUN_AT
+from django_jobretry.validation import INT_MAX, INT_MIN
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
