@@ -230,7 +230,12 @@ def worker_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:
     live = sum(1 for row in rows if row.live)
     return {
         "rows": [
-            {"worker": row, "heartbeat": f"{age(row.heartbeat_age)} ago"} for row in rows[:WORKERS_SHOWN]
+            {
+                "worker": row,
+                "queues": workers.queue_list(row.queues),
+                "heartbeat": f"{age(row.heartbeat_age)} ago",
+            }
+            for row in rows[:WORKERS_SHOWN]
         ],
         "live": live,
         "lost": len(rows) - live,

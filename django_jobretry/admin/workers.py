@@ -5,7 +5,9 @@ deleting one here would not stop its worker, which would write it back at
 its next beat, so nothing can be added, changed or deleted. Live or lost is
 computed by the database clock in the query, like everywhere else, so the
 page and `manage.py jobstatus` agree. Nothing here touches a job, let alone
-its arguments.
+its arguments. Every column a hand-edited row can make unloadable (times,
+the lease, the queues) is read through a guard, so one bad row shows as
+unreadable instead of failing the page.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Case, DurationField, F, QuerySet, When
-from django.db.models.functions import Now
+from django.db.models import Case, DurationField, F, QuerySet, TextField, When
+from django.db.models.functions import Cast, Now
+from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -23,7 +26,8 @@ from django_jobretry.admin import rendering, timestamps
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import WorkerProcess
-from django_jobretry.models.worker_process import IS_LIVE, LIVE
+from django_jobretry.models.worker_process import IS_LIVE, LIVE, READABLE_LEASE, READABLE_QUEUES
+from django_jobretry.services.workers import queue_list
 
 #: The URL filters of the list: the status filter's and the host filter's own parameters.
 FILTER_LOOKUPS = frozenset({"status", "host__exact", "host__isnull"})
@@ -70,7 +74,7 @@ class WorkerProcessAdmin(NoWritesAdmin):
         "concurrency",
         "pool",
         "version",
-        "lease",
+        "lease_shown",
         "started_at_shown",
         "last_heartbeat_at_shown",
         "running_jobs",
@@ -85,14 +89,25 @@ class WorkerProcessAdmin(NoWritesAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WorkerProcess]:
         # Annotated before the ordering applies: the order is by ``live``.
-        queryset = WorkerProcess.objects.annotate(
-            live=IS_LIVE, heartbeat_age=_age("last_heartbeat_at"), up_for=_age("started_at")
+        queryset = WorkerProcess.objects.defer("lease", "queues").annotate(
+            live=IS_LIVE,
+            heartbeat_age=_age("last_heartbeat_at"),
+            up_for=_age("started_at"),
+            readable_lease=READABLE_LEASE,
+            lease_text=Cast("lease", TextField()),
+            readable_queues=READABLE_QUEUES,
         )
         guarded: QuerySet[WorkerProcess] = timestamps.guard(queryset)
         return guarded.order_by(*self.get_ordering(request))
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         return ("-live", "started_at", "id")
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm[Any]]:
+        kwargs["help_texts"] = {"lease_shown": WorkerProcess._meta.get_field("lease").help_text}
+        return super().get_form(request, obj, change, **kwargs)
 
     @admin.display(description="status")
     def status(self, obj: WorkerProcess) -> SafeString | str:
@@ -121,7 +136,13 @@ class WorkerProcessAdmin(NoWritesAdmin):
 
     @admin.display(description="queues")
     def queue_list(self, obj: WorkerProcess) -> str:
-        return ", ".join(obj.queues) if obj.queues else "all"
+        return queue_list(obj.readable_queues)  # type: ignore[attr-defined]
+
+    @admin.display(description="lease")
+    def lease_shown(self, obj: WorkerProcess) -> str:
+        """The lease; PostgreSQL's own text for one Python cannot hold (a million years)."""
+        lease = obj.readable_lease  # type: ignore[attr-defined]
+        return obj.lease_text if lease is None else str(lease)  # type: ignore[attr-defined]
 
     @admin.display(description="last heartbeat")
     def heartbeat(self, obj: WorkerProcess) -> str | timestamps.Shown:

@@ -63,7 +63,7 @@ def _worker(row: workers.WorkerState) -> dict[str, Any]:
         "concurrency": row.concurrency,
         "pool": row.pool,
         "version": row.version,
-        "lease_seconds": row.lease.total_seconds(),
+        "lease_seconds": _seconds(row.lease),
         "started_at": _time(row.started_at),
         "last_heartbeat_at": _time(row.last_heartbeat_at),
         "heartbeat_age_seconds": _seconds(row.heartbeat_age),
@@ -155,7 +155,7 @@ def _worker_lines(report: Report) -> list[str]:
         (
             "live" if row.live else "LOST",
             row.worker_id,
-            ", ".join(row.queues) or "all",
+            workers.queue_list(row.queues),
             str(row.concurrency),
             row.pool,
             str(row.running_jobs),

@@ -26,7 +26,7 @@ from django.db.models import Case, DateTimeField, DurationField, ExpressionWrapp
 from django.db.models.functions import Now
 
 from django_jobretry.models import WorkerProcess
-from django_jobretry.models.worker_process import IS_LIVE
+from django_jobretry.models.worker_process import IS_LIVE, LONGEST_LEASE, READABLE_LEASE, READABLE_QUEUES
 
 WORKERS = WorkerProcess._meta.db_table
 
@@ -67,7 +67,10 @@ class Beat:
 #: Insert or refresh this worker's row; delete the rows of workers lost more than
 #: LOST_KEPT ago (never this worker's own: a worker back from a long stall
 #: refreshes its row instead). The DELETE sees the table as it was before the
-#: statement, so it cannot touch the row the INSERT writes.
+#: statement, so it cannot touch the row the INSERT writes. It subtracts from
+#: the clock, with each lease bounded as in LIVE (models/worker_process.py),
+#: and never adds to a stored time: another worker's hand-edited heartbeat or
+#: lease cannot overflow the arithmetic and stop this worker registering.
 _BEAT = f"""
     WITH me AS (
         INSERT INTO {WORKERS} AS w (worker_id, host, pid, queues, concurrency, pool, version, lease,
@@ -81,7 +84,9 @@ _BEAT = f"""
         RETURNING w.started_at
     ), gone AS (
         DELETE FROM {WORKERS}
-        WHERE worker_id <> %(worker_id)s AND last_heartbeat_at + lease + %(kept)s < statement_timestamp()
+        WHERE worker_id <> %(worker_id)s
+          AND last_heartbeat_at < statement_timestamp() - %(kept)s
+                                  - LEAST(GREATEST(lease, interval '0'), %(longest_lease)s)
         RETURNING worker_id
     )
     SELECT (SELECT started_at FROM me), ARRAY(SELECT worker_id FROM gone ORDER BY worker_id)
@@ -107,6 +112,7 @@ def beat(registration: Registration, running: int, started_at: datetime | None =
         "started_at": started_at,
         "running": running,
         "kept": LOST_KEPT,
+        "longest_lease": LONGEST_LEASE,
     }
     with connection.cursor() as cursor:
         cursor.execute(_BEAT, params)
@@ -125,18 +131,19 @@ def unregister(worker_id: str) -> bool:
 class WorkerState:
     """A row of the workers table as operators see it: live or lost, by the database clock.
 
-    A time Python cannot hold (a hand-written 'infinity') is None, so one
+    A value Python cannot hold or list (a hand-written 'infinity', a lease
+    of a million years, queues that are not a list of names) is None, so one
     such row cannot break the pages and commands that list workers.
     """
 
     worker_id: str
     host: str
     pid: int
-    queues: list[str]
+    queues: list[str] | None
     concurrency: int
     pool: str
     version: str
-    lease: timedelta
+    lease: timedelta | None
     started_at: datetime | None
     last_heartbeat_at: datetime | None
     running_jobs: int
@@ -146,7 +153,7 @@ class WorkerState:
 
 #: The instants Python can hold, with a day to spare for time zones.
 _HOLDABLE = (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC))
-_COLUMNS = ("worker_id", "host", "pid", "queues", "concurrency", "pool", "version", "lease", "running_jobs")
+_COLUMNS = ("worker_id", "host", "pid", "concurrency", "pool", "version", "running_jobs")
 
 
 def _held(name: str) -> Case:
@@ -158,19 +165,40 @@ def listing(limit: int = 200) -> list[WorkerState]:
     """Up to ``limit`` workers, live ones first, each oldest first."""
     rows = (
         WorkerProcess.objects.annotate(
-            live=IS_LIVE, held_started_at=_held("started_at"), held_heartbeat_at=_held("last_heartbeat_at")
+            live=IS_LIVE,
+            held_started_at=_held("started_at"),
+            held_heartbeat_at=_held("last_heartbeat_at"),
+            held_lease=READABLE_LEASE,
+            held_queues=READABLE_QUEUES,
         )
         .annotate(
             heartbeat_age=ExpressionWrapper(Now() - F("held_heartbeat_at"), output_field=DurationField())
         )
         .order_by("-live", "started_at", "id")
-        .values(*_COLUMNS, "live", "heartbeat_age", "held_started_at", "held_heartbeat_at")
+        .values(
+            *_COLUMNS,
+            "live",
+            "heartbeat_age",
+            "held_started_at",
+            "held_heartbeat_at",
+            "held_lease",
+            "held_queues",
+        )
     )
     return [
         WorkerState(
             **{name: row[name] for name in (*_COLUMNS, "live", "heartbeat_age")},
             started_at=row["held_started_at"],
             last_heartbeat_at=row["held_heartbeat_at"],
+            lease=row["held_lease"],
+            queues=row["held_queues"],
         )
         for row in rows[:limit]
     ]
+
+
+def queue_list(queues: list[str] | None) -> str:
+    """A worker's queues as operators read them: "all" for none named, "unreadable" for a bad row."""
+    if queues is None:
+        return "unreadable"
+    return ", ".join(queues) or "all"
