@@ -1,4 +1,4 @@
-"""Existing django-q2 ``Failure`` rows as dead letters: reading and mapping (the import command's engine).
+"""Existing django-q2 ``Failure`` rows as dead letters: mapping and recording (the import command's engine).
 
 django-q2 keeps a failed task as a ``Task`` row with ``success=False`` (its
 ``Failure`` proxy): function path, pickled arguments, group, cluster, the
@@ -9,36 +9,42 @@ JSON renderings of the arguments, one history entry built from the result
 text, and, for requeue, a package signed like django-q2's own (the
 function, arguments, hook, group and cluster of the failure; django-q2 does
 not keep a task's own ``timeout=``). The insert itself, once per task, is
-services/external_dead_letters.py.
+services/external_dead_letters.py; the reading, in pages bounded by bytes
+and without unpickling anything, is :mod:`.failure_pages`.
+
+A Failure row is not signed, so nothing in it is trusted: its pickles are
+loaded as plain data only (:mod:`.pickles`), and its function and hook must
+be task functions of the project (:mod:`.task_paths`) before the package
+that names them is signed. Each row is judged on its own; one that fails a
+check is skipped and named with the reason, the rest are imported.
 
 Skipped, and counted:
 
 - a task still in django-q2's queue (an ORM-broker row whose package has
   the task id): django-q2, or the adapter's retry, will deliver it again;
-- a failure that cannot be read here: no function path, or arguments that
-  do not unpickle (a class that no longer exists).
+- a failure that cannot be read here: no function path, one that is not a
+  task of the project, or pickles that are not plain data.
 
 The ``Failure`` rows are kept: django-q2's admin still shows them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django_jobretry.contrib.django_q2.failure_pages import QueueWatch, pages, selection
 from django_jobretry.contrib.django_q2.hooks import configured_policy, from_result_text
-from django_jobretry.contrib.django_q2.rendering import json_safe
+from django_jobretry.contrib.django_q2.pickles import NotPlainData, plain_data
+from django_jobretry.contrib.django_q2.rendering import arguments, json_safe
+from django_jobretry.contrib.django_q2.task_paths import refusal
 from django_jobretry.models import DeadLetterSource, DeadReason
 from django_jobretry.policy import ErrorKind
 from django_jobretry.services.external_dead_letters import ExternalDeadLetter, import_dead_letters, known
 from django_jobretry.services.history import AttemptEnd, attempt_entry
 
-#: Failure rows read, mapped and inserted per transaction: the unit of progress and of Ctrl-C loss.
-BATCH = 500
-#: Queue rows whose packages are decoded per query.
-QUEUE_CHUNK = 1000
 SOURCE = DeadLetterSource.DJANGO_Q2.value
 
 
@@ -62,86 +68,58 @@ class Report:
     unreadable: dict[str, str] = field(default_factory=dict)
 
 
-def selection(*, since: datetime | None, func: str | None) -> Any:
-    """django-q2's failures, oldest id first (a stable keyset order while rows change)."""
-    from django_q.models import Failure
-
-    failures = Failure.objects.all()
-    if since is not None:
-        failures = failures.filter(stopped__gt=since)
-    if func is not None:
-        failures = failures.filter(func=func)
-    return failures.order_by("pk")
+def _plain(row: dict[str, Any], column: str, what: str) -> Any:
+    try:
+        return plain_data(row[f"raw_{column}"])
+    except NotPlainData as exc:
+        raise _Unreadable(f"its {what} cannot be unpickled here: {exc}") from None
 
 
-def _batches(failures: Any) -> Iterator[list[Any]]:
-    last = None
-    while True:
-        page = list((failures if last is None else failures.filter(pk__gt=last))[:BATCH])
-        if not page:
-            return
-        yield page
-        last = page[-1].pk
-
-
-class QueueWatch:
-    """Task ids in django-q2's ORM queue now; each row's package is decoded once."""
-
-    def __init__(self) -> None:
-        self._ids: dict[int, str | None] = {}
-
-    def current(self) -> set[str]:
-        from django_q.conf import Conf
-        from django_q.models import OrmQ
-        from django_q.signing import SignedPackage
-
-        rows = OrmQ.objects.using(Conf.ORM or "default")
-        pks = list(rows.values_list("pk", flat=True))
-        new = [pk for pk in pks if pk not in self._ids]
-        for start in range(0, len(new), QUEUE_CHUNK):
-            for pk, payload in rows.filter(pk__in=new[start : start + QUEUE_CHUNK]).values_list(
-                "pk", "payload"
-            ):
-                try:
-                    self._ids[pk] = str(SignedPackage.loads(payload)["id"])
-                except Exception:  # another SECRET_KEY, or garbage: django-q2 cannot run it either
-                    self._ids[pk] = None
-        return {task_id for pk in pks if (task_id := self._ids.get(pk))}
-
-
-def dead_letter_for(failure: Any, policy_name: str) -> ExternalDeadLetter:
-    """The dead letter of one ``Failure`` row; _Unreadable when it cannot be replayed."""
+def _package(row: dict[str, Any], func: str) -> dict[str, Any]:
+    """The package django-q2 would have signed for this task; _Unreadable when it cannot be trusted."""
     from django_q.conf import Conf
-    from django_q.signing import SignedPackage
 
-    func = failure.func
-    if not isinstance(func, str) or not func.strip():
-        raise _Unreadable("it names no function")
-    args = () if failure.args is None else failure.args
-    kwargs = {} if failure.kwargs is None else failure.kwargs
-    # A pickle that no longer loads comes back as its base64 text (picklefield).
+    for path, what in ((func, "function"), (row["hook"], "hook")):
+        if path is not None and (why := refusal(path, what)) is not None:
+            raise _Unreadable(why)
+    args, kwargs = _plain(row, "args", "arguments"), _plain(row, "kwargs", "arguments")
+    args = () if args is None else args
+    kwargs = {} if kwargs is None else kwargs
     if not isinstance(args, tuple | list) or not isinstance(kwargs, dict):
-        raise _Unreadable("its arguments cannot be unpickled here (a class that no longer exists?)")
-    queue = str(failure.cluster or Conf.CLUSTER_NAME)
+        raise _Unreadable("its arguments are not a tuple and a dict")
     package: dict[str, Any] = {
-        "id": failure.pk,
-        "name": failure.name,
+        "id": row["id"],
+        "name": row["name"],
         "func": func,
         "args": tuple(args),
         "kwargs": dict(kwargs),
-        "started": failure.started,
+        "started": row["started"],
     }
     for key in ("hook", "group", "cluster"):
-        if getattr(failure, key) is not None:
-            package[key] = getattr(failure, key)
+        if row[key] is not None:
+            package[key] = row[key]
     # What async_task adds to every package from Q_CLUSTER.
     if Conf.ACK_FAILURES:
         package["ack_failure"] = Conf.ACK_FAILURES
     if Conf.CACHED:
         package["cached"] = Conf.CACHED
-    verdict = from_result_text(failure.result)
+    return package
+
+
+def dead_letter_for(row: dict[str, Any], policy_name: str) -> ExternalDeadLetter:
+    """The dead letter of one Failure row (as :func:`.failure_pages.pages` reads it); _Unreadable if none."""
+    from django_q.conf import Conf
+    from django_q.signing import SignedPackage
+
+    func = row["func"]
+    if not isinstance(func, str) or not func.strip():
+        raise _Unreadable("it names no function")
+    package = _package(row, func)
+    result = _plain(row, "result", "result")
+    verdict = from_result_text(result if isinstance(result, str) else json_safe(result))
+    queue = str(row["cluster"] or Conf.CLUSTER_NAME)
     timeout = verdict["error_class"].endswith("TimeoutException")
-    attempts = max(int(failure.attempt_count or 0), 1)
+    attempts = max(int(row["attempt_count"] or 0), 1)
     entry = attempt_entry(
         attempts,
         AttemptEnd.TIMEOUT if timeout else AttemptEnd.ERROR,
@@ -151,23 +129,24 @@ def dead_letter_for(failure: Any, policy_name: str) -> ExternalDeadLetter:
         message=verdict["message"],
         traceback_text=verdict["traceback"],
     )
-    entry["at"] = failure.stopped.isoformat()
+    entry["at"] = row["stopped"].isoformat()
+    args, kwargs = arguments(package["args"], package["kwargs"])
     return ExternalDeadLetter(
         source=SOURCE,
-        external_id=str(failure.pk),
+        external_id=str(row["id"]),
         task_name=func,
         queue_name=queue,
         policy_name=policy_name,
-        args=json_safe(list(args)),
-        kwargs=json_safe(dict(kwargs)),
+        args=args,
+        kwargs=kwargs,
         reason=DeadReason.EXHAUSTED,  # django-q2 gave up on it (or dropped it) after these attempts
         attempts=attempts,
         max_attempts=attempts,
         errors=[entry],
-        enqueued_at=failure.started,
-        dead_at=failure.stopped,
-        external_name=str(failure.name or ""),
-        external_group=None if failure.group is None else str(failure.group),
+        enqueued_at=row["started"],
+        dead_at=row["stopped"],
+        external_name=str(row["name"] or ""),
+        external_group=None if row["group"] is None else str(row["group"]),
         external_payload=SignedPackage.dumps(package),
     )
 
@@ -190,19 +169,19 @@ def import_failures(
     policy_name = configured_policy() or "default"
     watch = QueueWatch()
     try:
-        for batch in _batches(failures):
+        for batch in pages(failures):
             # Read the queue after the batch: a task not queued now never comes back under
             # its id, and one the adapter buried meanwhile has its dead letter committed already.
             queued = watch.current()
             letters = []
-            for failure in batch:
-                if failure.pk in queued:
-                    report.queued.append(failure.pk)
+            for row in batch:
+                if row["id"] in queued:
+                    report.queued.append(row["id"])
                     continue
                 try:
-                    letters.append(dead_letter_for(failure, policy_name))
+                    letters.append(dead_letter_for(row, policy_name))
                 except _Unreadable as exc:
-                    report.unreadable[failure.pk] = str(exc)
+                    report.unreadable[row["id"]] = str(exc)
             report.funcs.update((letter.external_id, letter.task_name) for letter in letters)
             _record(report, letters, dry_run=dry_run)
             report.read += len(batch)
