@@ -22,9 +22,11 @@ from django.tasks.signals import task_finished, task_started
 from django.utils.json import normalize_json
 
 from django_jobretry import signals
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import current_job
-from django_jobretry.exceptions import UnstorableResult
+from django_jobretry.exceptions import InvalidJob, UnstorableResult
 from django_jobretry.registry import registry
+from django_jobretry.validation import check_result_shape
 
 logger = logging.getLogger("django_jobretry")
 
@@ -67,13 +69,32 @@ class TaskRun:
             value = self.task.call(TaskContext(task_result=result), *args, **kwargs)
         else:
             value = self.task.call(*args, **kwargs)
-        try:
-            return normalize_json(value)
-        except (TypeError, ValueError) as exc:
-            raise UnstorableResult(
-                f"task {self.name!r} returned a value that is not JSON ({exc}); "
-                "return plain data (str, int, float, bool, None, list, dict)"
-            ) from None
+        return _converted(self.name, value)
+
+
+def _converted(task_name: str, value: Any) -> Any:
+    """``value`` through Django's JSON conversion, or UnstorableResult: fatal, it fails the same way again.
+
+    The conversion recurses, so depth and size are checked first, by the
+    rule arguments follow; a recursion limit reached anyway (MAX_ARGS_DEPTH
+    near 1,000) is the value's shape too, never a failure worth a retry.
+    """
+    limits = {"max_bytes": jobretry_settings.max_args_bytes, "max_depth": jobretry_settings.max_args_depth}
+    try:
+        check_result_shape(task_name, value, **limits)
+        return normalize_json(value)
+    except InvalidJob as exc:
+        raise UnstorableResult(str(exc)) from None
+    except RecursionError:
+        raise UnstorableResult(
+            f"the return value of task {task_name!r} is nested too deep for Django's JSON conversion "
+            "(Python's recursion limit); return a flatter value"
+        ) from None
+    except (TypeError, ValueError) as exc:
+        raise UnstorableResult(
+            f"task {task_name!r} returned a value that is not JSON ({exc}); "
+            "return plain data (str, int, float, bool, None, list, dict)"
+        ) from None
 
 
 def task_of(task_name: str) -> Task[..., Any] | None:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
+from itertools import chain
 from typing import Any, NamedTuple
 
 from django_jobretry.exceptions import InvalidJob
@@ -139,6 +140,17 @@ def check_result(task_name: str, value: Any, *, max_bytes: int, max_depth: int) 
     return text
 
 
+def check_result_shape(task_name: str, value: Any, *, max_bytes: int, max_depth: int) -> None:
+    """The depth and size rules of :func:`check_result`, on a return value before Django converts it.
+
+    ``django.utils.json.normalize_json`` recurses: a value nested 5,000 deep
+    would be a RecursionError there, not an InvalidJob naming the limit.
+    """
+    what = "the return value"
+    shape = _Walker(task_name, max_depth=max_depth, max_values=max_bytes, what=what, shape_only=True)
+    shape.walk(what, value)
+
+
 def _check_keyword_name(task: str, position: int, name: object) -> None:
     if not isinstance(name, str):
         raise InvalidJob(
@@ -169,8 +181,12 @@ class _Walker:
     is not walked a billion times.
     """
 
-    def __init__(self, task: str, *, max_depth: int, max_values: int, what: str = "arguments") -> None:
+    def __init__(
+        self, task: str, *, max_depth: int, max_values: int, what: str = "arguments", shape_only: bool = False
+    ) -> None:
         self.task, self.what = task, what
+        #: Only depth and count, of any Mapping or Sequence: a result before Django converts it.
+        self.shape_only = shape_only
         self.max_depth = max_depth
         self.max_values = max_values
         self.seen = 0
@@ -185,20 +201,31 @@ class _Walker:
                 pending.pop()
                 continue
             self._count(1)
-            if isinstance(value, list | tuple | dict):
-                # Checked before descending: keys and values of a dict sit one level deeper, like items.
-                if value and depth >= self.max_depth:
-                    raise InvalidJob(
-                        f"{where} of task {self.task!r} is nested deeper than {self.max_depth} levels "
-                        "(MAX_ARGS_DEPTH)"
-                    )
-                if isinstance(value, dict):
-                    self._check_keys(where, value)
-                    pending.append((iter(value.values()), depth + 1))
-                else:
-                    pending.append((iter(value), depth + 1))
-            else:
-                self._check_leaf(where, value)
+            inside = self._children(where, value)
+            if inside is None:
+                if not self.shape_only:
+                    self._check_leaf(where, value)
+                continue
+            # Checked before descending: keys and values of a dict sit one level deeper, like items.
+            if value and depth >= self.max_depth:
+                raise InvalidJob(
+                    f"{where} of task {self.task!r} is nested deeper than {self.max_depth} levels "
+                    "(MAX_ARGS_DEPTH)"
+                )
+            pending.append((inside, depth + 1))
+
+    def _children(self, where: str, value: Any) -> Iterator[Any] | None:
+        """What ``value`` holds; None for a leaf. ``shape_only``: whatever Django's conversion walks."""
+        if isinstance(value, list | tuple):
+            return iter(value)
+        if isinstance(value, dict) and not self.shape_only:
+            self._check_keys(where, value)
+            return iter(value.values())
+        if self.shape_only and isinstance(value, Mapping):
+            return chain.from_iterable(value.items())  # normalize_json converts the keys too
+        if self.shape_only and isinstance(value, Sequence) and not isinstance(value, str | bytes):
+            return iter(value)
+        return None
 
     def _count(self, values: int) -> None:
         self.seen += values

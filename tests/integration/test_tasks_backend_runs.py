@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.tasks import TaskResultStatus, default_task_backend
+from django.tasks import TaskResultStatus, default_task_backend, task
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import override_settings
 
@@ -26,6 +26,7 @@ from django_jobretry.registry import registry
 from django_jobretry.task_runs import TaskRun
 from tests.inprocess import run_until_settled
 from tests.jobs_app import tasks
+from tests.jobs_app.jobs import _record
 from tests.jobs_app.models import Execution
 from tests.processes import owner_pid
 
@@ -76,6 +77,60 @@ class TestRuns:
         assert attempts_of("k") == [1], "fatal: never retried"
         dead = DeadLetter.objects.get()
         assert (dead.reason, dead.attempts) == ("fatal", 1)
+
+
+@task
+def nested(key: str, depth: int, container: str) -> Any:
+    """Returns a value ``depth`` levels deep, each level a ``container``, or one shared twice."""
+    _record(key)
+    value: Any = "leaf"
+    for _ in range(depth):
+        shapes = {"list": [value], "dict": {"k": value}, "tuple": (value,), "shared": [value, value]}
+        value = shapes[container]
+    return value
+
+
+class TestDeepResults:
+    """A result too deep or too large to store fails once, as UnstorableResult (issue 17)."""
+
+    def failed_once(self, key: str, depth: int, container: str) -> str:
+        enqueued = nested.enqueue(key, depth, container)
+        run_until_settled()
+        result = nested.get_result(enqueued.id)
+        assert result.status == TaskResultStatus.FAILED
+        [error] = result.errors
+        assert error.exception_class is UnstorableResult
+        assert attempts_of(key) == [1], "fatal: never retried"
+        dead = DeadLetter.objects.get()
+        assert (dead.reason, dead.attempts) == ("fatal", 1)
+        return error.traceback
+
+    @pytest.mark.parametrize("container", ["list", "dict", "tuple"])
+    def test_5000_levels_fail_once_naming_the_limit(self, container: str) -> None:
+        # Before: Django's normalize_json raised RecursionError, retried as any error: 3 attempts.
+        message = self.failed_once("deep", 5000, container)
+        assert message.rstrip().endswith(
+            f"UnstorableResult: the return value of task '{nested.module_path}' is nested deeper than 32 "
+            "levels (MAX_ARGS_DEPTH)"
+        )
+
+    def test_deep_within_a_limit_of_1000_still_fails_once_at_the_recursion_limit(self, settings: Any) -> None:
+        settings.JOBRETRY = {**settings.JOBRETRY, "MAX_ARGS_DEPTH": 1000}
+        message = self.failed_once("deep", 999, "list")
+        assert "is nested too deep for Django's JSON conversion (Python's recursion limit)" in message
+
+    @pytest.mark.timeout(30)
+    def test_a_value_sharing_its_parts_is_refused_without_converting_them_all(self) -> None:
+        # 2**30 leaves, through Django's conversion, would be built one by one.
+        assert "hold more than 65536 values" in self.failed_once("shared", 30, "shared")
+
+    def test_the_deepest_allowed_result_is_stored(self) -> None:
+        enqueued = nested.enqueue("ok", 31, "tuple")
+        run_until_settled()
+        value = nested.get_result(enqueued.id).return_value
+        for _ in range(31):
+            [value] = value
+        assert value == "leaf"
 
 
 class TestPolicyPrecedence:
