@@ -41,7 +41,31 @@ def check_django_q2(app_configs: Sequence[AppConfig] | None = None, **kwargs: An
     problems += _app_problems()
     if not any(p.id == "django_jobretry.E032" for p in problems):
         problems += cluster_problems(getattr(settings, "Q_CLUSTER", None))
+        problems += claim_directory_problems()
     return problems
+
+
+def claim_directory_problems() -> list[CheckMessage]:
+    """E039: the claim directory of killed-worker claims exists and is not private to this user."""
+    from django.utils.connection import ConnectionDoesNotExist
+
+    from django_jobretry.contrib.django_q2 import claims
+
+    try:
+        path = claims.directory()
+    except ConnectionDoesNotExist:  # Q_CLUSTER["orm"] names no database: Django's checks say so
+        return []
+    why = claims.problem(path)
+    if why is None:
+        return []
+    return [
+        _error(
+            39,
+            f"The django-q2 claim directory {why}: workers neither write nor read claims there, so a "
+            "worker killed mid-task is not counted, and another user could read or plant claims.",
+            f"Remove {path} (check first who made it); the next worker creates it again, mode 700.",
+        )
+    ]
 
 
 def _setting_problems(section: object, raw: dict[str, Any]) -> list[CheckMessage]:
