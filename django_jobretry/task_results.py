@@ -11,13 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Case, DateTimeField, F, Model, Q, QuerySet, When
 from django.tasks.base import Task, TaskError, TaskResult, TaskResultStatus
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.models.job import ORIGIN_JOB_ID
+from django_jobretry.services.enqueue import EARLIEST_RUN_AT, LATEST_RUN_AT
 from django_jobretry.validation import INT_MAX
 
 #: The error class a history entry without one (lease expired, shutdown, cancel) is reported as.
@@ -47,14 +48,36 @@ def find_row(result_id: object) -> Job | DeadLetter:
     """The one row holding this result now: the live or finished job, or its dead letter."""
     origin = parse_result_id(result_id)
     chain = Q(requeue_count__gt=0, origin=str(origin))
-    job = Job.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(id=origin, requeue_count=0) | chain).first()
+    job = read_row(Job.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(id=origin, requeue_count=0) | chain))
     if job is not None:
         return job
     dead = DeadLetter.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(job_id=origin, requeue_count=0) | chain)
-    found = dead.first()
+    found = read_row(dead)
     if found is None:
         raise TaskResultDoesNotExist(f"no task result {result_id!r}: never enqueued, or pruned since")
     return found
+
+
+def read_row[M: Model](rows: QuerySet[M]) -> M | None:
+    """The first of ``rows``, with every time Python cannot hold read as None, so reading is total.
+
+    Only a hand-edited row has such a time ('infinity', the year 20000: a
+    ``timestamptz`` holds them, and everything this package writes is
+    within EARLIEST_RUN_AT..LATEST_RUN_AT). Loaded as it is, psycopg fails
+    the whole row with DataError; a result reports the time as None instead.
+    """
+    names = [field.attname for field in rows.model._meta.concrete_fields if isinstance(field, DateTimeField)]
+    held = {
+        f"held_{name}": Case(
+            When(Q(**{f"{name}__range": (EARLIEST_RUN_AT, LATEST_RUN_AT)}), then=F(name)),
+            output_field=DateTimeField(),
+        )
+        for name in names
+    }
+    row: M | None = rows.defer(*names).annotate(**held).first()
+    for name in names if row is not None else ():
+        setattr(row, name, getattr(row, f"held_{name}"))
+    return row
 
 
 def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> TaskResult[..., Any]:

@@ -106,12 +106,15 @@ def task_of(task_name: str) -> Task[..., Any] | None:
 def running_result(task: Task[..., Any]) -> TaskResult[..., Any]:
     """The result of the attempt this worker thread runs now, read from its row."""
     from django_jobretry.models import Job
-    from django_jobretry.task_results import result_of
+    from django_jobretry.task_results import read_row, result_of
 
     context = current_job()
     if context is None:
         raise RuntimeError(f"task {task.module_path!r} ran outside a worker; call it with .call()")
-    return result_of(Job.objects.get(id=context.job_id), task, task.backend)
+    row = read_row(Job.objects.filter(id=context.job_id))
+    if row is None:  # pragma: no cover - the worker holds the job's lease
+        raise Job.DoesNotExist(f"job {context.job_id} is gone while it runs")
+    return result_of(row, task, task.backend)
 
 
 def send_task_signal(signal: Any, task: Task[..., Any], result: TaskResult[..., Any]) -> None:
@@ -131,10 +134,11 @@ def _finished(row: Any) -> None:
 
 def _on_succeeded(sender: type, *, task_name: str = "", job_id: int | None = None, **kwargs: Any) -> None:
     from django_jobretry.models import Job
+    from django_jobretry.task_results import read_row
 
     if task_of(task_name) is None or job_id is None:
         return
-    if (row := Job.objects.filter(id=job_id).first()) is not None:
+    if (row := read_row(Job.objects.filter(id=job_id))) is not None:
         _finished(row)
 
 
@@ -152,11 +156,12 @@ def _on_dead_lettered(
     the task runs again and finishes later.
     """
     from django_jobretry.models import DeadLetter
+    from django_jobretry.task_results import read_row
 
     if dead_letter_id is None or requeued_as is not None or (task_name and task_of(task_name) is None):
         return
     # None: the dead letter was requeued or discarded before this receiver ran.
-    if (row := DeadLetter.objects.filter(id=dead_letter_id).first()) is not None:
+    if (row := read_row(DeadLetter.objects.filter(id=dead_letter_id))) is not None:
         _finished(row)
 
 
