@@ -159,8 +159,9 @@ exit codes:
   0    done: every selected failure was imported, or skipped because it was
        imported before, already is a dead letter, or is still in django-q2's
        queue (so running it again imports 0 and exits 0)
-  1    partial: some failures cannot be read here (no function path, or
-       arguments that do not unpickle) and were not imported; the rest were
+  1    partial: some failures cannot be read here (no function path, a
+       function or hook not of the project's apps, or pickles that are not
+       plain data) and were not imported, each named; the rest were
   2    usage error (a bad --since): nothing changed
   4    failed: django-q2 or the adapter not installed, database unreachable,
        unexpected error (details with --traceback)
