@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from django_jobretry.validation import (
     INT_MAX,
     INT_MIN,
     check_queue_name,
+    check_result_shape,
     check_task_name,
     check_unique_key,
     encode_arguments,
@@ -229,3 +232,45 @@ class TestSize:
             checked.kwargs,
         )
         assert (checked.args, checked.kwargs) == ([[1, 2], "ü"], {"b": [True]})
+
+
+def deep(wrap: Any, levels: int = 5000) -> Any:
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = wrap(value)
+    return value
+
+
+class TestResultShape:
+    """A result's depth and size, before Django's recursive conversion walks any Mapping or Sequence."""
+
+    @staticmethod
+    def shape_refused(value: Any, max_depth: int = 32, max_bytes: int = 65_536) -> str:
+        with pytest.raises(InvalidJob) as caught:
+            check_result_shape("t", value, max_bytes=max_bytes, max_depth=max_depth)
+        return str(caught.value)
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            pytest.param(lambda: deep(lambda inner: deque([inner])), id="deque"),
+            pytest.param(lambda: deep(lambda inner: MappingProxyType({"k": inner})), id="proxy"),
+            # normalize_json converts dict keys too: a key can be a deep tuple.
+            pytest.param(lambda: {deep(lambda inner: (inner,)): 1}, id="in-a-key"),
+        ],
+    )
+    def test_any_container_django_converts_counts_a_level(self, value: Any) -> None:
+        assert self.shape_refused(value()) == (
+            "the return value of task 't' is nested deeper than 32 levels (MAX_ARGS_DEPTH)"
+        )
+
+    def test_leaves_are_left_to_the_full_check_after_conversion(self) -> None:
+        # bytes (Django decodes them), sets (Django refuses them) and NaN are not its concern.
+        leaves = [b"raw", {1, 2}, float("nan"), {1: "non-string key"}]
+        check_result_shape("t", leaves, max_bytes=64, max_depth=3)
+
+    def test_shared_parts_are_counted_not_converted(self) -> None:
+        value: Any = (0,)
+        for _ in range(30):
+            value = (value, value)
+        assert "the return value of task 't' hold more than 65536 values" in self.shape_refused(value)
