@@ -37,6 +37,9 @@ LIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING)
 #: Ready again after a failed attempt: waiting for a retry. ``Job.objects.retrying()``,
 #: and the admin's "retrying" status filter, whose querysets need not be JobQuerySets.
 RETRYING = models.Q(status=JobStatus.READY, attempts__gt=0)
+#: Longest name of who cancelled a running job that is recorded (longer ones are cut where
+#: they enter the cancel service; ``canceljobs --actor`` refuses them).
+ACTOR_MAX_LENGTH = 150
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -85,7 +88,7 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     #: Set by an operator's cancel of a running job; its worker stops it at its next heartbeat.
-    cancel_requested_by = models.CharField(max_length=150, blank=True, db_default="")
+    cancel_requested_by = models.CharField(max_length=ACTOR_MAX_LENGTH, blank=True, db_default="")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     #: What a django.tasks task returned, as JSON; NULL for ``@job`` jobs, which keep no result.
     return_value = StoredJSONField(null=True, blank=True)
