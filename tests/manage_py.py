@@ -17,7 +17,7 @@ def manage_py(
     *args: str, env: dict[str, str], prelude: str = "", timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """Run ``manage.py ARGS`` with ``env`` added to this environment, ``prelude`` (Python) run first."""
-    script = f"{prelude}; import runpy; runpy.run_path('manage.py', run_name='__main__')"
+    script = f"{prelude}\nimport runpy\nrunpy.run_path('manage.py', run_name='__main__')"
     return subprocess.run(
         [sys.executable, "-c", script, *args],
         cwd=ROOT,

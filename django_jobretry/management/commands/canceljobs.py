@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.management.arguments import add_canceljobs_arguments
+from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.management.deadletter_cli import default_actor
 from django_jobretry.services.cancel import cancel_jobs
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Cancel jobs: ready ones become 'cancelled' dead letters now; their workers stop running ones."
 
     def add_arguments(self, parser: CommandParser) -> None:

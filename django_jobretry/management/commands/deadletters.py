@@ -12,13 +12,14 @@ import sys
 import time
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser, SystemCheckError
+from django.core.management.base import CommandError, CommandParser, SystemCheckError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 
 from django_jobretry import deadletters as service
 from django_jobretry.management import deadletter_cli as cli
 from django_jobretry.management import filter_hints, import_django_q2
+from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.management.deadletter_arguments import (
     EPILOG,
     HelpFormatter,
@@ -33,7 +34,7 @@ BATCH = 100
 DRY_RUN_SHOWN = 50
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "List, inspect, requeue or discard dead letters: jobs that will not be retried again."
     stealth_options = ("stdin", "clock", "sleep")
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from django_jobretry.management import status_report
 from django_jobretry.management.arguments import add_jobstatus_arguments
+from django_jobretry.management.database import DatabaseCommand
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Show each queue's ready, retrying, running and dead jobs, its oldest due job and longest "
         "running one, and the live and lost workers."

@@ -10,14 +10,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.management.arguments import add_prunejobs_arguments
+from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.services.retention import prune_dead_letters, prune_succeeded
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Delete succeeded jobs finished longer ago than --older-than; dead letters only when "
         "DEAD_LETTER_RETENTION_DAYS or --dead-letters-older-than says so."

@@ -8,16 +8,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
+from django.db import connection
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.management.arguments import add_runworker_arguments
+from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.worker import Worker, WorkerOptions
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Run background jobs from the database until stopped (SIGTERM/SIGINT stop gracefully)."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -38,6 +40,9 @@ class Command(BaseCommand):
                     f"--{name.replace('_', '-')} recycles child processes: it needs --pool process"
                 )
         _ = jobretry_settings.policies  # invalid settings stop here, with the check id
+        # Once running, the worker rides out an outage (docs/worker.md#database-outages-and-reconnects);
+        # a database it cannot reach at start is a mistake to name (DatabaseCommand), not to wait out.
+        connection.ensure_connection()
         worker = Worker(
             WorkerOptions(
                 queues=options["queues"],

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import UnknownPolicy
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.management.arguments import add_showpolicies_arguments
+from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.policy import RetryPolicy
 
 _HEADER = ("after attempt", "nominal", "min (jitter)", "max (jitter)", "cumulative worst")
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Print the retry schedule (delays and worst-case totals) of each configured policy."
 
     def add_arguments(self, parser: CommandParser) -> None:
