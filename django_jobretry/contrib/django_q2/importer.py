@@ -80,7 +80,7 @@ def _package(row: dict[str, Any], func: str) -> dict[str, Any]:
     from django_q.conf import Conf
 
     for path, what in ((func, "function"), (row["hook"], "hook")):
-        if path is not None and (why := refusal(path, what)) is not None:
+        if path and (why := refusal(path, what)) is not None:  # no hook: None, or "" (django-q2 skips it)
             raise _Unreadable(why)
     args, kwargs = _plain(row, "args", "arguments"), _plain(row, "kwargs", "arguments")
     args = () if args is None else args
