@@ -8,14 +8,20 @@ that sets Django up itself, sharing no database connection with the worker -
 and recycled after ``max_jobs_per_child`` jobs or when its peak memory
 passes ``max_memory_mb``. The child classifies a failure itself (the
 exception object stays there) and sends back only plain values.
+
+A child's end is seen by its process (a pidfd on Linux), not by the end of
+its pipe: a helper process the handler started may hold the pipe open long
+after the child died.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
+import os
 from datetime import timedelta
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from django_jobretry.exceptions import ChildFailed, ChildStartError, JobTimeout
@@ -30,6 +36,8 @@ logger = logging.getLogger("django_jobretry")
 
 #: Seconds a new child may take to set Django up before it counts as failed.
 START_SECONDS = 120.0
+#: Seconds a child told to stop may take to exit before it is killed.
+STOP_SECONDS = 10.0
 
 
 class ChildSlot:
@@ -39,6 +47,7 @@ class ChildSlot:
         self.options = options
         self._child: BaseProcess | None = None
         self._conn: Connection | None = None
+        self._exited = -1  # readable once the child has ended (a pidfd, or its sentinel)
         self._jobs = 0
         #: The job the child runs now, so the main loop can kill it when cancelled.
         self.current: int | None = None
@@ -63,12 +72,10 @@ class ChildSlot:
             child.kill()
 
     def _run(self, conn: Connection, job: ClaimedJob, limit: timedelta | None) -> Succeeded | Failed:
-        conn.send(job)
-        try:
-            finished = conn.poll(None if limit is None else limit.total_seconds())
-        except (EOFError, OSError):
-            finished = True  # the child is gone: recv() below says so
-        if not finished:
+        with contextlib.suppress(OSError):  # the child is gone: the wait below sees it
+            conn.send(job)
+        ready = wait([conn, self._exited], None if limit is None else limit.total_seconds())
+        if not ready:
             self.stop(kill=True)
             return _failed(
                 job,
@@ -78,9 +85,8 @@ class ChildSlot:
                 ),
                 AttemptEnd.TIMEOUT,
             )
-        try:
-            reply: Reply = conn.recv()
-        except (EOFError, OSError):
+        reply = _receive(conn) if conn in ready or conn.poll(0) else None
+        if not isinstance(reply, Reply):
             code = self.stop(kill=True)
             error = ChildFailed(
                 f"the process running job {job.id} exited with code {code} before it finished"
@@ -93,8 +99,9 @@ class ChildSlot:
         return _outcome(job, reply)
 
     def stop(self, *, kill: bool) -> int | None:
-        """End the child (politely, or with SIGKILL); returns its exit code."""
-        child, conn, self._child, self._conn, self._jobs = self._child, self._conn, None, None, 0
+        """End the child (politely, or with SIGKILL) and reap it; returns its exit code."""
+        child, conn, exited = self._child, self._conn, self._exited
+        self._child, self._conn, self._exited, self._jobs = None, None, -1, 0
         if child is None:
             return None
         if not kill and conn is not None:
@@ -102,12 +109,13 @@ class ChildSlot:
                 conn.send(None)
             except OSError:
                 kill = True
+        if not kill and not wait([exited], STOP_SECONDS):
+            kill = True  # ignored a polite stop
         if kill:
             child.kill()
-        child.join(10)
-        if child.is_alive():  # ignored a polite stop for 10 s
-            child.kill()
-            child.join()
+        child.join()  # it has ended or was killed: this only reaps it
+        if exited != child.sentinel:
+            os.close(exited)
         if conn is not None:
             conn.close()
         return child.exitcode
@@ -123,23 +131,41 @@ class ChildSlot:
         )
         child.start()
         child_end.close()
-        if not parent_end.poll(START_SECONDS) or _recv_ready(parent_end) is not True:
-            child.kill()
-            child.join()
+        self._child, self._conn, self._exited = child, parent_end, _exit_handle(child)
+        if (
+            parent_end not in wait([parent_end, self._exited], START_SECONDS)
+            or _receive(parent_end) is not True
+        ):
+            code = self.stop(kill=True)
             raise ChildStartError(
-                f"a job process did not start within {START_SECONDS:g} s (exit code "
-                f"{child.exitcode}); see the worker's output"
+                f"a job process did not start within {START_SECONDS:g} s (exit code {code}); "
+                "see the worker's output"
             )
-        self._child, self._conn = child, parent_end
         logger.debug("job process %s started", child.pid, extra={"child_pid": child.pid})
         return parent_end
 
 
-def _recv_ready(conn: Connection) -> object:
+def _exit_handle(child: BaseProcess) -> int:
+    """What becomes readable when ``child`` ends: a pidfd, which no other process can hold open.
+
+    Without pidfds (not Linux) it is the child's sentinel, a pipe that a
+    helper process the handler started inherits and may hold open.
+    """
+    if hasattr(os, "pidfd_open") and child.pid is not None:
+        try:
+            return os.pidfd_open(child.pid)
+        except OSError:  # already ended and reaped: its sentinel is readable too
+            pass
+    return child.sentinel
+
+
+def _receive(conn: Connection) -> Reply | bool | None:
+    """The child's next message; None when the pipe ended first."""
     try:
-        return conn.recv()
+        message: Reply | bool = conn.recv()
     except (EOFError, OSError):
         return None
+    return message
 
 
 def _failed(job: ClaimedJob, error: BaseException, ended: AttemptEnd) -> Failed:

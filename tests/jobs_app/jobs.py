@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -93,3 +94,14 @@ def budgeted(key: str, fatal: bool = False) -> None:
     if fatal:
         raise FatalError(f"payload of {key} is invalid")
     raise ConnectionResetError(f"still down: {key}")
+
+
+@job(policy="three")
+def forks_and_exits(key: str) -> None:
+    """Starts a helper that inherits every inheritable descriptor, then ends its own process."""
+    _record(key)
+    # Not the standard streams: the test reads the worker's output to its end.
+    quiet = subprocess.DEVNULL
+    helper = subprocess.Popen(["sleep", "600"], close_fds=False, stdin=quiet, stdout=quiet, stderr=quiet)  # noqa: S607
+    Execution.objects.create(key=f"{key}-helper", attempt=0, pid=helper.pid)
+    os._exit(1)
