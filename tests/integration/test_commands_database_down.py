@@ -8,6 +8,7 @@ alias, host, port and database and gives the driver's reason; no traceback.
 
 from __future__ import annotations
 
+import io
 import os
 import pkgutil
 import socket
@@ -15,6 +16,9 @@ from collections.abc import Iterator
 from importlib import import_module
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import OperationalError, connection
 
 from django_jobretry.management import commands
 from django_jobretry.management.database import EXIT_UNREACHABLE, DatabaseCommand
@@ -72,6 +76,20 @@ def test_a_database_the_server_does_not_have() -> None:
     assert result.returncode == EXIT_UNREACHABLE
     assert "name 'jobretry_no_such_database'" in message
     assert 'database "jobretry_no_such_database" does not exist' in message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_lost_midway_is_named_too() -> None:
+    """The server ended the session (a restart, a failover) before the command's first query."""
+    with connection.cursor() as cursor, pytest.raises(OperationalError):
+        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+    try:
+        with pytest.raises(CommandError, match=r"^lost the connection to database 'default' \(host ") as lost:
+            call_command("jobstatus", stdout=io.StringIO())
+    finally:
+        connection.close()  # the next test gets a new session
+    assert lost.value.returncode == EXIT_UNREACHABLE
+    assert "\n" not in str(lost.value)
 
 
 def test_a_command_that_needs_no_database_runs_without_one(closed_port: int) -> None:
