@@ -42,11 +42,18 @@ class Reply:
     result: str | None = None
 
 
-def child_main(conn: Connection, options: PoolOptions) -> None:
-    """The child: set Django up, then run the jobs the parent sends until told to stop."""
+def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
+    """The child: set Django up, then run the jobs the parent sends until told to stop.
+
+    ``token`` names the child's database sessions, so that the worker can
+    end them if it kills the child (worker/child_sessions.py).
+    """
     import django
 
     django.setup()
+    from django_jobretry.worker.child_sessions import name_sessions
+
+    name_sessions(token)
     from django_jobretry.registry import policy_for
     from django_jobretry.services.decisions import classify_failure
     from django_jobretry.services.history import render_error

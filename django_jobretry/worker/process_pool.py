@@ -11,7 +11,8 @@ exception object stays there) and sends back only plain values.
 
 A child's end is seen by its process (a pidfd on Linux), not by the end of
 its pipe: a helper process the handler started may hold the pipe open long
-after the child died.
+after the child died. A killed child's database sessions are ended too
+(worker/child_sessions.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import uuid
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -31,6 +33,7 @@ from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, RenderedError, render_error
 from django_jobretry.services.outcomes import Failed, Succeeded
 from django_jobretry.worker.child import PoolOptions, Reply, child_main
+from django_jobretry.worker.child_sessions import end_sessions
 
 logger = logging.getLogger("django_jobretry")
 
@@ -48,6 +51,7 @@ class ChildSlot:
         self._child: BaseProcess | None = None
         self._conn: Connection | None = None
         self._exited = -1  # readable once the child has ended (a pidfd, or its sentinel)
+        self._token = ""  # names the child's database sessions
         self._jobs = 0
         #: The job the child runs now, so the main loop can kill it when cancelled.
         self.current: int | None = None
@@ -99,8 +103,12 @@ class ChildSlot:
         return _outcome(job, reply)
 
     def stop(self, *, kill: bool) -> int | None:
-        """End the child (politely, or with SIGKILL) and reap it; returns its exit code."""
-        child, conn, exited = self._child, self._conn, self._exited
+        """End the child (politely, or with SIGKILL) and reap it; returns its exit code.
+
+        A child that was killed, or ignored the polite stop, may leave a
+        statement running on the server: its sessions are ended too.
+        """
+        child, conn, exited, token = self._child, self._conn, self._exited, self._token
         self._child, self._conn, self._exited, self._jobs = None, None, -1, 0
         if child is None:
             return None
@@ -118,6 +126,8 @@ class ChildSlot:
             os.close(exited)
         if conn is not None:
             conn.close()
+        if kill:
+            end_sessions(token, child.pid)
         return child.exitcode
 
     def _ready(self) -> Connection:
@@ -126,12 +136,13 @@ class ChildSlot:
         self.stop(kill=True)
         context = multiprocessing.get_context("spawn")
         parent_end, child_end = context.Pipe()
+        token = uuid.uuid4().hex[:16]
         child = context.Process(
-            target=child_main, args=(child_end, self.options), name="jobretry-child", daemon=True
+            target=child_main, args=(child_end, self.options, token), name="jobretry-child", daemon=True
         )
         child.start()
         child_end.close()
-        self._child, self._conn, self._exited = child, parent_end, _exit_handle(child)
+        self._child, self._conn, self._exited, self._token = child, parent_end, _exit_handle(child), token
         if (
             parent_end not in wait([parent_end, self._exited], START_SECONDS)
             or _receive(parent_end) is not True

@@ -1,5 +1,5 @@
 """`runworker --pool process` against children that misbehave: they hand their pipe to a helper
-process and die.
+process and die, or leave SQL running on the server when killed.
 
 Real worker processes against real PostgreSQL, with hard deadlines; each
 handler records the pid it ran in (tests/jobs_app), which shows where it ran.
@@ -13,6 +13,7 @@ import signal
 from collections.abc import Iterator
 
 import pytest
+from django.db import connection
 
 from django_jobretry.models import DeadLetter, JobStatus
 from tests.jobs_app import jobs
@@ -53,3 +54,41 @@ def test_a_child_that_dies_is_noticed_even_when_its_helper_holds_the_pipe(worker
     assert len(pids("orphaning-helper")) == 3
     after.refresh_from_db()
     assert after.status == JobStatus.SUCCEEDED
+
+
+#: The statement jobs.sleeps_in_sql leaves running when its process is killed.
+SLEEP_SQL = "SELECT pg_sleep(600)"
+
+
+def _sleeping_sessions() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query = %s AND pid <> pg_backend_pid()", [SLEEP_SQL]
+        )
+        count: int = cursor.fetchone()[0]
+    return count
+
+
+@pytest.fixture
+def no_sleeping_sessions_left() -> Iterator[None]:
+    """Whatever the test saw, end the sessions it left running (they would outlive the test database)."""
+    yield
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE query = %s AND pid <> pg_backend_pid()",
+            [SLEEP_SQL],
+        )
+
+
+@pytest.mark.usefixtures("no_sleeping_sessions_left")
+def test_a_child_killed_at_its_time_limit_leaves_no_statement_running(workers: Workers) -> None:
+    job = jobs.sleeps_in_sql.enqueue("in-sql")
+    worker = spawn(workers, "--pool", "process", "--concurrency", "1", "--max-jobs", "3")
+    code, output = finish(worker, timeout=90)
+    assert code == 0, output
+    dead = DeadLetter.objects.get(job_id=job.pk)
+    assert [entry["ended"] for entry in dead.errors] == ["timeout"] * 3
+    assert len(set(pids("in-sql"))) == 3
+    # Each kill ended its child's session too: no attempt left one behind.
+    assert _sleeping_sessions() == 0

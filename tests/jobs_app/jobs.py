@@ -7,6 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from django.db import connection
+
 from django_jobretry import FatalError, RetryableError, RetryPolicy, current_job, job
 from tests.jobs_app.models import Execution
 
@@ -105,3 +107,11 @@ def forks_and_exits(key: str) -> None:
     helper = subprocess.Popen(["sleep", "600"], close_fds=False, stdin=quiet, stdout=quiet, stderr=quiet)  # noqa: S607
     Execution.objects.create(key=f"{key}-helper", attempt=0, pid=helper.pid)
     os._exit(1)
+
+
+@job(policy="three", timeout=1)
+def sleeps_in_sql(key: str) -> None:
+    """A statement far past its 1 s time limit: for the process pool, which kills the handler."""
+    _record(key)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(600)")
