@@ -25,7 +25,7 @@ from django_jobretry.models import DeadReason, Job
 from django_jobretry.policy import ErrorKind
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.history import AttemptEnd, attempt_entry
+from django_jobretry.services.history import AttemptEnd, attempt_entry, recorded_actor
 from django_jobretry.services.job_lines import log_extra, send_job_signal
 from django_jobretry.services.sql import (
     DEAD,
@@ -51,6 +51,7 @@ class CancelResult:
 def cancel_jobs(ids: Iterable[int], *, actor: str) -> CancelResult:
     """Cancel each job of ``ids``; nothing that already finished or died is touched."""
     wanted = sorted({int(i) for i in ids})
+    actor = recorded_actor(actor)
     result = CancelResult()
     with transaction.atomic(), connection.cursor() as cursor:
         # Lock in id order: two cancels of overlapping sets cannot deadlock.

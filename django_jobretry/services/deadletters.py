@@ -24,6 +24,7 @@ from django_jobretry.registry import policy_for
 from django_jobretry.services import counters, transitions
 from django_jobretry.services.deadletter_events import announce_discard, announce_requeue
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
+from django_jobretry.services.history import recorded_actor
 from django_jobretry.services.resubmitters import Resubmitted, resubmitter_for
 
 logger = logging.getLogger("django_jobretry")
@@ -144,6 +145,7 @@ def requeue(
     A dead letter from another system (``source``, e.g. django-q2) goes back
     to that system instead, and a :class:`Resubmitted` is returned.
     """
+    actor = _recorded(actor)
     with transaction.atomic():
         dead = DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk=dead_letter_id).first()
         if dead is None:
@@ -156,6 +158,7 @@ def requeue(
 
 def discard(dead_letter_id: int, *, actor: str | None = None) -> None:
     """Delete a dead letter for good; raises NotDead if it is gone."""
+    actor = _recorded(actor)
     with transaction.atomic():
         dead = DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk=dead_letter_id).first()
         if dead is None:
@@ -170,7 +173,7 @@ def requeue_many(
     ids: Iterable[int] | QuerySet[DeadLetter], *, run_after: timedelta | None = None, actor: str | None = None
 ) -> BulkResult:
     """Requeue each still-dead letter; the rest are reported, never silently skipped."""
-    result = BulkResult()
+    actor, result = _recorded(actor), BulkResult()
     for chunk in _chunks(_ids(ids)):
         revived: list[tuple[DeadLetter, Job | Resubmitted]] = []
         with transaction.atomic():
@@ -189,7 +192,7 @@ def requeue_many(
 
 def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None = None) -> BulkResult:
     """Discard each still-dead letter; the rest are reported as already handled."""
-    result = BulkResult()
+    actor, result = _recorded(actor), BulkResult()
     for chunk in _chunks(_ids(ids)):
         with transaction.atomic():
             locked = _lock(chunk, result)
@@ -238,6 +241,11 @@ def _lock(ids: list[int], result: BulkResult) -> list[DeadLetter]:
     found = {dead.pk for dead in locked}
     result.already_handled += [i for i in ids if i not in found]
     return locked
+
+
+def _recorded(actor: str | None) -> str | None:
+    """The actor as recorded (history.recorded_actor): no name may make the action fail."""
+    return None if actor is None else recorded_actor(actor)
 
 
 def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None) -> Job | Resubmitted:

@@ -20,6 +20,7 @@ from typing import NotRequired, TypedDict
 
 from django_jobretry import exceptions
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.policy import ErrorKind
 
 
@@ -89,6 +90,16 @@ def clean_text(text: str, limit: int, *, keep_end: bool = False) -> str:
         return marker + (text[-room:] if room else "")
     marker = f"... [{cut} characters cut]"
     return text[: max(limit - len(marker), 0)] + marker
+
+
+def recorded_actor(actor: str) -> str:
+    """Who acts (cancels, requeues, discards) as recorded: at most ACTOR_MAX_LENGTH characters.
+
+    The name comes from outside - an admin user's username, whatever the
+    project's user model allows, or a command-line option, decoded with
+    surrogateescape - and must never make the action itself fail.
+    """
+    return clean_text(actor, ACTOR_MAX_LENGTH)
 
 
 @dataclass(frozen=True)

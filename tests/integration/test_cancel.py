@@ -8,17 +8,22 @@ import time
 from typing import Any
 
 import pytest
+from django.contrib.admin import site
 from django.contrib.admin.models import LogEntry
+from django.contrib.messages.storage.fallback import FallbackStorage
+from django.contrib.sessions.backends.db import SessionStore
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.test import RequestFactory
 from django.urls import reverse
 
 from django_jobretry import RetryPolicy, current_job, deadletters, job
+from django_jobretry.admin.jobs import JobAdmin
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import transitions
 from django_jobretry.services.cancel import cancel_jobs
-from tests.attempts import claim_one
+from tests.attempts import claim_one, kill
 from tests.inprocess import DEADLINE, run_burst
 from tests.integration.conftest import Operator, messages_of
 from tests.jobs_app import jobs
@@ -155,3 +160,54 @@ class TestAdminAndCommand:
         assert caught.value.returncode == 1
         assert f"cancelled job {enqueued.pk}: dead letter" in out.getvalue()
         assert DeadLetter.objects.get().last_error == "cancelled by alice"
+
+
+LONG_NAME = "o" * 300  # a custom user model's username may be this long
+
+
+@pytest.mark.django_db
+class TestActors:
+    """Who cancels is recorded, and never makes the cancel fail (issue 17, point 14)."""
+
+    def test_the_command_refuses_an_actor_longer_than_it_records(self) -> None:
+        enqueued = jobs.record.enqueue("a")
+        with pytest.raises(CommandError, match=r"--actor: is 151 characters long; at most 150 characters"):
+            call_command("canceljobs", str(enqueued.pk), "--actor", "a" * 151, stdout=io.StringIO())
+        assert (Job.objects.get().status, DeadLetter.objects.exists()) == (JobStatus.READY, False)
+        claimed = claim_one()
+        call_command("canceljobs", str(claimed.id), "--actor", "a" * 150, stdout=io.StringIO())
+        assert Job.objects.get().cancel_requested_by == "a" * 150
+
+    def test_the_admin_cancels_for_a_user_whose_username_is_longer(self, admin_user: Any) -> None:
+        ready = jobs.record.enqueue("ready")
+        running = claim_one()
+        ready = jobs.record.enqueue("ready")
+        admin_user.username = LONG_NAME  # what get_username() gives with a custom user model
+        request = RequestFactory().post(reverse(JOBS_CHANGELIST))
+        request.user, request.session = admin_user, SessionStore()
+        request._messages = FallbackStorage(request)  # type: ignore[attr-defined]
+        job_admin = site.get_model_admin(Job)
+        assert isinstance(job_admin, JobAdmin)
+        job_admin.cancel_selected(request, Job.objects.all())
+        recorded = Job.objects.get(pk=running.id).cancel_requested_by
+        assert (len(recorded), recorded.startswith("ooo"), recorded.endswith("characters cut]")) == (
+            150,
+            True,
+            True,
+        )
+        assert DeadLetter.objects.get(job_id=ready.pk).last_error == f"cancelled by {recorded}"
+
+    def test_any_name_is_recorded_without_failing(self) -> None:
+        jobs.record.enqueue("a")
+        claimed = claim_one()
+        assert cancel_jobs([claimed.id], actor="nul\x00and \udcff" + "x" * 10_000).stopping == [claimed.id]
+        assert Job.objects.get().cancel_requested_by.startswith("nul\\0and ?x")
+
+    @pytest.mark.parametrize("actor", [LONG_NAME * 100, "nul\x00", "surrogate \udcff"])
+    def test_requeue_and_discard_record_any_name_too(self, actor: str) -> None:
+        dead = kill(key="k1")
+        revived = deadletters.requeue(dead.pk, actor=actor)
+        assert isinstance(revived, Job)
+        kill(key="k2")
+        deadletters.discard(DeadLetter.objects.get().pk, actor=actor)
+        assert not DeadLetter.objects.exists()
