@@ -49,6 +49,9 @@ class ModelJob:
     status: str = READY
     attempts: int = 0
     lease_expired: bool = False
+    #: An operator asked to cancel the running attempt: it ends as a "cancelled" dead letter
+    #: unless it succeeds or dies for its own reason first.
+    cancel_requested: bool = False
     ended: list[Ended] = field(default_factory=list)
     requeues: list[Requeue] = field(default_factory=list)
 
@@ -106,7 +109,8 @@ class Model:
     def auto_requeues(self, job_id: int, reason: str) -> bool:
         """Whether the Recorder spends the policy's requeue budget on this death."""
         job = self.jobs[job_id]
-        return reason != "fatal" and len(job.requeues) < job.kind.requeue_budget
+        spent = reason not in ("fatal", "cancelled")
+        return spent and len(job.requeues) < job.kind.requeue_budget
 
     # -- transitions -----------------------------------------------------------------------------
 
@@ -124,7 +128,7 @@ class Model:
     def succeed(self, job_id: int) -> None:
         job = self.jobs[job_id]
         assert job.status == RUNNING
-        job.status, job.lease_expired = SUCCEEDED, False
+        job.status, job.lease_expired, job.cancel_requested = SUCCEEDED, False, False
 
     def fail(self, job_id: int, how: str) -> str | None:
         """Record the failed attempt; the dead letter reason, or None when a retry is scheduled."""
@@ -135,6 +139,8 @@ class Model:
             return "fatal"
         if job.attempts >= job.kind.max_attempts:
             return "exhausted"
+        if job.cancel_requested:
+            return "cancelled"  # the retry honours the request
         job.status, job.lease_expired = READY, False
         job.due = self.tick() if how == RETRY_NOW else None
         return None
@@ -145,6 +151,8 @@ class Model:
         assert job.status == RUNNING
         assert job.lease_expired
         job.ended.append((job.attempts, "lease_expired"))
+        if job.cancel_requested:
+            return "cancelled"
         if job.attempts >= job.kind.max_attempts:
             return "lease_expired"
         job.status, job.due, job.lease_expired = READY, None, False
@@ -156,7 +164,8 @@ class Model:
         if job is None or job.status == SUCCEEDED:
             return "not_live"
         if job.status == RUNNING:
-            return "stopping"  # only its worker ends the run; the request dies with the lease
+            job.cancel_requested = True
+            return "stopping"  # its worker, a retry or lease recovery ends the run as cancelled
         job.ended.append((job.attempts, "cancelled"))
         return "buried"
 

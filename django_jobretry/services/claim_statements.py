@@ -79,6 +79,11 @@ class Retrying:
 def schedule_retries_sql(prefix: str = "") -> str:
     """Back to ready with a future run_at (durable backoff), fenced; :func:`retry_params` binds it.
 
+    Never for a job an operator asked to cancel: the condition is re-checked
+    on the row's latest version, so a cancel committed while this statement
+    waited for the row is honoured too. Such an attempt is missing from what
+    the statement returns, like a stale one; services/cancel.py's
+    ``bury_cancel_requested`` tells the two apart and buries it.
     Built at call time, as the fence may be broken on purpose by a test's negative control.
     """
     errors = f"(j.errors || jsonb_build_array({stamped('d.entry')}))"
@@ -90,7 +95,7 @@ def schedule_retries_sql(prefix: str = "") -> str:
         FROM unnest(%({prefix}ids)s::bigint[], %({prefix}attempts)s::int[], %({prefix}tokens)s::uuid[],
                     %({prefix}entries)s::jsonb[], %({prefix}delays)s::float8[])
              AS d(id, attempts, token, entry, delay)
-        WHERE j.id = d.id AND {FENCE}
+        WHERE j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NULL
         RETURNING j.id
     """
 

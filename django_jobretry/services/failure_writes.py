@@ -6,7 +6,9 @@ clock (docs/design.md#rule-5). Every other decision is made before writing,
 and the write itself carries the fence (docs/design.md#rule-3): the retries
 of a batch are one UPDATE, a burial is one statement, and neither needs a
 transaction of its own. Recording cannot fail (docs/design.md#rule-6): what
-PostgreSQL refuses in an entry is written again as a minimal entry.
+PostgreSQL refuses in an entry is written again as a minimal entry. A retry
+the statement refused because an operator asked to cancel the job is buried
+as "cancelled" instead (:func:`honour_cancels`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +25,7 @@ from django.db import DataError, connection, transaction
 from django_jobretry.models import DeadReason
 from django_jobretry.policy import Classification, Decision, GiveUp, Retry, RetryPolicy
 from django_jobretry.services import transitions
+from django_jobretry.services.cancel import bury_cancel_requested
 from django_jobretry.services.claim_statements import Retrying, retry_params, schedule_retries_sql
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.decisions import decide
@@ -46,13 +49,18 @@ class PendingFailure:
 
 @dataclass(frozen=True)
 class WrittenFailure:
-    """What was written for a failed attempt; ``decision`` is None when it was stale."""
+    """What was written for a failed attempt; ``decision`` is None when it was stale or cancelled.
+
+    ``cancelled_by`` names who asked to cancel the job when its retry was
+    refused for that and it became a "cancelled" dead letter instead.
+    """
 
     job: ClaimedJob
     policy: RetryPolicy
     entry: AttemptEntry
     decision: Decision | None
     dead_letter_id: int | None = None
+    cancelled_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -116,8 +124,9 @@ def _write_batch(batch: Sequence[BatchedRetry], history_limit: int) -> Iterator[
     except DataError:
         yield from write_refused(batch, history_limit)
         return
-    for retry in batch:
-        yield retry.written(kept)
+    with statement_guard():
+        written = honour_cancels([retry.written(kept) for retry in batch], history_limit)
+    yield from written
 
 
 def write_refused(batch: Sequence[BatchedRetry], history_limit: int) -> Iterator[WrittenFailure]:
@@ -163,7 +172,27 @@ def _record(
         return WrittenFailure(item.job, item.policy, entry, decision if dead_id else None, dead_id)
     entry = _with_delay(entry, decision)
     kept = schedule_retries([Retrying(item.job, entry, decision.delay)], history_limit)
-    return WrittenFailure(item.job, item.policy, entry, decision if kept else None)
+    return honour_cancels(
+        [WrittenFailure(item.job, item.policy, entry, decision if kept else None)], history_limit
+    )[0]
+
+
+def honour_cancels(written: list[WrittenFailure], history_limit: int) -> list[WrittenFailure]:
+    """``written`` again, with the retries refused because of a cancel request buried as "cancelled".
+
+    One statement, only when some retry was refused (or stale): the common
+    case costs nothing.
+    """
+    refused = [item for item in written if item.decision is None]
+    if not refused:
+        return written
+    buried = bury_cancel_requested([(item.job, item.entry) for item in refused], history_limit)
+    return [
+        replace(item, dead_letter_id=buried[item.job.id][0], cancelled_by=buried[item.job.id][1])
+        if item.job.id in buried
+        else item
+        for item in written
+    ]
 
 
 def _decide(item: PendingFailure, *, elapsed: timedelta | None) -> Decision:

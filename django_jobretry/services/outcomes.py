@@ -27,12 +27,14 @@ from django_jobretry.models import DeadLetter, DeadReason
 from django_jobretry.policy import Classification, ErrorKind, GiveUp, RetryPolicy
 from django_jobretry.registry import policy_for
 from django_jobretry.services import deadletters, transitions
+from django_jobretry.services.cancel import announce_cancelled
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.decisions import classify_failure
 from django_jobretry.services.failure_writes import (
     BatchedRetry,
     PendingFailure,
     WrittenFailure,
+    honour_cancels,
     split,
     statement_guard,
     write_failures,
@@ -136,10 +138,12 @@ class Recorder:
         try:
             with statement_guard():
                 recorded, claimed = claim(retries=[retry.retrying for retry in retries])
-            written = [retry.written(recorded) for retry in retries]
         except DataError:  # only an error text can be refused: the rest again, then each retry alone
             recorded, claimed = claim()
             written = list(write_refused(retries, history))
+        else:
+            with statement_guard():
+                written = honour_cancels([retry.written(recorded) for retry in retries], history)
         self._announce_successes(jobs, recorded)
         for failure in written:
             self._announce_failure(failure)
@@ -197,7 +201,10 @@ class Recorder:
 
     def _announce_failure(self, written: WrittenFailure) -> None:
         job, entry, decision = written.job, written.entry, written.decision
-        if decision is None:
+        if written.cancelled_by and written.dead_letter_id is not None:
+            how = f"after it {what_ended(entry)}, instead of a retry"
+            announce_cancelled(job, written.cancelled_by, written.dead_letter_id, self.sender, how)
+        elif decision is None:
             self._stale(job, "failed")
         elif isinstance(decision, GiveUp):
             reason = DeadReason(decision.reason.value)

@@ -7,7 +7,10 @@ job's attempt limit, and the lost attempt (counted at claim) is recorded as
 leases with SKIP LOCKED, re-checking the condition on each row's latest
 version (a job heartbeated meanwhile is skipped, one held by another
 recoverer too); then one set-based statement writes the retries and one the
-dead letters, on rows this transaction still holds.
+dead letters, on rows this transaction still holds. A job an operator asked
+to cancel is not retried: the lock reads the request on the same latest
+version, and the job becomes a "cancelled" dead letter, the lost attempt
+recorded as ``lease_expired`` (a hung worker's job is never handed to another).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ logger = logging.getLogger("django_jobretry")
 
 #: Running jobs whose lease ran out, locked for this transaction.
 EXPIRED_LEASES = f"""
-    SELECT j.id, j.task_name, j.queue_name, j.policy_name, j.attempts, j.max_attempts, {ELAPSED_SQL}
+    SELECT j.id, j.task_name, j.queue_name, j.policy_name, j.attempts, j.max_attempts, {ELAPSED_SQL},
+           j.cancel_requested_at IS NOT NULL, j.cancel_requested_by
     FROM {JOB} AS j
     WHERE j.status = 'running' AND j.lease_expires_at < statement_timestamp()
     ORDER BY j.lease_expires_at
@@ -62,6 +66,8 @@ class Recovered:
     dead_letter_id: int | None
     delay: timedelta | None = None
     reason: DeadReason | None = None
+    #: Who asked to cancel the job, when that is why it was buried.
+    cancelled_by: str = ""
 
 
 def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
@@ -71,8 +77,13 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
         retries: dict[int, timedelta] = {}
         burials: dict[int, DeadReason] = {}
         found: dict[int, tuple[str, str, int]] = {}
-        for job_id, task_name, queue_name, policy_name, attempts, max_attempts, elapsed in cursor.fetchall():
+        cancels: dict[int, str] = {}
+        for row in cursor.fetchall():
+            job_id, task_name, queue_name, policy_name, attempts, max_attempts, elapsed, cancelled, by = row
             found[job_id] = (task_name, queue_name, attempts)
+            if cancelled:
+                burials[job_id], cancels[job_id] = DeadReason.CANCELLED, by
+                continue
             decision = decide(
                 policy_for(task_name, policy_name),
                 attempts,
@@ -95,6 +106,7 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
             dead_letter_id=buried.get(job_id),
             delay=retries.get(job_id),
             reason=burials.get(job_id),
+            cancelled_by=cancels.get(job_id, ""),
         )
         for job_id in found
     ]
@@ -138,7 +150,11 @@ def _bury(cursor: Any, reasons: dict[int, DeadReason], history_limit: int) -> di
         errors="gone.final_errors",
         reason="gone.reason",
         error_class="''",
-        message="'lease expired: worker ' || gone.lease_owner || ' stopped heartbeating'",
+        message=(
+            f"CASE WHEN gone.reason = '{DeadReason.CANCELLED.value}' "
+            "THEN 'cancelled by ' || gone.cancel_requested_by "
+            "ELSE 'lease expired: worker ' || gone.lease_owner || ' stopped heartbeating' END"
+        ),
     )
     cursor.execute(
         f"""
@@ -163,15 +179,19 @@ def announce(item: Recovered, sender: type) -> None:
     """Log and signal a lease recovery like any other retry or dead letter."""
     reason = item.reason.value if item.reason is not None else None
     delay = (item.delay or timedelta(0)).total_seconds()
+    outcome = "lease_expired_dead" if item.buried else "lease_expired_retry"
     extra: dict[str, Any] = {
         "job_id": item.id,
         "task": item.task_name,
         "queue": item.queue_name,
         "attempt": item.attempt,
-        "outcome": "lease_expired_dead" if item.buried else "lease_expired_retry",
+        "outcome": "cancelled" if item.cancelled_by else outcome,
         **({"reason": reason, "dead_letter_id": item.dead_letter_id} if item.buried else {"delay": delay}),
+        **({"actor": item.cancelled_by} if item.cancelled_by else {}),
     }
     then = f"dead letter {item.dead_letter_id} ({reason})" if item.buried else f"retry in {delay:.3f}s"
+    if item.cancelled_by:
+        then = f"cancelled by {item.cancelled_by}, not retried: {then}"
     logger.warning(
         "job %s attempt %s (%s, queue %s) lost its lease; %s",
         item.id,

@@ -1,7 +1,8 @@
 """The job store as a state machine: the real services against a pure model.
 
 Hypothesis drives enqueue (some with a unique_key), claim, cancel (a ready job dies
-"cancelled" at once; a running one only gets a request), success, retryable and fatal
+"cancelled" at once; a running one gets a request, which a retry or lease recovery of
+that attempt honours: it dies "cancelled" too), success, retryable and fatal
 failures (through the worker's own Recorder), stale completions, time passing, lease
 recovery, requeue and discard of dead letters (including ones already handled, and
 requeues the unique_key refuses) and pruning, against PostgreSQL and against the pure
@@ -287,7 +288,10 @@ class JobStoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.held))
     @rule()
     def recover(self) -> None:
-        expected = {j.id: (j.attempts, j.attempts >= j.kind.max_attempts) for j in self.model.expired()}
+        expected = {
+            j.id: (j.attempts, j.attempts >= j.kind.max_attempts or j.cancel_requested)
+            for j in self.model.expired()
+        }
         recovered = recovery.recover_expired(100, HISTORY_LIMIT)
         assert {r.id: (r.attempt, r.buried) for r in recovered} == expected, "recovery"
         for item in recovered:
