@@ -16,7 +16,6 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
 
 from django.db import DatabaseError, InterfaceError
 
@@ -24,7 +23,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.failure_writes import BatchedRetry
-from django_jobretry.services.outcomes import Failed, Interrupted, Recorder, Succeeded
+from django_jobretry.services.outcomes import Failed, Recorder, Succeeded
 from django_jobretry.worker import announce
 from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.claim_schedule import ClaimSchedule
@@ -41,7 +40,7 @@ from django_jobretry.worker.session import (
     pause_after,
     unmark_bookkeeping_thread,
 )
-from django_jobretry.worker.shutdown import release_unstarted
+from django_jobretry.worker.shutdown import interrupt_running, release_unstarted
 from django_jobretry.worker.startup import STOP_REQUESTED, install_stop_handlers
 from django_jobretry.worker.time_limits import TimeLimits
 
@@ -287,13 +286,7 @@ class Worker:
                     self.wake.wait(min(0.1, max(deadline - time.monotonic(), 0)))
                     self.wake.clear()
             self._record_outcomes()
-            for job in self.time_limits.alive():
-                # Still running after the grace period: end the attempt as
-                # "shutdown". Its thread cannot be stopped and runs until this
-                # process exits (at once), so the job waits one lease before
-                # another worker may start it: the two runs never overlap.
-                self.recorder.record_failure(Interrupted(job, hold=timedelta(seconds=self.lease)))
-                self.running.pop(job.id, None)
+            interrupt_running(self.time_limits, self.lease)  # what still runs after the grace period
         except DatabaseError as exc:
             what = "database error during shutdown; leases will expire and be recovered"
             log_database_error(logging.ERROR, what, exc, self.id)

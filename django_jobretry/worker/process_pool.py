@@ -12,7 +12,9 @@ exception object stays there) and sends back only plain values.
 A child's end is seen by its process (a pidfd on Linux), not by the end of
 its pipe: a helper process the handler started may hold the pipe open long
 after the child died. A killed child's database sessions are ended too
-(worker/child_sessions.py).
+(worker/child_sessions.py), and after the grace period of a shutdown the
+worker kills the children still running a job, so none outlives it
+(:meth:`ChildSlot.interrupt`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import threading
 import uuid
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
@@ -44,7 +47,12 @@ STOP_SECONDS = 10.0
 
 
 class ChildSlot:
-    """One runner's child process, started on first use and replaced when it ends."""
+    """One runner's child process, started on first use and replaced when it ends.
+
+    The runner thread starts, waits for, reaps and replaces the child; the
+    main loop only kills it (a cancel, the end of a shutdown's grace period),
+    under ``_lock``, so it never signals a process already reaped.
+    """
 
     def __init__(self, options: PoolOptions) -> None:
         self.options = options
@@ -53,27 +61,48 @@ class ChildSlot:
         self._exited = -1  # readable once the child has ended (a pidfd, or its sentinel)
         self._token = ""  # names the child's database sessions
         self._jobs = 0
+        self._lock = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._interrupted = False  # the shutdown's grace period is over: run nothing more
         #: The job the child runs now, so the main loop can kill it when cancelled.
         self.current: int | None = None
 
     def execute(self, job: ClaimedJob) -> Succeeded | Failed:
         """Run ``job`` in the child; kill the child at the job's time limit."""
+        with self._lock:
+            if self._interrupted:
+                error = ChildFailed(f"job {job.id} was not started: the worker is stopping")
+                return _failed(job, error, AttemptEnd.SHUTDOWN)
+            self.current = job.id
+            self._idle.clear()
         try:
             conn = self._ready()
+            return self._run(conn, job, time_limit(job.task_name, job.policy_name))
         except ChildStartError as exc:
             return _failed(job, exc, AttemptEnd.WORKER_EXIT)
-        limit = time_limit(job.task_name, job.policy_name)
-        self.current = job.id
-        try:
-            return self._run(conn, job, limit)
         finally:
-            self.current = None
+            with self._lock:
+                self.current = None
+                self._idle.set()
 
     def kill_if_running(self, job_id: int) -> None:
         """Kill the child if it runs ``job_id`` (a cancel); the runner then sees it gone."""
-        child = self._child
-        if self.current == job_id and child is not None:
-            child.kill()
+        with self._lock:
+            if self.current == job_id and self._child is not None:
+                self._child.kill()
+
+    def interrupt(self) -> None:
+        """The grace period is over: kill the child if it runs a job, and start nothing more."""
+        with self._lock:
+            self._interrupted = True
+            if self._child is not None and self.current is not None:
+                self._child.kill()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Whether the runner is done with its job within ``timeout`` s: a killed child reaped, its
+        sessions ended."""
+        return self._idle.wait(timeout)
 
     def _run(self, conn: Connection, job: ClaimedJob, limit: timedelta | None) -> Succeeded | Failed:
         with contextlib.suppress(OSError):  # the child is gone: the wait below sees it
@@ -108,8 +137,9 @@ class ChildSlot:
         A child that was killed, or ignored the polite stop, may leave a
         statement running on the server: its sessions are ended too.
         """
-        child, conn, exited, token = self._child, self._conn, self._exited, self._token
-        self._child, self._conn, self._exited, self._jobs = None, None, -1, 0
+        with self._lock:
+            child, conn, exited, token = self._child, self._conn, self._exited, self._token
+            self._child, self._conn, self._exited, self._jobs = None, None, -1, 0
         if child is None:
             return None
         if not kill and conn is not None:
@@ -131,8 +161,9 @@ class ChildSlot:
         return child.exitcode
 
     def _ready(self) -> Connection:
-        if self._child is not None and self._conn is not None and self._child.is_alive():
-            return self._conn
+        with self._lock:
+            if self._child is not None and self._conn is not None and self._child.is_alive():
+                return self._conn
         self.stop(kill=True)
         context = multiprocessing.get_context("spawn")
         parent_end, child_end = context.Pipe()
@@ -142,7 +173,10 @@ class ChildSlot:
         )
         child.start()
         child_end.close()
-        self._child, self._conn, self._exited, self._token = child, parent_end, _exit_handle(child), token
+        with self._lock:
+            self._child, self._conn, self._exited, self._token = child, parent_end, _exit_handle(child), token
+            if self._interrupted:
+                child.kill()
         if (
             parent_end not in wait([parent_end, self._exited], START_SECONDS)
             or _receive(parent_end) is not True

@@ -1,5 +1,5 @@
 """`runworker --pool process` against children that misbehave: they hand their pipe to a helper
-process and die, or leave SQL running on the server when killed.
+process and die, leave SQL running on the server when killed, or ignore SIGTERM.
 
 Real worker processes against real PostgreSQL, with hard deadlines; each
 handler records the pid it ran in (tests/jobs_app), which shows where it ran.
@@ -18,7 +18,7 @@ from django.db import connection
 from django_jobretry.models import DeadLetter, JobStatus
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
-from tests.processes import Workers, finish, pids, spawn, wait_until
+from tests.processes import Workers, finish, pids, runs, spawn, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,3 +92,34 @@ def test_a_child_killed_at_its_time_limit_leaves_no_statement_running(workers: W
     assert len(set(pids("in-sql"))) == 3
     # Each kill ended its child's session too: no attempt left one behind.
     assert _sleeping_sessions() == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_child_that_ignores_sigterm_is_killed_before_the_worker_exits(workers: Workers) -> None:
+    job = jobs.ignores_sigterm.enqueue("stubborn", 60)
+    worker = spawn(workers, "--pool", "process", "--concurrency", "1", "--shutdown-timeout", "0.5")
+    wait_until(lambda: runs("stubborn") == 1, timeout=60, what="the job to start in a child")
+    [child] = pids("stubborn")
+    worker.send_signal(signal.SIGTERM)
+    # Far less than the handler's 60 s: the worker does not wait for its child.
+    code, output = finish(worker, timeout=30)
+    assert code == 0, output
+    assert not _alive(child), "the child that ignored SIGTERM outlived its worker"
+    job.refresh_from_db()
+    # The run is over (its process reaped), so the job is ready again at once.
+    assert (job.status, job.attempts) == (JobStatus.READY, 1)
+    assert [(entry["attempt"], entry["ended"], entry["delay"]) for entry in job.errors] == [
+        (1, "shutdown", 0)
+    ]
+    # Another worker runs it once more, with the first run surely over.
+    code, output = finish(spawn(workers, "--burst"), timeout=60)
+    assert code == 0, output
+    job.refresh_from_db()
+    assert (job.status, job.attempts, runs("stubborn")) == (JobStatus.SUCCEEDED, 2, 2)

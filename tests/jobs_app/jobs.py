@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -115,3 +116,11 @@ def sleeps_in_sql(key: str) -> None:
     _record(key)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_sleep(600)")
+
+
+@job(policy="three")
+def ignores_sigterm(key: str, seconds: float) -> None:
+    """On its first attempt, ignores SIGTERM and sleeps: only ever run in the process pool."""
+    if _record(key) == 1:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(seconds)
