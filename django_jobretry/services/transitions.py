@@ -165,7 +165,12 @@ def succeed_and_claim(
 
 
 def release(jobs: Sequence[ClaimedJob]) -> set[int]:
-    """Give back jobs claimed but never started: ready again, the attempt uncounted."""
+    """Give back jobs claimed but never started: ready again, the attempt uncounted.
+
+    Not a job an operator asked to cancel: it stays claimed, and lease
+    recovery buries it as "cancelled" once the releasing worker is gone
+    (services/recovery.py), so it never starts.
+    """
     if not jobs:
         return set()
     sql = f"""
@@ -173,7 +178,7 @@ def release(jobs: Sequence[ClaimedJob]) -> set[int]:
         SET status = 'ready', attempts = j.attempts - 1, run_at = statement_timestamp(), {CLEAR_LEASE},
             first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END
         FROM {FENCED_ROWS}
-        WHERE j.id = d.id AND {FENCE}
+        WHERE j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NULL
         RETURNING j.id
     """
     with connection.cursor() as cursor:

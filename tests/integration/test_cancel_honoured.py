@@ -234,3 +234,17 @@ def test_a_job_cancelled_on_a_hung_worker_is_not_run_by_another(workers: Workers
     assert code == 0, output
     assert runs("hung") == 1
     assert_cancelled(enqueued.pk, ended="lease_expired")
+
+
+@pytest.mark.django_db
+def test_a_claimed_job_released_unstarted_after_its_cancel_is_never_ready_again() -> None:
+    """A shutdown gives back what never started; not what an operator cancelled meanwhile."""
+    jobs.record.enqueue("a")
+    claimed = claim_one(lease=0.05)
+    cancel_jobs([claimed.id], actor="ops")
+    assert transitions.release([claimed]) == set()
+    assert transitions.claim(OWNER, 10, 30, None) == []
+    wait_until(lambda: lease_expired(claimed.id), timeout=DEADLINE, what="the lease to expire (db clock)")
+    [item] = recovery.recover_expired(100, HISTORY)
+    assert (item.id, item.reason) == (claimed.id, "cancelled")
+    assert_cancelled(claimed.id, ended="lease_expired")
