@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 import psycopg
 
+from chaos import cancel_pause
 from chaos.processes import Pool
 from chaos.schema import JOB_TABLE
 
@@ -70,6 +71,21 @@ class Injector:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
         self.log.append(Fault("sigstop", pid, started, now(), f"{self.lease + 2.0:g}s"))
+
+    def cancel_during_pause(self) -> None:
+        """SIGSTOP a worker running a job, cancel the job, SIGCONT after the lease (chaos/cancel_pause.py)."""
+        pid = cancel_pause.busy_worker(self.pool.live_pids(), self.rng)
+        if pid is None:
+            return
+        started = now()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            detail = cancel_pause.cancel_one(pid, self.rng)
+            time.sleep(max(self.lease + 2.0 - (now() - started).total_seconds(), 0))
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.log.append(Fault("cancel_pause", pid, started, now(), detail))
 
     def terminate_sessions(self) -> None:
         """pg_terminate_backend on every session of one worker (main loop, heartbeat, listener, runners)."""

@@ -153,6 +153,34 @@ def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int]]:
     return check, once, by_kind
 
 
+NO_CLAIM_AFTER_CANCEL = """
+SELECT c.job_id, c.requested_at,
+       (SELECT count(*) FROM chaos_audit AS a
+        WHERE a.source = 'job' AND a.op = 'update' AND a.row_id = c.job_id
+          AND a.old_status = 'ready' AND a.new_status = 'running' AND a.at > c.requested_at),
+       (SELECT string_agg(d.new_status, ',') FROM chaos_audit AS d
+        WHERE d.source = 'dead' AND d.op = 'insert' AND d.job_id = c.job_id)
+FROM chaos_cancel AS c
+"""
+
+
+def no_claim_after_cancel() -> tuple[Check, dict[str, int]]:
+    """(no job started again once its cancel was requested, how the cancelled jobs ended).
+
+    The cancel held the job's row when it was written, so a claim written
+    after it was made after the request: the request was lost (a retry or a
+    lease recovery handed the job out again).
+    """
+    rows = _rows(NO_CLAIM_AFTER_CANCEL)
+    check = Check("no job claimed again after its cancel was requested", len(rows))
+    ends = {"cancelled": 0, "otherwise": 0}
+    for job_id, requested_at, claims, reasons in rows:
+        if claims:
+            check.violations.append(f"job {job_id}: claimed {claims} times after its cancel ({requested_at})")
+        ends["cancelled" if reasons and "cancelled" in reasons.split(",") else "otherwise"] += 1
+    return check, ends
+
+
 def attempts_bounded() -> Check:
     rows = _rows("""
         SELECT 'job ' || id, attempts, max_attempts FROM django_jobretry_job

@@ -95,6 +95,7 @@ def evaluate(
 ) -> tuple[list[Check], dict[str, Any]]:
     lost, double, ends = invariants.terminals()
     duplicates, once, by_kind = invariants.duplicate_starts(slack)
+    after_cancel, cancel_ends = invariants.no_claim_after_cancel()
     checks = [
         lost,
         double,
@@ -105,6 +106,7 @@ def evaluate(
         invariants.attempts_bounded(),
         invariants.retry_delays(),
         invariants.provenance(),
+        after_cancel,
         processes(pool, feeder, drained),
     ]
     restarts = sum(1 for e in pool.exits if e.name.startswith("worker") and not e.stopped)
@@ -126,6 +128,9 @@ def evaluate(
             "WHERE source = 'job' AND op = 'delete' AND old_status = 'succeeded'"
         ),
         "stale outcomes ignored (worker logs)": _grep(log_dir, "outcome ignored"),
+        "jobs cancelled while their worker was stopped, by how they ended": ", ".join(
+            f"{name} {n}" for name, n in cancel_ends.items()
+        ),
         "worker restarts by the supervisor": restarts,
         **stale.figures(),
     }

@@ -44,6 +44,7 @@ def schedule(size: Size, rng: random.Random, can_restart: bool) -> list[str]:
     events = (
         ["sigkill"] * size.kills
         + ["sigstop"] * size.pauses
+        + ["cancel_pause"] * size.pauses
         + ["terminate_backend"] * size.terminations
         + ["lock_table"] * size.locks
         + ["poison"] * size.poison
@@ -115,6 +116,7 @@ def _run(
     actions: dict[str, Callable[[], None]] = {
         "sigkill": injector.sigkill,
         "sigstop": injector.pause,
+        "cancel_pause": injector.cancel_during_pause,
         "terminate_backend": injector.terminate_sessions,
         "lock_table": lambda: injector.lock_table(size.lock_seconds),
         "pg_restart": injector.restart,

@@ -73,6 +73,12 @@ CREATE TABLE chaos_intent (
     at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
+-- Each cancel of the "cancel during a pause" fault, at the time it held the job's row.
+CREATE TABLE chaos_cancel (
+    job_id bigint NOT NULL,
+    requested_at timestamptz NOT NULL
+);
+
 -- The fault log, copied from the harness after the run.
 CREATE TABLE chaos_fault (
     id serial PRIMARY KEY,
