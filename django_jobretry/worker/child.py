@@ -8,8 +8,12 @@ after ``django.setup()``.
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
+import os
 import resource
 import signal
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection
@@ -18,6 +22,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from django_jobretry.policy import ErrorKind
     from django_jobretry.services.history import AttemptEnd, RenderedError
+
+#: prctl(2): the signal this process gets when its parent thread ends.
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,7 @@ def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
     ``token`` names the child's database sessions, so that the worker can
     end them if it kills the child (worker/child_sessions.py).
     """
+    _die_with_the_worker()
     import django
 
     django.setup()
@@ -82,6 +90,23 @@ def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
             conn.send(Reply(outcome.ended, rendered, verdict.kind, verdict.requested_delay, retiring))
         if retiring:
             return
+
+
+def _die_with_the_worker() -> None:
+    """On Linux, have the kernel SIGKILL this child when the worker dies, however it dies.
+
+    A worker killed with SIGKILL (the OOM killer, ``kill -9``) or leaving at a
+    second signal runs no exit code: its children would run on, with jobs whose
+    leases expire and are run again elsewhere, beside them. The signal comes
+    when the worker's thread that started the child ends; runner threads stop
+    their child before they end.
+    """
+    parent = multiprocessing.parent_process()
+    if not sys.platform.startswith("linux") or parent is None:
+        return
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent.pid:  # the worker died before that
+        os._exit(1)
 
 
 def _over_memory(max_mb: int | None) -> bool:

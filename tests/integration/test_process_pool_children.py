@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -95,11 +96,12 @@ def test_a_child_killed_at_its_time_limit_leaves_no_statement_running(workers: W
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie no longer does)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
         return False
-    return True
+    return state != "Z"
 
 
 def test_a_child_that_ignores_sigterm_is_killed_before_the_worker_exits(workers: Workers) -> None:
@@ -123,3 +125,21 @@ def test_a_child_that_ignores_sigterm_is_killed_before_the_worker_exits(workers:
     assert code == 0, output
     job.refresh_from_db()
     assert (job.status, job.attempts, runs("stubborn")) == (JobStatus.SUCCEEDED, 2, 2)
+
+
+def test_a_child_does_not_outlive_a_worker_killed_with_sigkill(workers: Workers) -> None:
+    job = jobs.sleepy.enqueue("orphaned", 60)
+    worker = spawn(workers, "--pool", "process", "--concurrency", "1")
+    wait_until(lambda: runs("orphaned") == 1, timeout=60, what="the job to start in a child")
+    [child] = pids("orphaned")
+    worker.kill()  # no exit handler runs
+    try:
+        wait_until(lambda: not _alive(child), timeout=10, what="the child to die with its worker")
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # an orphan would outlive the test database
+            os.kill(child, signal.SIGKILL)
+    code, output = finish(worker, timeout=30)
+    assert code == -signal.SIGKILL, output
+    job.refresh_from_db()
+    # Its lease expires and another worker runs it: with the first run surely over.
+    assert (job.status, job.attempts) == (JobStatus.RUNNING, 1)
