@@ -62,8 +62,19 @@ def operator_round(name: str) -> None:
 
 def prune_round() -> None:
     from django.core.management import call_command
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
 
-    call_command("prunejobs", "--older-than", "2s", verbosity=0)
+    from django_jobretry.management.database import EXIT_UNREACHABLE
+
+    try:
+        call_command("prunejobs", "--older-than", "2s", verbosity=0)
+    except CommandError as exc:
+        # The command reports a database it cannot reach (a restart) as exit code 4, not as a
+        # DatabaseError: for this loop it is one, to wait out like the workers do.
+        if exc.returncode != EXIT_UNREACHABLE:
+            raise
+        raise OperationalError(str(exc)) from exc
 
 
 def main(argv: list[str]) -> int:
