@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 import psycopg
 
-from chaos import cancel_pause
+from chaos import cancel_pause, stubborn
 from chaos.processes import Pool
 from chaos.schema import JOB_TABLE
 
@@ -117,3 +117,8 @@ class Injector:
             started = now()
             self.restart_server()
             self.log.append(Fault("pg_restart", None, started, now()))
+
+    def stubborn_child(self) -> None:
+        """SIGTERM a process-pool worker whose child ignores SIGTERM (chaos/stubborn.py)."""
+        target, started, ended, detail = stubborn.run(self.pool, self.url, f"stubborn-{len(self.log)}")
+        self.log.append(Fault("stubborn_child", target, started, ended, detail))

@@ -96,3 +96,12 @@ def poison(key: str) -> None:
     """Kills the worker running it, every time, like a segfaulting library."""
     with ledger(poison=True):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+@job(name="chaos.stubborn", policy="chaos", queue_name="stubborn")
+def stubborn(key: str, seconds: float) -> None:
+    """First attempt: ignore SIGTERM, then sleep; a process-pool worker asked to stop must kill it."""
+    with ledger() as attempt:
+        if attempt == 1:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            time.sleep(seconds)

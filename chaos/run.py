@@ -49,7 +49,7 @@ def schedule(size: Size, rng: random.Random, can_restart: bool) -> list[str]:
         + ["lock_table"] * size.locks
         + ["poison"] * size.poison
         + ["retry_storm"] * size.storms
-        + ["hostile_rows"]
+        + ["hostile_rows", "stubborn_child"]
     )
     rng.shuffle(events)
     if can_restart:
@@ -99,7 +99,18 @@ def _run(
     pool = Pool(env, log_dir)
     manage = str(Path(__file__).resolve().parents[1] / "manage.py")
     for i in range(size.workers):
-        pool.add(f"worker-{i}", manage, "runworker", "-v", "1", "--concurrency", str(size.concurrency))
+        # Not the "stubborn" queue: the stubborn_child fault's own worker's (chaos/stubborn.py).
+        pool.add(
+            f"worker-{i}",
+            manage,
+            "runworker",
+            "-v",
+            "1",
+            "--concurrency",
+            str(size.concurrency),
+            "--queue",
+            "default",
+        )
     for name in ("operator-a", "operator-b"):
         pool.add(name, "-m", "chaos.sidecars", "operator", name)
     pool.add("pruner", "-m", "chaos.sidecars", "pruner")
@@ -123,6 +134,7 @@ def _run(
         "poison": lambda: workload.poison(f"poison-{len(faults)}-{rng.random():.6f}", deadline),
         "retry_storm": lambda: workload.retry_storm(f"storm-{rng.random():.6f}", size.storm_jobs, deadline),
         "hostile_rows": lambda: workload.insert_hostile(deadline, workload.HOSTILE),
+        "stubborn_child": injector.stubborn_child,
     }
     interval = size.fault_seconds / (len(events) + 1)
     for i, event in enumerate(events):
