@@ -11,14 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Case, DateTimeField, F, Model, Q, QuerySet, When
+from django.db.models import DateTimeField, Model, Q, QuerySet
 from django.tasks.base import Task, TaskError, TaskResult, TaskResultStatus
 from django.tasks.exceptions import TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.models.instants import held
 from django_jobretry.models.job import ORIGIN_JOB_ID
-from django_jobretry.services.enqueue import EARLIEST_RUN_AT, LATEST_RUN_AT
 from django_jobretry.validation import INT_MAX
 
 #: The error class a history entry without one (lease expired, shutdown, cancel) is reported as.
@@ -63,18 +63,11 @@ def read_row[M: Model](rows: QuerySet[M]) -> M | None:
 
     Only a hand-edited row has such a time ('infinity', the year 20000: a
     ``timestamptz`` holds them, and everything this package writes is
-    within EARLIEST_RUN_AT..LATEST_RUN_AT). Loaded as it is, psycopg fails
+    within models.instants' EARLIEST..LATEST). Loaded as it is, psycopg fails
     the whole row with DataError; a result reports the time as None instead.
     """
     names = [field.attname for field in rows.model._meta.concrete_fields if isinstance(field, DateTimeField)]
-    held = {
-        f"held_{name}": Case(
-            When(Q(**{f"{name}__range": (EARLIEST_RUN_AT, LATEST_RUN_AT)}), then=F(name)),
-            output_field=DateTimeField(),
-        )
-        for name in names
-    }
-    row: M | None = rows.defer(*names).annotate(**held).first()
+    row: M | None = rows.defer(*names).annotate(**{f"held_{name}": held(name) for name in names}).first()
     for name in names if row is not None else ():
         setattr(row, name, getattr(row, f"held_{name}"))
     return row

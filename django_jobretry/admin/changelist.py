@@ -31,6 +31,7 @@ from django.utils import timezone
 from django.utils.functional import cached_property
 
 from django_jobretry.admin import timestamps
+from django_jobretry.models.instants import holdable
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Paginator = Paginator[Any]
@@ -176,7 +177,7 @@ class IndexedDatesQuerySet(_QuerySet):
         }
         rows = self
         for name in sorted(set(timestamps.datetime_fields(self.model)) & named):
-            rows = rows.filter(timestamps.loadable(name))
+            rows = rows.filter(holdable(name))
         result: dict[str, Any] = super(IndexedDatesQuerySet, rows).aggregate(*args, **kwargs)
         return result
 

@@ -20,10 +20,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import timestamps
-from django_jobretry.admin.timestamps import EARLIEST, LATEST
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import Job
+from django_jobretry.models.instants import EARLIEST, LATEST
 from django_jobretry.redaction import redacted_payload
 
 #: "app_label.codename" of the right to see arguments (Job.Meta.permissions).

@@ -16,7 +16,7 @@ DATETIME_FORMAT stops at the minute).
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -27,23 +27,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from django_jobretry.models.instants import holdable
+
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _QuerySet = QuerySet[Any]
 else:
     _QuerySet = QuerySet
 
-#: The instants the admin loads as datetimes. A day inside Python's range
-#: (years 1 to 9999), so showing them in any time zone cannot overflow.
-EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
-LATEST = datetime(9999, 12, 30, tzinfo=UTC)
-
 #: What a guarded timestamp is: a datetime, PostgreSQL's text for one Python cannot hold, or None.
 Shown = datetime | str | None
-
-
-def loadable(name: str) -> Q:
-    """Rows whose ``name`` Python can hold (NULLs and out-of-range values excluded)."""
-    return Q(**{f"{name}__gte": EARLIEST, f"{name}__lte": LATEST})
 
 
 def datetime_fields(model: type[models.Model]) -> list[str]:
@@ -64,9 +56,9 @@ def guard(queryset: _QuerySet) -> _QuerySet:
     guarded: dict[str, Any] = {}
     for name in names:
         guarded[_value(name)] = Case(
-            When(loadable(name), then=F(name)), default=None, output_field=models.DateTimeField()
+            When(holdable(name), then=F(name)), default=None, output_field=models.DateTimeField()
         )
-        out_of_range = Q(**{f"{name}__isnull": False}) & ~loadable(name)
+        out_of_range = Q(**{f"{name}__isnull": False}) & ~holdable(name)
         guarded[_text(name)] = Case(
             When(out_of_range, then=Cast(name, models.TextField())),
             default=Value(None),

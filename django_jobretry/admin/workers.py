@@ -26,6 +26,7 @@ from django_jobretry.admin import rendering, timestamps
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import WorkerProcess
+from django_jobretry.models.instants import holdable
 from django_jobretry.models.worker_process import IS_LIVE, LIVE, READABLE_LEASE, READABLE_QUEUES
 from django_jobretry.services.workers import queue_list
 
@@ -52,7 +53,7 @@ class StatusFilter(admin.SimpleListFilter):
 
 def _age(name: str) -> Case:
     """Now minus column ``name`` on the database clock; NULL for a time Python cannot hold ('infinity')."""
-    return Case(When(timestamps.loadable(name), then=Now() - F(name)), output_field=DurationField())
+    return Case(When(holdable(name), then=Now() - F(name)), output_field=DurationField())
 
 
 class WorkerProcessAdmin(NoWritesAdmin):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connection, transaction
@@ -13,6 +13,7 @@ from django.utils import timezone
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
+from django_jobretry.models.instants import EARLIEST, LATEST
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
 from django_jobretry.validation import Arguments, encode_arguments
 
@@ -24,12 +25,6 @@ logger = logging.getLogger("django_jobretry")
 __all__ = ["CHANNEL", "UNIQUE_CONSTRAINT", "bulk_enqueue", "enqueue", "notify"]
 
 UNIQUE_CONSTRAINT = "jobretry_job_unique_live_key"
-
-#: The times a job may be given to run at: Python's datetime range with a day to spare.
-#: PostgreSQL stores far wider, so the row would be written, but no Python process could read
-#: it back: not this INSERT's RETURNING, nor the worker, nor the admin west of UTC.
-EARLIEST_RUN_AT = datetime(1, 1, 2, tzinfo=UTC)
-LATEST_RUN_AT = datetime(9999, 12, 30, tzinfo=UTC)
 
 
 def enqueue(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
@@ -100,11 +95,11 @@ def _run_at(definition: JobDefinition[Any]) -> RunAt:
         when = timezone.now() + run_after if isinstance(run_after, timedelta) else run_after.astimezone(UTC)
     except OverflowError:  # past datetime's own range
         when = None
-    if when is None or not EARLIEST_RUN_AT <= when <= LATEST_RUN_AT:
+    if when is None or not EARLIEST <= when <= LATEST:
         given = "now plus this delay" if isinstance(run_after, timedelta) else "this time"
         raise InvalidJob(
             f"run_after {run_after!r} is out of range: {given} must be from "
-            f"{EARLIEST_RUN_AT.date().isoformat()} to {LATEST_RUN_AT.date().isoformat()} UTC"
+            f"{EARLIEST.date().isoformat()} to {LATEST.date().isoformat()} UTC"
         )
     return run_after
 

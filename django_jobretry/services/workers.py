@@ -17,15 +17,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from django.db import connection
-from django.db.models import Case, DateTimeField, DurationField, ExpressionWrapper, F, Q, When
+from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 
 from django_jobretry.models import WorkerProcess
+from django_jobretry.models.instants import held
 from django_jobretry.models.worker_process import IS_LIVE, LONGEST_LEASE, READABLE_LEASE, READABLE_QUEUES
 
 WORKERS = WorkerProcess._meta.db_table
@@ -151,14 +152,7 @@ class WorkerState:
     heartbeat_age: timedelta | None
 
 
-#: The instants Python can hold, with a day to spare for time zones.
-_HOLDABLE = (datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC))
 _COLUMNS = ("worker_id", "host", "pid", "concurrency", "pool", "version", "running_jobs")
-
-
-def _held(name: str) -> Case:
-    """Column ``name`` where Python can hold its time, else NULL."""
-    return Case(When(Q(**{f"{name}__range": _HOLDABLE}), then=F(name)), output_field=DateTimeField())
 
 
 def listing(limit: int = 200) -> list[WorkerState]:
@@ -166,8 +160,8 @@ def listing(limit: int = 200) -> list[WorkerState]:
     rows = (
         WorkerProcess.objects.annotate(
             live=IS_LIVE,
-            held_started_at=_held("started_at"),
-            held_heartbeat_at=_held("last_heartbeat_at"),
+            held_started_at=held("started_at"),
+            held_heartbeat_at=held("last_heartbeat_at"),
             held_lease=READABLE_LEASE,
             held_queues=READABLE_QUEUES,
         )

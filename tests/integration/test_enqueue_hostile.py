@@ -21,7 +21,7 @@ from django.db import DataError, connection, transaction
 
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
-from django_jobretry.services.enqueue import EARLIEST_RUN_AT, LATEST_RUN_AT
+from django_jobretry.models.instants import EARLIEST, LATEST
 from django_jobretry.services.transitions import claim
 from django_jobretry.validation import INT_MAX, INT_MIN
 from tests.jobs_app import jobs
@@ -243,8 +243,8 @@ WEST, EAST = timezone(timedelta(hours=-5)), timezone(timedelta(hours=5))
 RUN_AFTER_OUT_OF_RANGE = [
     pytest.param(datetime.max.replace(tzinfo=WEST), id="datetime.max-west-of-utc"),
     pytest.param(datetime.min.replace(tzinfo=EAST), id="datetime.min-east-of-utc"),
-    pytest.param(LATEST_RUN_AT + timedelta(microseconds=1), id="just-after-the-range"),
-    pytest.param(EARLIEST_RUN_AT - timedelta(microseconds=1), id="just-before-the-range"),
+    pytest.param(LATEST + timedelta(microseconds=1), id="just-after-the-range"),
+    pytest.param(EARLIEST - timedelta(microseconds=1), id="just-before-the-range"),
     pytest.param(timedelta.max, id="timedelta.max"),
     pytest.param(timedelta.min, id="timedelta.min"),
     pytest.param(timedelta(days=3_000_000), id="8200-years-from-now"),
@@ -286,7 +286,7 @@ class TestRunAfter:
 
     @pytest.mark.parametrize(
         "run_after",
-        [LATEST_RUN_AT, EARLIEST_RUN_AT, EARLIEST_RUN_AT.astimezone(EAST), timedelta(days=-365)],
+        [LATEST, EARLIEST, EARLIEST.astimezone(EAST), timedelta(days=-365)],
         ids=["latest", "earliest", "earliest-east-of-utc", "a-year-ago"],
     )
     def test_the_ends_of_the_range_are_stored_and_read_back(self, run_after: Any) -> None:
