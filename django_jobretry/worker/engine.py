@@ -40,7 +40,7 @@ from django_jobretry.worker.session import (
     pause_after,
     unmark_bookkeeping_thread,
 )
-from django_jobretry.worker.shutdown import interrupt_running, release_unstarted
+from django_jobretry.worker.shutdown import release_unstarted
 from django_jobretry.worker.startup import STOP_REQUESTED, install_stop_handlers
 from django_jobretry.worker.time_limits import TimeLimits
 
@@ -286,7 +286,7 @@ class Worker:
                     self.wake.wait(min(0.1, max(deadline - time.monotonic(), 0)))
                     self.wake.clear()
             self._record_outcomes()
-            interrupt_running(self.time_limits, self.lease)  # what still runs after the grace period
+            self.time_limits.end_at_shutdown(self.lease)  # what still runs after the grace period
         except DatabaseError as exc:
             what = "database error during shutdown; leases will expire and be recovered"
             log_database_error(logging.ERROR, what, exc, self.id)

@@ -1,8 +1,7 @@
-"""Shutdown: the jobs a stopping worker claimed but never started go back at once;
-those still running after the grace period end as "shutdown".
+"""Shutdown: the jobs a stopping worker claimed but never started go back at once.
 
-Waiting for their lease to expire would delay unstarted jobs for nothing: no
-handler ran, so nothing can overlap. Releasing also uncounts the attempt
+Waiting for their lease to expire would delay them for nothing: no handler
+ran, so nothing can overlap. Releasing also uncounts the attempt
 (transitions.release), since none was made.
 """
 
@@ -10,15 +9,10 @@ from __future__ import annotations
 
 import logging
 import queue
-import time
-from datetime import timedelta
 
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.job_lines import log_extra
-from django_jobretry.services.outcomes import Interrupted
-from django_jobretry.worker.process_pool import STOP_SECONDS
-from django_jobretry.worker.time_limits import TimeLimits
 
 logger = logging.getLogger("django_jobretry")
 
@@ -47,24 +41,3 @@ def release_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[int, 
         )
     if len(released) < len(not_started):
         logger.warning("%d unstarted jobs had already lost their lease", len(not_started) - len(released))
-
-
-def interrupt_running(time_limits: TimeLimits, lease: float) -> None:
-    """After the grace period: end every attempt still running as "shutdown".
-
-    The process pool kills the children still running a job and waits until
-    their runners have reaped them (and ended their database sessions): the
-    runs are over, so the jobs are ready again at once. A thread cannot be
-    stopped: it runs until this process exits, right after, so its job waits
-    one lease before another worker may start it. Either way the two runs of
-    a job never overlap.
-    """
-    slots = time_limits.slots
-    for slot in slots:
-        slot.interrupt()
-    deadline = time.monotonic() + STOP_SECONDS
-    reaped = all(slot.wait_idle(max(deadline - time.monotonic(), 0)) for slot in slots)
-    hold = timedelta(0) if slots and reaped else timedelta(seconds=lease)
-    for job in time_limits.alive():
-        time_limits.recorder.record_failure(Interrupted(job, hold=hold))
-        time_limits.running.pop(job.id, None)

@@ -1,4 +1,4 @@
-"""Attempts the worker ends before their handler returns: past a time limit, or cancelled.
+"""Attempts the worker ends before their handler returns: past a time limit, cancelled, or shut down.
 
 Time limits in the thread pool are reported, not enforced by force.
 
@@ -10,6 +10,7 @@ returns on its own, and whatever it returns then is dropped. A second run
 may therefore overlap the abandoned one; docs/worker.md#time-limits says so.
 An operator's cancel of a running job ends its attempt the same way, as a
 "cancelled" dead letter, and kills the job's child in the process pool.
+What still runs when a shutdown's grace period is over ends as "shutdown".
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from django_jobretry.services.cancel import bury_cancelled_attempt
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import log_extra
-from django_jobretry.services.outcomes import Failed, Recorder
+from django_jobretry.services.outcomes import Failed, Interrupted, Recorder
 
 if TYPE_CHECKING:
     from django_jobretry.worker.process_pool import ChildSlot
 
 logger = logging.getLogger("django_jobretry")
+
+#: Seconds the children killed at the end of a shutdown's grace period have to be reaped.
+REAP_SECONDS = 10.0
 
 
 class TimeLimits:
@@ -105,6 +109,25 @@ class TimeLimits:
             self.abandoned.add(job_id)
             for slot in self.slots:
                 slot.kill_if_running(job_id)
+
+    def end_at_shutdown(self, lease: float) -> None:
+        """The grace period is over: end every attempt still running as "shutdown".
+
+        The process pool kills the children still running a job and waits until
+        their runners have reaped them (and ended their database sessions): the
+        runs are over, so the jobs are ready again at once. A thread cannot be
+        stopped: it runs until this process exits, right after, so its job waits
+        one lease before another worker may start it. Either way the two runs of
+        a job never overlap.
+        """
+        for slot in self.slots:
+            slot.interrupt()
+        deadline = time.monotonic() + REAP_SECONDS
+        reaped = all(slot.wait_idle(max(deadline - time.monotonic(), 0)) for slot in self.slots)
+        hold = timedelta(0) if self.slots and reaped else timedelta(seconds=lease)
+        for job in self.alive():
+            self.recorder.record_failure(Interrupted(job, hold=hold))
+            self.running.pop(job.id, None)
 
     def release_if_abandoned(self, job: ClaimedJob) -> bool:
         """If ``job`` timed out earlier, its handler has now returned: free the slot, drop the outcome."""
