@@ -12,9 +12,12 @@ zone cannot overflow either.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import Case, DateTimeField, F, Q, When
+from django.utils import timezone
+
+from django_jobretry.exceptions import InvalidJob
 
 #: The earliest and latest instants any reader loads as a datetime, and enqueue accepts as a run_at.
 EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
@@ -29,3 +32,26 @@ def holdable(name: str) -> Q:
 def held(name: str) -> Case:
     """Column ``name`` where Python can hold its time, else NULL."""
     return Case(When(holdable(name), then=F(name)), output_field=DateTimeField())
+
+
+def check_run_after(run_after: datetime | timedelta | None) -> None:
+    """Refuse a ``run_after`` (a time, or a delay from now) that leaves EARLIEST..LATEST.
+
+    Checked where the value enters (enqueue, requeue), before any statement:
+    PostgreSQL would store ``datetime.max`` west of UTC or ``timedelta.max``,
+    and then no Python process could load the row back (DataError), while
+    the row stayed in the caller's transaction. The day to spare also covers
+    a database clock a little off this one: it adds a delay to its own.
+    """
+    if run_after is None:
+        return
+    try:
+        when = timezone.now() + run_after if isinstance(run_after, timedelta) else run_after.astimezone(UTC)
+    except OverflowError:  # past datetime's own range
+        when = None
+    if when is None or not EARLIEST <= when <= LATEST:
+        given = "now plus this delay" if isinstance(run_after, timedelta) else "this time"
+        raise InvalidJob(
+            f"run_after {run_after!r} is out of range: {given} must be from "
+            f"{EARLIEST.date().isoformat()} to {LATEST.date().isoformat()} UTC"
+        )

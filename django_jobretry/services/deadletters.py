@@ -20,6 +20,7 @@ from django.db.models.functions import Now
 
 from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource, DeadReason, Job
+from django_jobretry.models.instants import check_run_after
 from django_jobretry.registry import policy_for
 from django_jobretry.services import counters, transitions
 from django_jobretry.services.deadletter_events import announce_discard, announce_requeue
@@ -143,8 +144,11 @@ def requeue(
     """Turn a dead letter back into a ready job; raises NotDead if it is gone.
 
     A dead letter from another system (``source``, e.g. django-q2) goes back
-    to that system instead, and a :class:`Resubmitted` is returned.
+    to that system instead, and a :class:`Resubmitted` is returned. A
+    ``run_after`` no Python process could read back is InvalidJob, before
+    any row is locked.
     """
+    check_run_after(run_after)
     actor = _recorded(actor)
     with transaction.atomic():
         dead = DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk=dead_letter_id).first()
@@ -173,6 +177,7 @@ def requeue_many(
     ids: Iterable[int] | QuerySet[DeadLetter], *, run_after: timedelta | None = None, actor: str | None = None
 ) -> BulkResult:
     """Requeue each still-dead letter; the rest are reported, never silently skipped."""
+    check_run_after(run_after)
     actor, result = _recorded(actor), BulkResult()
     for chunk in _chunks(_ids(ids)):
         revived: list[tuple[DeadLetter, Job | Resubmitted]] = []

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
-from django_jobretry.models.instants import EARLIEST, LATEST
+from django_jobretry.models.instants import check_run_after
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
 from django_jobretry.validation import Arguments, encode_arguments
 
@@ -81,26 +79,9 @@ def _arguments(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: di
 
 
 def _run_at(definition: JobDefinition[Any]) -> RunAt:
-    """The definition's run_after, or InvalidJob if its time (a delay: from now) is out of range.
-
-    Checked here, before any statement: ``datetime.max`` west of UTC or
-    ``timedelta.max`` were inserted, then failed to load (DataError), and the
-    row stayed in the caller's transaction. The day to spare also covers a
-    database clock a little off this one: it adds a delay to its own.
-    """
+    """The definition's run_after, or InvalidJob if its time (a delay: from now) is out of range."""
     run_after = definition.run_after
-    if run_after is None:
-        return None
-    try:
-        when = timezone.now() + run_after if isinstance(run_after, timedelta) else run_after.astimezone(UTC)
-    except OverflowError:  # past datetime's own range
-        when = None
-    if when is None or not EARLIEST <= when <= LATEST:
-        given = "now plus this delay" if isinstance(run_after, timedelta) else "this time"
-        raise InvalidJob(
-            f"run_after {run_after!r} is out of range: {given} must be from "
-            f"{EARLIEST.date().isoformat()} to {LATEST.date().isoformat()} UTC"
-        )
+    check_run_after(run_after)
     return run_after
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from django_jobretry import FatalError, NotDead, signals
+from django_jobretry import FatalError, InvalidJob, NotDead, signals
 from django_jobretry import deadletters as service
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.attempts import claim_one, fail_attempt, kill
@@ -104,6 +104,16 @@ class TestRequeue:
     def test_requeue_with_run_after(self) -> None:
         job = service.requeue(kill().pk, run_after=timedelta(hours=1))
         assert job.run_at - job.enqueued_at > timedelta(minutes=59)
+
+    @pytest.mark.parametrize("requeue", [service.requeue, lambda pk, **kw: service.requeue_many([pk], **kw)])
+    def test_a_run_after_no_process_could_read_back_is_refused_and_changes_nothing(
+        self, requeue: Callable[..., Any]
+    ) -> None:
+        dead = kill()
+        with pytest.raises(InvalidJob, match=r"run_after .* is out of range: now plus this delay"):
+            requeue(dead.pk, run_after=timedelta(days=10**8))
+        assert DeadLetter.objects.filter(pk=dead.pk).exists()
+        assert not Job.objects.filter(status=JobStatus.READY).exists()
 
     def test_requeue_refuses_to_duplicate_a_live_unique_key(self) -> None:
         dead = kill()
