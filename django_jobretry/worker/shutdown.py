@@ -40,4 +40,10 @@ def release_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[int, 
             extra=log_extra(job, "released"),
         )
     if len(released) < len(not_started):
-        logger.warning("%d unstarted jobs had already lost their lease", len(not_started) - len(released))
+        kept = sorted(job.id for job in not_started if job.id not in released)
+        logger.warning(
+            "%d unstarted jobs were not released: their lease was lost, or a cancel was requested "
+            "(lease recovery buries those as cancelled)",
+            len(kept),
+            extra={"outcome": "not_released", "job_ids": kept},
+        )
