@@ -163,9 +163,7 @@ def bury_cancel_requested(
         message="'cancelled by ' || gone.cancel_requested_by",
     )
     params: dict[str, Any] = {
-        "ids": [job.id for job, _ in failed],
-        "attempts": [job.attempt for job, _ in failed],
-        "tokens": [job.token for job, _ in failed],
+        **transitions.fence_arrays([job for job, _ in failed]),
         "entries": [json.dumps(entry) for _, entry in failed],
         "history": history_limit,
     }
