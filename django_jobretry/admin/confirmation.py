@@ -90,7 +90,8 @@ def _plural(verb: str, total: int) -> tuple[str, str, str]:
             "They are deleted for good and will not run again",
             total,
         )
-    follows = f"{what}; the admin log records who {verb}d {them}."
+    done = "requeued" if verb == "requeue" else "discarded"
+    follows = f"{what}; the admin log records who {done} {them}."
     return f"{verb.capitalize()} {total} {noun}?", follows, f"Yes, {verb} {them}"
 
 

@@ -38,6 +38,7 @@ class TestRequeueAction:
         dead = DeadLetterFactory.create_batch(2)
         page = ops.act("requeue_selected", [d.pk for d in dead])
         assert "Requeue 2 dead letters?" in page.text
+        assert "the admin log records who requeued them." in page.text
         assert DeadLetter.objects.count() == 2  # nothing requeued yet
         response = ops.post(reverse(CHANGELIST), hidden_inputs(page.text), follow=True)
         assert messages_of(response) == ["2 dead letters requeued."]
@@ -129,6 +130,7 @@ class TestDiscardAction:
         page = ops.act("discard_selected", [d.pk for d in dead])
         assert page.status_code == 200
         assert "Discard 2 dead letters?" in page.text
+        assert "the admin log records who discarded them." in page.text
         assert all(f"<td>{d.pk}</td>" in page.text for d in dead)
         assert DeadLetter.objects.count() == 2  # nothing deleted yet
         form = hidden_inputs(page.text)
