@@ -30,6 +30,7 @@ from django_jobretry.services import deadletters, transitions
 from django_jobretry.services.cancel import announce_cancelled
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.decisions import classify_failure
+from django_jobretry.services.error_lines import failure_phrase, job_arguments
 from django_jobretry.services.failure_writes import (
     BatchedRetry,
     PendingFailure,
@@ -209,10 +210,11 @@ class Recorder:
         elif isinstance(decision, GiveUp):
             reason = DeadReason(decision.reason.value)
             dead_id = written.dead_letter_id
+            phrase, message = failure_phrase(entry, job_arguments(job))
             logger.warning(
                 f"{JOB_LINE} %s; dead letter %s (%s)",
                 *job_line_args(job),
-                what_ended(entry),
+                phrase,
                 dead_id,
                 reason,
                 extra=log_extra(
@@ -221,6 +223,7 @@ class Recorder:
                     reason=reason.value,
                     dead_letter_id=dead_id,
                     error_class=entry["error_class"],
+                    error_message=message,
                 ),
             )
             # Fatal means retrying cannot help: the budget is for transient outages.
@@ -238,13 +241,20 @@ class Recorder:
             )
         else:
             delay = decision.delay.total_seconds()
+            phrase, message = failure_phrase(entry, job_arguments(job))
             logger.info(
                 f"{JOB_LINE} %s; %s in %.3fs",
                 *job_line_args(job),
-                what_ended(entry),
+                phrase,
                 "ready again" if entry["ended"] == AttemptEnd.SHUTDOWN else "retry",
                 delay,
-                extra=log_extra(job, "retry_scheduled", delay=delay, error_class=entry["error_class"]),
+                extra=log_extra(
+                    job,
+                    "retry_scheduled",
+                    delay=delay,
+                    error_class=entry["error_class"],
+                    error_message=message,
+                ),
             )
             if len(self.retries_due) < RETRIES_REMEMBERED:  # past that, the poll finds them
                 heapq.heappush(self.retries_due, time.monotonic() + delay)

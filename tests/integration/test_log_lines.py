@@ -45,7 +45,7 @@ def test_every_transition_names_task_queue_attempt_and_error_class(caplog: pytes
     [buried] = by_outcome(records, "dead_lettered")
     assert buried.getMessage() == (
         f"job {doomed.pk} attempt 1 ({jobs.fatal.name}, queue default) failed with "
-        f"{dead.last_error_class}; dead letter {dead.pk} (fatal)"
+        f"{dead.last_error_class}: payload for <argument> is invalid; dead letter {dead.pk} (fatal)"
     )
     assert (buried.task, buried.queue, buried.attempt, buried.error_class) == (  # type: ignore[attr-defined]
         jobs.fatal.name,
@@ -53,6 +53,9 @@ def test_every_transition_names_task_queue_attempt_and_error_class(caplog: pytes
         1,
         dead.last_error_class,
     )
+    # The message names why, with the argument it quoted scrubbed; the history keeps it whole.
+    assert buried.error_message == "payload for <argument> is invalid"  # type: ignore[attr-defined]
+    assert dead.last_error == f"payload for {ARGUMENT} is invalid"
     assert dead.last_error_class  # the message names a real class, not an empty one
     assert all(ARGUMENT not in r.getMessage() and ARGUMENT not in str(vars(r)) for r in records)
 
@@ -65,7 +68,8 @@ def test_a_retry_line_names_the_error_class_and_the_delay(caplog: pytest.LogCapt
     message = retry.getMessage()
     assert message.startswith(f"job {job.pk} attempt 1 ({jobs.flaky.name}, queue default) failed with ")
     assert retry.error_class in message  # type: ignore[attr-defined]
-    assert "; retry in " in message
+    assert ": flaky failure for <argument>; retry in " in message
+    assert retry.error_message == "flaky failure for <argument>"  # type: ignore[attr-defined]
 
 
 def test_requeue_and_discard_say_who_did_it(caplog: pytest.LogCaptureFixture) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from django_jobretry import signals
 from django_jobretry.models import DeadLetter
 from django_jobretry.policy import GiveUp, Retry
-from django_jobretry.services.history import what_ended
+from django_jobretry.services.error_lines import failure_phrase
 
 if TYPE_CHECKING:
     from django_jobretry.contrib.django_q2.monitor import Judgement
@@ -32,8 +32,10 @@ def announce(judged: Judgement, package: dict[str, Any], *, queue: str, dead: De
     """Log and signal a committed retry or burial, like the worker does for our jobs."""
     decision, attempt, func_name, entry = judged.decision, judged.attempt, judged.func_name, judged.entry
     common = {"job_id": package["id"], "task_name": func_name, "queue_name": queue, "attempt": attempt}
+    phrase, message = failure_phrase(entry, (package.get("args"), package.get("kwargs")))
     extra = {"task": func_name, "queue": queue, "attempt": attempt, "error_class": entry["error_class"]}
-    line = (package["id"], attempt, func_name, queue, what_ended(entry))
+    logged = {**extra, "error_message": message}
+    line = (package["id"], attempt, func_name, queue, phrase)
     if isinstance(decision, GiveUp) and dead is not None:
         reason = str(dead.reason)
         logger.warning(
@@ -41,7 +43,7 @@ def announce(judged: Judgement, package: dict[str, Any], *, queue: str, dead: De
             *line,
             dead.pk,
             reason,
-            extra={**extra, "outcome": "dead_lettered", "reason": reason, "dead_letter_id": dead.pk},
+            extra={**logged, "outcome": "dead_lettered", "reason": reason, "dead_letter_id": dead.pk},
         )
         signals.send(
             signals.job_dead_lettered,
@@ -58,6 +60,6 @@ def announce(judged: Judgement, package: dict[str, Any], *, queue: str, dead: De
             f"{TASK_LINE}; retry in %.3fs",
             *line,
             seconds,
-            extra={**extra, "outcome": "retry_scheduled", "delay": seconds},
+            extra={**logged, "outcome": "retry_scheduled", "delay": seconds},
         )
         signals.send(signals.job_retry_scheduled, DjangoQ2Cluster, extra, delay=decision.delay, **common)
