@@ -1,4 +1,4 @@
-"""Human-readable renderings shared by the commands and, later, the admin."""
+"""Human-readable renderings shared by the commands, the admin and the log lines."""
 
 from __future__ import annotations
 
@@ -20,3 +20,8 @@ def humanize_delay(delay: timedelta) -> str:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours:02d}h"
+
+
+def count_of(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 attempt', '3 attempts', '0 attempts': a count with its noun agreeing."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

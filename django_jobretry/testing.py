@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django_jobretry import signals
 from django_jobretry.decorators import JobDefinition
 from django_jobretry.exceptions import TooManyRuns, UnknownTask
+from django_jobretry.humanize import count_of
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.policy import ErrorKind, RetryPolicy
 from django_jobretry.registry import policy_for, registry
@@ -159,7 +160,7 @@ def run_jobs(
         if len(runs) >= max_runs:
             transitions.release(claimed)
             raise TooManyRuns(
-                f"run_jobs() stopped after {max_runs} attempts and jobs are still due (next: job "
+                f"run_jobs() stopped after {count_of(max_runs, 'attempt')} and jobs are still due (next: job "
                 f"{job.id} of {job.task_name!r}): a job that enqueues or reschedules itself never "
                 "ends. Fix the loop, or pass max_runs=... if the test really needs more."
             )

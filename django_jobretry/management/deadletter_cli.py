@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from django_jobretry.deadletters import filtered
-from django_jobretry.humanize import humanize_delay
+from django_jobretry.humanize import count_of, humanize_delay
 from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import DeadLetter
 from django_jobretry.redaction import redacted_payload
@@ -163,6 +163,15 @@ def detail(dead: DeadLetter) -> dict[str, Any]:
     }
 
 
+def _attempts(count: object) -> str:
+    """'1 attempt', '3 attempts'; a history entry written by hand may hold anything there."""
+    return (
+        count_of(count, "attempt")
+        if isinstance(count, int) and not isinstance(count, bool)
+        else f"{count} attempts"
+    )
+
+
 def show_lines(dead: DeadLetter) -> list[str]:
     """The human form of `show`: fields, arguments, full error history, requeue history."""
     fields = [
@@ -176,7 +185,7 @@ def show_lines(dead: DeadLetter) -> list[str]:
         ("enqueued at", when(dead.enqueued_at)),
         ("first attempt", when(dead.first_attempt_at)),
         ("dead at", when(dead.dead_at)),
-        ("requeued", f"{dead.requeue_count} time(s) before"),
+        ("requeued", f"{count_of(dead.requeue_count, 'time')} before"),
         ("last error", first_line(dead) or "-"),
     ]
     lines = [f"Dead letter {dead.pk} (job {dead.job_id})"]
@@ -192,7 +201,7 @@ def show_lines(dead: DeadLetter) -> list[str]:
     # A history Python could not decode comes back as text (models/fields.py): list nothing then.
     errors = [e for e in dead.errors if isinstance(e, dict)] if isinstance(dead.errors, list) else []
     history = dead.requeue_history if isinstance(dead.requeue_history, list) else []
-    lines += ["", f"Error history ({len(errors)} attempt(s) recorded)"]
+    lines += ["", f"Error history ({count_of(len(errors), 'attempt')} recorded)"]
     shown: dict[str, object] = {}  # traceback -> the attempt it was printed with
     for entry in errors:
         trace = str(entry.get("traceback") or "").rstrip()
@@ -203,7 +212,7 @@ def show_lines(dead: DeadLetter) -> list[str]:
         lines.append(
             f"  {number}. at {entry.get('at', '?')} by {entry.get('by') or '?'}: from dead letter "
             f"{entry.get('dead_letter_id', '?')} (job {entry.get('job_id', '?')}, {entry.get('reason', '?')} "
-            f"after {entry.get('attempts', '?')} attempt(s), dead at {entry.get('dead_at', '?')})"
+            f"after {_attempts(entry.get('attempts'))}, dead at {entry.get('dead_at', '?')})"
         )
         if entry.get("last_error"):
             lines.append(f"     last error: {printable(entry['last_error'], one_line=True)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from django_jobretry.humanize import count_of
 from django_jobretry.worker.options import WorkerOptions
 
 logger = logging.getLogger("django_jobretry")
@@ -16,8 +17,8 @@ def started(worker_id: str, options: WorkerOptions) -> None:
 
 def stopped(worker_id: str, attempts: int) -> None:
     logger.info(
-        "worker %s stopped after %d attempts",
+        "worker %s stopped after %s",
         worker_id,
-        attempts,
+        count_of(attempts, "attempt"),
         extra={"worker": worker_id, "attempts": attempts},
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from io import StringIO
 
@@ -10,7 +11,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
+from django_jobretry.management.commands.showpolicies import describe, render_rules
 from django_jobretry.models import Job, WorkerProcess
+from django_jobretry.policy import RetryPolicy
 from django_jobretry.worker import WorkerOptions
 from django_jobretry.worker.options import MAX_CONCURRENCY
 from tests.jobs_app import jobs
@@ -45,6 +48,33 @@ def test_showpolicies_without_names_shows_all() -> None:
     ]
     assert "gives up 2h00m after the first attempt" in text
     assert "more than 2h00m after the first attempt -> dead letter (deadline)" in text
+
+
+def test_showpolicies_shows_error_rules_timeout_and_requeue_budget() -> None:
+    lines = run("showpolicies", "demo").splitlines()
+    assert [line.strip() for line in lines[5:10]] == [
+        "fatal errors:      none listed; a FatalError always",
+        "retryable errors:  none listed; a RetryableError always",
+        "other errors:      retryable (unknown_errors)",
+        "timeout:           none (a job's own timeout= may set one)",
+        "requeue budget:    0 (dead letters wait for an operator)",
+    ]
+    listed = RetryPolicy(
+        fatal_errors=[ValueError, json.JSONDecodeError],
+        retryable_errors=[ConnectionError],
+        unknown_errors="fatal",
+        timeout=90,
+        requeue_budget=2,
+    )
+    assert [line.strip() for line in render_rules(listed)] == [
+        "fatal errors:      builtins.ValueError, json.decoder.JSONDecodeError; a FatalError always",
+        "retryable errors:  builtins.ConnectionError; a RetryableError always",
+        "other errors:      fatal: dead at once (unknown_errors)",
+        "timeout:           1m30s",
+        "requeue budget:    up to 2 automatic requeues after it dies",
+    ]
+    assert render_rules(RetryPolicy(requeue_budget=1))[-1].endswith("up to 1 automatic requeue after it dies")
+    assert describe(RetryPolicy(max_attempts=1)).startswith("1 attempt, ")
 
 
 def test_showpolicies_unknown_name_is_a_clear_error() -> None:

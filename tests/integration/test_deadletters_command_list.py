@@ -156,7 +156,7 @@ class TestShow:
             "attempts:      3 of 3",
             '"a@example.com"',
             '"lang": "fr"',
-            "Error history (3 attempt(s) recorded)",
+            "Error history (3 attempts recorded)",
             "attempt 1 at ",
             "retried after 10ms",
             "attempt 3 at ",
@@ -177,9 +177,12 @@ class TestShow:
         fail_attempt(FatalError("second"))
         second = DeadLetter.objects.get()
         out, _ = cli_run("show", str(second.pk))
-        assert "requeued:      1 time(s) before" in out
+        assert "requeued:      1 time before" in out
         assert "Requeue history (1)" in out
-        assert f"by alice: from dead letter {first.pk} (job {first.job_id}, fatal after 1 attempt(s)" in out
+        assert (
+            f"by alice: from dead letter {first.pk} (job {first.job_id}, fatal after 1 attempt, dead at "
+            in out
+        )
         assert "last error: first" in out
         detail = json.loads(cli_run("show", "--json", str(second.pk))[0])["dead_letters"][0]
         assert [entry["by"] for entry in detail["requeue_history"]] == ["alice"]

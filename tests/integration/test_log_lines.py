@@ -89,3 +89,12 @@ def test_requeue_and_discard_say_who_did_it(caplog: pytest.LogCaptureFixture) ->
         f"dead letter {two.pk} ({jobs.fatal.name}, queue default) discarded by an unnamed caller"
     )
     assert (requeued.actor, discarded.actor) == ("alice", "")  # type: ignore[attr-defined]
+
+
+def test_a_worker_that_ran_one_attempt_says_attempt_in_the_singular(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="django_jobretry")
+    jobs.record.enqueue("single")
+    run_burst(concurrency=1)
+    [stopped] = [r for r in lines(caplog) if "stopped after" in r.getMessage()]
+    assert stopped.getMessage().endswith(" stopped after 1 attempt")
+    assert stopped.attempts == 1  # type: ignore[attr-defined]

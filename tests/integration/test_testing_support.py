@@ -301,6 +301,11 @@ class LoopBound(TestCase):
         ):
             run_jobs()
         assert Execution.objects.filter(key="k").count() == MAX_RUNS == 1000
+
+    def test_a_limit_of_one_run_says_one_attempt(self) -> None:
+        forever.enqueue("one")
+        with pytest.raises(TooManyRuns, match=r"run_jobs\(\) stopped after 1 attempt and jobs are still due"):
+            run_jobs(max_runs=1)
         left = Job.objects.get(status=JobStatus.READY)
         assert left.attempts == 0  # the attempt it would have made next is not counted
 

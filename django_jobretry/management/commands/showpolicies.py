@@ -12,10 +12,10 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import UnknownPolicy
-from django_jobretry.humanize import humanize_delay
+from django_jobretry.humanize import count_of, humanize_delay
 from django_jobretry.management.arguments import add_showpolicies_arguments
 from django_jobretry.management.database import DatabaseCommand
-from django_jobretry.policy import RetryPolicy
+from django_jobretry.policy import ErrorKind, RetryPolicy
 
 _HEADER = ("after attempt", "nominal", "min (jitter)", "max (jitter)", "cumulative worst")
 
@@ -34,13 +34,14 @@ class Command(DatabaseCommand):
         for name, policy in policies.items():
             self.stdout.write(self.style.MIGRATE_HEADING(f"Policy {name!r}: {describe(policy)}"))
             self.stdout.write(render_schedule(policy))
+            self.stdout.write("\n".join(render_rules(policy)))
             self.stdout.write("")
 
 
 def describe(policy: RetryPolicy) -> str:
     """One line summing the policy up the way an operator asks about it."""
     parts = [
-        f"{policy.max_attempts} attempts",
+        count_of(policy.max_attempts, "attempt"),
         f"base {humanize_delay(policy.base_delay)} x{policy.multiplier:g}",
         f"cap {humanize_delay(policy.max_delay)}",
         f"jitter +/-{policy.jitter:.0%}",
@@ -76,3 +77,30 @@ def render_schedule(policy: RetryPolicy) -> str:
             "after the first attempt -> dead letter (deadline)"
         )
     return "\n".join(lines)
+
+
+def _classes(classes: tuple[type[BaseException], ...]) -> str:
+    return ", ".join(f"{klass.__module__}.{klass.__qualname__}" for klass in classes) or "none listed"
+
+
+def render_rules(policy: RetryPolicy) -> list[str]:
+    """How the policy treats errors, one attempt's time limit and automatic requeues."""
+    other = "fatal: dead at once" if policy.unknown_errors is ErrorKind.FATAL else "retryable"
+    timeout = (
+        humanize_delay(policy.timeout)
+        if policy.timeout is not None
+        else "none (a job's own timeout= may set one)"
+    )
+    budget = policy.requeue_budget
+    return [
+        f"  fatal errors:      {_classes(policy.fatal_errors)}; a FatalError always",
+        f"  retryable errors:  {_classes(policy.retryable_errors)}; a RetryableError always",
+        f"  other errors:      {other} (unknown_errors)",
+        f"  timeout:           {timeout}",
+        "  requeue budget:    "
+        + (
+            f"up to {count_of(budget, 'automatic requeue')} after it dies"
+            if budget
+            else "0 (dead letters wait for an operator)"
+        ),
+    ]
