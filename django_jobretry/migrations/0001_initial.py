@@ -3,6 +3,8 @@
 import django.db.models.functions.datetime
 from django.db import migrations, models
 
+from django_jobretry.database_engine import RequirePostgreSQL
+
 
 class Migration(migrations.Migration):
     initial = True
@@ -10,6 +12,8 @@ class Migration(migrations.Migration):
     dependencies = []
 
     operations = [
+        # On SQLite or MySQL, stop before any table exists (django_jobretry/database_engine.py).
+        RequirePostgreSQL(),
         migrations.CreateModel(
             name="DeadLetter",
             fields=[

@@ -208,8 +208,9 @@ def test_check_ids_are_unique_and_documented() -> None:
     ids = sorted(
         {*ids, *re.findall(r'id="django_jobretry\.(E\d{3})"', (schema.parent / "pooling.py").read_text())}
     )
-    ids += re.findall(r'id="django_jobretry\.(E\d{3})"', (schema.parent / "checks.py").read_text())
-    assert sorted(ids) == [f"E{n:03}" for n in range(1, 13)]
+    for module in ("checks.py", "database_engine.py"):
+        ids += re.findall(r'id="django_jobretry\.(E\d{3})"', (schema.parent / module).read_text())
+    assert sorted(ids) == [f"E{n:03}" for n in range(1, 14)]
     docs = (Path(__file__).parents[2] / "docs" / "settings.md").read_text()
     assert all(f"django_jobretry.{i}" in docs for i in ids)
 

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.conf": 2,
     f"{PACKAGE}.checks": 2,
     f"{PACKAGE}.pooling": 2,
+    f"{PACKAGE}.database_engine": 2,
     f"{PACKAGE}.signals": 2,
     f"{PACKAGE}.context": 2,
     f"{PACKAGE}.humanize": 2,
