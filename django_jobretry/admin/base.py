@@ -119,8 +119,7 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
         """ "requeued twice" under a list cell, for rows that came back from the dead letters."""
         if not obj.requeue_count:
             return ""
-        times = ngettext("requeued once", "requeued %(count)d times", obj.requeue_count)
-        return format_html('<span class="jobretry-quiet">{}</span>', times % {"count": obj.requeue_count})
+        return format_html('<span class="jobretry-quiet">{}</span>', requeued_times(obj.requeue_count))
 
     @admin.display(description="attempts, oldest first")
     def attempt_history(self, obj: Job | DeadLetter) -> SafeString:
@@ -222,6 +221,11 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
         # The guarded timestamps keep the help texts of the fields they stand for.
         kwargs["help_texts"] = {**timestamps.help_texts(self.model), **kwargs.get("help_texts", {})}
         return super().get_form(request, obj, change, **kwargs)
+
+
+def requeued_times(count: int) -> str:
+    """ "requeued once", "requeued 3 times"."""
+    return ngettext("requeued once", "requeued %(count)d times", count) % {"count": count}
 
 
 def warn_ignored(model_admin: Any, request: HttpRequest, count: int) -> None:

@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, dashboard, fate, matching, rendering, timestamps
-from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id
+from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.admin.operations import DeadLetterActions
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
@@ -40,14 +40,14 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     ordering = ("-dead_at", "-id")
     sortable_by = ("id", "died")
     actions = ("requeue_selected", "discard_selected")
+    # What failed (task, reason, last error, attempts, died at) and the attempt history
+    # lead the page, full width, above these (includes/failure.html): at 1280x900 the
+    # error is on the first screen, and the history's message column has room to be read.
     fieldsets = (
-        (None, {"fields": ("task_name", "queue_name", "policy_name", "reason", "attempts_display")}),
-        ("Job", {"fields": ("source", "job_id", "priority", "unique_key")}),
+        ("Job", {"fields": ("source", "job_id", "queue_name", "policy_name", "priority", "unique_key")}),
         # Dead letters from django-q2 (source "django_q2"); empty for this package's own jobs.
         ("External task", {"fields": ("external_id", "external_name", "external_group")}),
         ("Times", {"fields": ("enqueued_at_shown", "first_attempt_at_shown", "dead_at_shown")}),
-        ("Last error", {"fields": ("last_error_class", "last_error")}),
-        ("Attempt history", {"fields": ("attempt_history",)}),
         ("Requeue history", {"fields": ("requeue_count", "requeue_history_table")}),
     )
     readonly_fields = flatten_fieldsets(fieldsets)
@@ -112,9 +112,28 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
             context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
             context["title"] = f"Dead letter {obj.pk}"
             context["subtitle"] = heading(obj)
+            context["failure"] = self.failure(obj)
+            context["attempts"] = rendering.attempt_history(obj.errors, obj.attempts)
         context["can_requeue"] = self.has_requeue_permission(request, obj)
         context["can_discard"] = self.has_discard_permission(request, obj)
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def failure(self, dead: DeadLetter) -> dict[str, Any]:
+        """The page's first section: what failed, why, and when, each on one line but the message."""
+        error_class = dead.last_error_class
+        return {
+            "task": dead.task_name,
+            "queue": dead.queue_name,
+            "policy": dead.policy_name,
+            "reason": dead.get_reason_display(),
+            "rule": rendering.last_rule(dead.errors),
+            "attempts": self.attempts_display(dead),
+            "requeues": requeued_times(dead.requeue_count) if dead.requeue_count else "",
+            "died": timestamps.html(timestamps.shown(dead, "dead_at")),
+            "error_class": error_class,
+            "error_name": error_class.rsplit(".", 1)[-1],
+            "message": dead.last_error,
+        }
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[DeadLetter], search_term: str

@@ -104,19 +104,38 @@ def _delay(value: Any) -> str:
     return ""
 
 
+def _text(value: Any) -> str:
+    """A history value shown as text: a row may hold anything, a string is shown as it is."""
+    return value if isinstance(value, str) else ""
+
+
+def last_rule(errors: Any) -> str:
+    """The rule that classified the last attempt's error (its history entry's ``rule``), or ""."""
+    last = errors[-1] if isinstance(errors, list) and errors else None
+    return _text(last.get("rule")) if isinstance(last, dict) else ""
+
+
 def attempt_history(errors: Any, attempts: int) -> SafeString:
-    """The attempt history as a table, oldest first; tracebacks fold away."""
+    """The attempt history as a table, oldest first; tracebacks fold away.
+
+    The message gets the room: the error class is shown by its own name (the
+    dotted path in the tooltip), the worker rides under the time and the kind
+    under how the attempt ended, and the rule that classified the error under
+    the message.
+    """
     entries = [
         {
             "attempt": entry.get("attempt", ""),
             "at": _when(entry.get("at")),
             "ended": entry.get("ended", ""),
             "kind": entry.get("kind", ""),
-            "error_class": entry.get("error_class", ""),
+            "rule": _text(entry.get("rule")),
+            "error_class": _text(entry.get("error_class")),
+            "error_name": _text(entry.get("error_class")).rsplit(".", 1)[-1],
             "message": entry.get("message", ""),
             "traceback": entry.get("traceback", ""),
             "delay": _delay(entry.get("delay")),
-            "worker": entry.get("worker", ""),
+            "worker": breakable(_text(entry.get("worker")), ":"),
         }
         for entry in (errors if isinstance(errors, list) else [])
         if isinstance(entry, dict)

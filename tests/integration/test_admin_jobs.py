@@ -141,7 +141,7 @@ class TestTimesToTheSecond:
             assert timestamps.text(moment) in detail.replace(SPLIT, " ")
         # The attempt history's times too (stored as ISO text in the JSON).
         at = datetime.fromisoformat(job.errors[0]["at"])
-        assert f'<td class="nowrap">{timestamps.text(at)}</td>' in detail
+        assert f'<span class="nowrap">{timestamps.text(at)}</span>' in detail
         assert not re.search(r"\b(a\.m\.|p\.m\.)", detail)  # never Django's minute-precision format
 
     def test_the_heading_names_the_job(self, viewer: Operator) -> None:

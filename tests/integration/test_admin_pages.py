@@ -123,6 +123,40 @@ class TestDeadLetterPages:
             f"<h2>{q2.task_name} · django-q2 task abc · Fatal error</h2>" in viewer.get(change_url(q2)).text
         )
 
+    def test_the_page_leads_with_what_failed_and_the_rule_that_made_it_fatal(self, viewer: Operator) -> None:
+        rule = "fatal_errors: shop.errors.PartnerRejected"
+        errors = error_history(2, "fatal")
+        errors[-1] = {**errors[-1], "error_class": "shop.errors.PartnerRejected", "rule": rule}
+        dead = DeadLetterFactory.create(
+            reason="fatal", attempts=2, errors=errors, last_error="order 7 rejected: bad VAT id"
+        )
+        html = viewer.get(change_url(dead)).text
+        failure = html.index('class="module jobretry-failure"')
+        # What failed comes before every fieldset, and the attempt history right after it.
+        assert failure < html.index("jobretry-attempts-section") < html.index("<fieldset")
+        lead = html[failure : html.index("jobretry-attempts-section")]
+        assert f'<dd class="jobretry-task">{dead.task_name}' in lead
+        assert f'Fatal error<span class="jobretry-rule">rule: {rule}</span>' in lead
+        assert '<dd class="jobretry-attempts">2/3</dd>' in lead
+        assert (
+            '<code class="jobretry-error-class" title="shop.errors.PartnerRejected">PartnerRejected</code>'
+            in lead
+        )
+        assert '<pre class="jobretry-message">order 7 rejected: bad VAT id</pre>' in lead
+        assert 'class="jobretry-died"><span class="jobretry-date">' in lead
+        # In the history, the rule is shown on the attempt it classified, and only there.
+        assert html.count(f'<span class="jobretry-rule">rule: {rule}</span>') == 2
+        # One id in the breadcrumb: the dead letter's, as in the heading.
+        crumbs = html[html.index('<ol class="breadcrumbs">') : html.index("</ol>")]
+        assert f'<li aria-current="page">Dead letter {dead.pk}</li>' in crumbs
+        assert str(dead.job_id) not in crumbs
+
+    def test_a_history_without_rules_shows_none(self, viewer: Operator) -> None:
+        errors = error_history(1, "fatal")
+        errors[0]["rule"] = ["not", "a", "string"]  # a hand-edited row: ignored, not a 500
+        html = viewer.get(change_url(DeadLetterFactory.create(errors=errors))).text
+        assert "jobretry-rule" not in html
+
     def test_a_real_dead_letter_shows_its_history_and_provenance(self, superuser: Operator) -> None:
         first = kill(key="again")
         service.requeue(first.pk, actor="alice")
