@@ -138,6 +138,11 @@ def since(text: str) -> datetime:
     return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
 
 
+def recent(text: str) -> timedelta | datetime:
+    """``--since`` of `deadletters`: a duration (kept as one: measured on the database clock) or a time."""
+    return duration(text) if _DURATION.match(text.strip()) else since(text)
+
+
 # --- manage.py runworker -----------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from django_jobretry.management.arguments import (
     positive_int,
     queue_name,
     rate,
+    recent,
     since,
 )
 from django_jobretry.models import DeadReason
@@ -62,6 +63,12 @@ def _filters(parser: CommandParser) -> None:
     group.add_argument("--error-class", help="exact last error class, e.g. builtins.ConnectionResetError")
     group.add_argument(
         "--older-than", type=duration, metavar="DURATION", help="dead for longer than this: 7d, 12h, 15m, 90s"
+    )
+    group.add_argument(
+        "--since",
+        type=recent,
+        metavar="WHEN",
+        help="dead within this long (1h, 7d) or since this time (2025-01-31, 2025-01-31T08:00+01:00)",
     )
 
 

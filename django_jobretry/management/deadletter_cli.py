@@ -54,7 +54,7 @@ def default_actor() -> str:
 # --- selection -----------------------------------------------------------------------------------
 
 #: The filter options (argparse dests) of list, requeue and discard.
-FILTERS = ("queue", "task", "reason", "error_class", "older_than")
+FILTERS = ("queue", "task", "reason", "error_class", "older_than", "since")
 
 
 def select(
@@ -64,10 +64,16 @@ def select(
     reason: str | None,
     error_class: str | None,
     older_than: timedelta | None,
+    since: timedelta | datetime | None = None,
 ) -> QuerySet[DeadLetter]:
     """Dead letters matching the command's filters, newest dead first."""
     return filtered(
-        queue_name=queue, task_name=task, reason=reason, error_class=error_class, older_than=older_than
+        queue_name=queue,
+        task_name=task,
+        reason=reason,
+        error_class=error_class,
+        older_than=older_than,
+        since=since,
     )
 
 

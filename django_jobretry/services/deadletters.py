@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.db.models import DurationField, Q, QuerySet, Value
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource, DeadReason, Job
@@ -84,8 +85,12 @@ def filtered(
     reason: str | None = None,
     error_class: str | None = None,
     older_than: timedelta | None = None,
+    since: timedelta | datetime | None = None,
 ) -> QuerySet[DeadLetter]:
-    """Dead letters matching the filters, newest dead first; ages use the database clock."""
+    """Dead letters matching the filters, newest dead first; ages use the database clock.
+
+    ``since``: dead at or after this time, or within this long (a timedelta) back from now.
+    """
     if reason is not None and reason not in DeadReason.values:
         raise ValueError(f"reason {reason!r} is invalid: one of {DeadReason.values}")
     queryset = DeadLetter.objects.order_by("-dead_at", "-id")
@@ -101,6 +106,14 @@ def filtered(
         queryset = queryset.filter(Q(last_error_class=error_class) | by_name)
     if older_than is not None:
         queryset = queryset.filter(dead_at__lt=Now() - Value(older_than, output_field=DurationField()))
+    if isinstance(since, timedelta):
+        queryset = queryset.filter(dead_at__gte=Now() - Value(since, output_field=DurationField()))
+    elif isinstance(since, datetime):
+        if timezone.is_naive(since):
+            raise ValueError(f"since {since.isoformat()!r} is invalid: a datetime with a time zone")
+        queryset = queryset.filter(dead_at__gte=since)
+    elif since is not None:
+        raise ValueError(f"since {since!r} is invalid: a datetime or a timedelta")
     return queryset
 
 
@@ -111,6 +124,7 @@ def list_dead(
     reason: str | None = None,
     error_class: str | None = None,
     older_than: timedelta | None = None,
+    since: timedelta | datetime | None = None,
     limit: int = 50,
     after: tuple[datetime, int] | None = None,
 ) -> Page:
@@ -121,6 +135,7 @@ def list_dead(
         reason=reason,
         error_class=error_class,
         older_than=older_than,
+        since=since,
     )
     return page_of(queryset, limit=limit, after=after)
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 
 from django_jobretry import FatalError, InvalidJob, NotDead, signals
 from django_jobretry import deadletters as service
@@ -49,6 +50,18 @@ class TestList:
             service.list_dead(reason="sad")
         with pytest.raises(ValueError, match="limit 0 is invalid"):
             service.list_dead(limit=0)
+
+    def test_since_takes_a_timedelta_or_an_aware_datetime(self) -> None:
+        recent, old = kill(), kill(key="old")
+        DeadLetter.objects.filter(pk=old.pk).update(dead_at=timezone.now() - timedelta(days=3))
+        assert service.list_dead(since=timedelta(days=1)).items == [recent]
+        assert service.list_dead(since=timezone.now() - timedelta(days=4)).items == [recent, old]
+        with pytest.raises(
+            ValueError, match="since '2025-01-31T00:00:00' is invalid: a datetime with a time zone"
+        ):
+            service.list_dead(since=datetime(2025, 1, 31))
+        with pytest.raises(ValueError, match="since '1d' is invalid: a datetime or a timedelta"):
+            service.filtered(since="1d")  # type: ignore[arg-type]
 
     def test_lists_attempts_and_last_error(self) -> None:
         dead = kill(key="payload")

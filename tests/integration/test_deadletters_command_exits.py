@@ -38,6 +38,7 @@ class TestUsage:
                 ["requeue", "1", "--queue", "emails", "--older-than", "1d"],
                 "--queue, --older-than select dead letters for --all",
             ),
+            (["discard", "1", "--since", "1h"], "--since select dead letters for --all"),
         ],
     )
     def test_a_bulk_action_needs_ids_or_all(self, args: list[str], fragment: str) -> None:
@@ -53,6 +54,11 @@ class TestUsage:
             (["list", "--reason", "sad"], "argument --reason: invalid choice: 'sad'"),
             (["list", "--older-than", "7 days"], "'7 days' is not a duration like 30d, 12h, 15m or 90s"),
             (["discard", "--all", "--older-than=-1d"], "'-1d' is not a duration"),
+            (
+                ["list", "--since", "last week"],
+                "argument --since: 'last week' is neither a duration like 30d, 12h, 15m or 90s nor a date",
+            ),
+            (["list", "--since", "99999999d"], "argument --since: '99999999d' is out of range"),
             (["requeue", "--all", "--rate", "10/h"], "'10/h' is not a rate like 10/s or 30/m"),
             (["requeue", "--all", "--rate", "0/s"], "'0/s' is not a positive rate"),
             (["requeue", "--all", "--rate", "fast"], "'fast' is not a rate"),

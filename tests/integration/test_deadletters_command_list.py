@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import DurationField, Value
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from django_jobretry import FatalError
 from django_jobretry.management import deadletter_cli as cli
@@ -97,6 +98,13 @@ class TestList:
         assert listed("--older-than", "2d") == [fatal.pk]
         assert listed("--older-than", "4d") == []
         assert listed("--queue", "default", "--reason", "deadline") == [other.pk]
+        # --since: the other side of --older-than, as a duration or a time; both make a window.
+        age(exhausted, 1)
+        assert listed("--since", "2d") == [other.pk, exhausted.pk]
+        assert listed("--since", "90s") == [other.pk]
+        cutoff = timezone.localtime(timezone.now() - timedelta(days=2)).replace(tzinfo=None)
+        assert listed("--since", cutoff.isoformat(timespec="seconds")) == [other.pk, exhausted.pk]
+        assert listed("--since", "4d", "--older-than", "2d") == [fatal.pk]
 
     def test_keyset_pages_follow_the_printed_cursor(self) -> None:
         dead = DeadLetterFactory.create_batch(5)

@@ -78,6 +78,7 @@ class Command(DatabaseCommand):
             reason=self.options["reason"],
             error_class=self.options["error_class"],
             older_than=self.options["older_than"],
+            since=self.options["since"],
         )
 
     def list_page(self) -> None:
