@@ -1,4 +1,4 @@
-"""Signals: a stop asked for while a worker process is still starting, and once it runs.
+"""Start-up: a stop asked for while a worker process is still starting; signals once it runs; queues.
 
 Django imports every installed app, and each app's jobs.py (user code, at
 times slow), before the runworker command runs. A SIGTERM in that time -
@@ -6,6 +6,11 @@ a rollout sends it whenever it likes - would kill the process with -15. So
 in a runworker process the app installs, as early as it can, handlers that
 only remember the request; the worker then exits 0 before claiming
 anything (docs/worker.md#stopping-signals-and-graceful-shutdown).
+
+A ``--queue`` that is misspelt would idle forever without a word, so a
+queue no job row has and no registered task declares is named at start-up
+with the nearest known names. The worker still starts: a new queue may
+rightly be empty until its first job.
 """
 
 from __future__ import annotations
@@ -66,3 +71,28 @@ def install_stop_handlers(
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
+
+
+#: Distinct queue names read from the jobs table to suggest one: enough for any real deployment.
+QUEUE_CANDIDATES = 1000
+
+
+def warn_unknown_queues(queues: Sequence[str]) -> list[str]:
+    """Warn about each queue in ``queues`` no job has and no registered task declares; the warnings."""
+    from django_jobretry.models import Job
+    from django_jobretry.registry import registry
+    from django_jobretry.settings_schema import did_you_mean
+
+    declared = {str(getattr(registry.get(name), "queue_name", "default")) for name in registry.names()}
+    warnings: list[str] = []
+    for queue in dict.fromkeys(queues):
+        if queue in declared or Job.objects.filter(queue_name=queue).exists():
+            continue
+        seen = Job.objects.order_by().values_list("queue_name", flat=True).distinct()[:QUEUE_CANDIDATES]
+        text = (
+            f"--queue {queue!r}: no job has this queue and no registered task declares it; "
+            f"the worker waits for its first job.{did_you_mean([queue], {*declared, *seen, 'default'})}"
+        )
+        logger.warning(text, extra={"outcome": "unknown_queue", "queue": queue})
+        warnings.append(text)
+    return warnings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from io import StringIO
 
@@ -125,3 +126,33 @@ def test_worker_options_refuse_the_same_concurrencies(concurrency: object) -> No
     ):
         WorkerOptions(concurrency=concurrency)  # type: ignore[arg-type]
     assert WorkerOptions(concurrency=MAX_CONCURRENCY).concurrency == MAX_CONCURRENCY
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_runworker_names_a_queue_nothing_uses_and_starts_anyway(caplog: pytest.LogCaptureFixture) -> None:
+    waiting = jobs.record.using(queue_name="partner").enqueue("waits")
+    caplog.set_level(logging.INFO, logger="django_jobretry")
+    run("runworker", "--queue", "parnter", "--queue", "other", "--burst", "--no-listen")
+    [warning] = [r for r in caplog.records if getattr(r, "outcome", None) == "unknown_queue"]
+    assert warning.getMessage() == (
+        "--queue 'parnter': no job has this queue and no registered task declares it; "
+        "the worker waits for its first job. Did you mean 'partner'?"
+    )
+    assert warning.queue == "parnter"  # type: ignore[attr-defined]
+    # "other" is declared by a registered task: no warning. The worker ran, and found nothing due.
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.index(warning.getMessage()) < next(
+        i for i, m in enumerate(messages) if m.endswith(" started")
+    )
+    assert Job.objects.get(pk=waiting.pk).attempts == 0
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_runworker_is_quiet_about_queues_that_have_jobs(caplog: pytest.LogCaptureFixture) -> None:
+    jobs.record.using(queue_name="partner").enqueue("runs")
+    caplog.set_level(logging.WARNING, logger="django_jobretry")
+    run("runworker", "--queue", "partner", "--burst", "--no-listen")
+    assert [r for r in caplog.records if getattr(r, "outcome", None) == "unknown_queue"] == []
+    assert Job.objects.get().status == "succeeded"

@@ -15,6 +15,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.management.arguments import add_runworker_arguments
 from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.worker import Worker, WorkerOptions
+from django_jobretry.worker.startup import warn_unknown_queues
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 
@@ -43,6 +44,7 @@ class Command(DatabaseCommand):
         # Once running, the worker rides out an outage (docs/worker.md#database-outages-and-reconnects);
         # a database it cannot reach at start is a mistake to name (DatabaseCommand), not to wait out.
         connection.ensure_connection()
+        warn_unknown_queues(options["queues"] or [])
         worker = Worker(
             WorkerOptions(
                 queues=options["queues"],
