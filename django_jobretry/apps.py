@@ -3,7 +3,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 
 class JobRetryConfig(AppConfig):
-    """Registers the settings checks and discovers each app's jobs.py."""
+    """Registers the settings checks and imports the task modules (each app's jobs.py, ...)."""
 
     name = "django_jobretry"
     label = "django_jobretry"
@@ -13,9 +13,9 @@ class JobRetryConfig(AppConfig):
     def ready(self) -> None:
         import sys
 
-        from django.utils.module_loading import autodiscover_modules
-
         from django_jobretry import checks  # noqa: F401 - registers the system checks
+        from django_jobretry.conf import jobretry_settings
+        from django_jobretry.task_modules import import_startup_modules
         from django_jobretry.worker.startup import is_worker_process, remember_stop_requests
 
         # Before the (possibly slow) jobs.py imports: a SIGTERM meanwhile must
@@ -24,12 +24,10 @@ class JobRetryConfig(AppConfig):
             remember_stop_requests()
 
         # Fill the task registry from every installed app's jobs.py, the way
-        # the admin finds admin.py; workers only run what is registered.
-        autodiscover_modules("jobs")
-        # django.tasks tasks live in tasks.py by convention; they register
-        # themselves when their @task is validated by a JobRetryBackend.
-        if uses_task_backend():
-            autodiscover_modules("tasks")
+        # the admin finds admin.py, and from JOBRETRY["TASK_MODULES"]; workers
+        # only run what is registered. django.tasks tasks live in tasks.py by
+        # convention; they register themselves when a JobRetryBackend validates them.
+        import_startup_modules(jobretry_settings.raw, with_tasks=uses_task_backend())
 
 
 BACKENDS_MODULE = "django_jobretry.backends"

@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover - exercised by the Django 5.2 session (n
 
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.registry import registry
-from django_jobretry.task_backend_checks import check_backend
+from django_jobretry.task_backend_checks import UndeclaredQueue, check_backend
 from django_jobretry.task_runs import TaskRun, send_task_signal, task_of
 from django_jobretry.validation import check_queue_name, check_task_name
 
@@ -82,6 +82,8 @@ class JobRetryBackend(BaseTaskBackend):
 
     def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks, ours on the stored names, then register the task for the worker."""
+        if self.queues and task.queue_name not in self.queues:
+            raise UndeclaredQueue(self, task)  # Django's check, with the task, the setting and the fix
         super().validate_task(task)
         try:
             check_task_name(task.module_path)

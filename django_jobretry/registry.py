@@ -16,6 +16,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Protocol
 
+from django.apps import apps
+
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import DuplicateTaskName, UnknownPolicy
 from django_jobretry.policy import RetryPolicy
@@ -54,6 +56,8 @@ class TaskRegistry:
 
     def __init__(self) -> None:
         self._tasks: dict[str, TaskDefinition] = {}
+        #: Task name -> module, for tasks first registered once Django had started (see registered_late).
+        self._late: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def register(self, definition: TaskDefinition) -> None:
@@ -66,6 +70,8 @@ class TaskRegistry:
                     f"task name {definition.name!r} is used by both {_qualname(existing)} and "
                     f"{_qualname(definition)}; pass name=... to @job to tell them apart"
                 )
+            if existing is None and apps.ready:
+                self._late[definition.name] = definition.func.__module__
             self._tasks[definition.name] = definition
 
     def get(self, name: str) -> TaskDefinition | None:
@@ -73,6 +79,15 @@ class TaskRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._tasks)
+
+    def registered_late(self) -> dict[str, str]:
+        """Task name -> module of the tasks registered after Django's start-up (``apps.ready``).
+
+        A worker registers only what start-up imports (task_modules.py), so
+        it will not have these: their module was imported later, by a URL
+        configuration, a view or a shell.
+        """
+        return dict(self._late)
 
 
 def _qualname(definition: TaskDefinition) -> str:

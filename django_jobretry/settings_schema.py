@@ -104,6 +104,9 @@ DEFAULTS: dict[str, Any] = {
     # (None: the worker's own, "default"); django_jobretry/pooling.py.
     "LISTEN": True,
     "LISTEN_DATABASE": None,
+    # Modules every process imports at start-up besides each app's jobs.py and tasks.py
+    # (django_jobretry/task_modules.py): where a project keeps tasks elsewhere.
+    "TASK_MODULES": [],
 }
 
 #: A metrics token shorter than this is guessable (a 128-bit secret is 22+ characters).
@@ -141,6 +144,7 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
     if raw.get("METRICS_TOKEN") is not None and (p := _token_problem(raw["METRICS_TOKEN"])):
         problems.append(p)
     problems += _listen_problems(raw)
+    problems += _task_modules_problems(raw.get("TASK_MODULES", []))
     configured = raw.get("POLICIES", DEFAULTS["POLICIES"])
     if not isinstance(configured, Mapping):
         msg = f'JOBRETRY["POLICIES"] must be a dict of policy name -> dict, got {type(configured).__name__}.'
@@ -290,3 +294,30 @@ _LISTEN_HINT = (
 )
 
 _IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'smtplib.SMTPRecipientsRefused'."
+
+
+#: A dotted module path: identifiers joined by dots.
+MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+TASK_MODULES_EXAMPLE = 'e.g. JOBRETRY["TASK_MODULES"] = ["billing.background", "shop.emails.jobs"]'
+
+
+def task_modules(raw: object) -> list[str]:
+    """The usable entries of JOBRETRY["TASK_MODULES"]; a malformed one is left out (E014 reports it)."""
+    configured = raw.get("TASK_MODULES", []) if isinstance(raw, Mapping) else []
+    if isinstance(configured, str) or not isinstance(configured, list | tuple):
+        return []
+    return [path for path in configured if isinstance(path, str) and MODULE_PATH.match(path)]
+
+
+def _task_modules_problems(configured: object) -> list[Problem]:
+    """TASK_MODULES is a list of dotted module paths (whether each imports: task_module_checks.py)."""
+    if isinstance(configured, str) or not isinstance(configured, list | tuple):
+        msg = f'JOBRETRY["TASK_MODULES"] = {configured!r} is invalid: expected a list of dotted module paths.'
+        return [Problem("E014", msg, TASK_MODULES_EXAMPLE)]
+    return [
+        Problem(
+            "E014", f'JOBRETRY["TASK_MODULES"]: {path!r} is not a dotted module path.', TASK_MODULES_EXAMPLE
+        )
+        for path in configured
+        if not (isinstance(path, str) and MODULE_PATH.match(path))
+    ]

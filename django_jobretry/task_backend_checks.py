@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
 from django.core.checks import CheckMessage, Error
+from django.tasks import DEFAULT_TASK_QUEUE_NAME
+from django.tasks.exceptions import InvalidTask
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob, JobRetryError
@@ -17,10 +19,27 @@ from django_jobretry.settings_schema import did_you_mean
 from django_jobretry.validation import check_queue_name
 
 if TYPE_CHECKING:
+    from django.tasks.base import Task
+
     from django_jobretry.backends import JobRetryBackend
 
 #: The keys OPTIONS may hold.
 OPTION_KEYS = ("policy", "task_policies")
+
+
+class UndeclaredQueue(InvalidTask):
+    """A ``@task`` names a queue its backend's ``QUEUES`` does not list; check E025 reports it at start-up."""
+
+    def __init__(self, backend: JobRetryBackend, task: Task[..., Any]) -> None:
+        queues = sorted(backend.queues, key=str)
+        where = f'TASKS["{backend.alias}"]["QUEUES"]'
+        unset = " (Django's default when QUEUES is not set)" if queues == [DEFAULT_TASK_QUEUE_NAME] else ""
+        super().__init__(
+            f"task {task.module_path!r} uses the queue {task.queue_name!r}, which {where} does not list: "
+            f"it lists {queues}{unset}.{did_you_mean([task.queue_name], map(str, queues))}"
+        )
+        #: The fix, for the check's hint.
+        self.hint = f"Add {task.queue_name!r} to {where}, or give @task(queue_name=...) a queue it lists."
 
 
 def check_backend(backend: JobRetryBackend) -> list[CheckMessage]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from django_jobretry import signals
+from django_jobretry import signals, task_modules
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import InvalidJob, UnknownTask, UnstorableResult
@@ -86,10 +86,16 @@ class Runner(threading.Thread):
 
 
 def unknown_task(job: ClaimedJob) -> Failed:
-    """The task is not registered in this worker (yet): a retryable failure."""
+    """The task is not registered in this worker (yet): a retryable failure, whose message says where to look.
+
+    The likelier cause is a task defined in a module start-up does not
+    import (check E015 catches most); the rarer one, a worker on older code.
+    """
     error = UnknownTask(
-        f"unknown task {job.task_name!r}: not registered in this worker (registered: "
-        f"{len(registry.names())} tasks). A rolling deploy may not have reached it yet."
+        f"unknown task {job.task_name!r}: not registered in this worker ({len(registry.names())} tasks "
+        f"are). Workers register the tasks of the modules imported at start-up: {task_modules.listing()}. "
+        f"If the task is defined in another module, {task_modules.HOW_TO_ADD}. If it is defined in one "
+        "of these, a rolling deploy may not have reached this worker yet."
     )
     return Failed(job, error, AttemptEnd.UNKNOWN_TASK)
 

@@ -29,6 +29,8 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.checks": 2,
     f"{PACKAGE}.pooling": 2,
     f"{PACKAGE}.database_engine": 2,
+    f"{PACKAGE}.task_modules": 2,
+    f"{PACKAGE}.task_module_checks": 2,
     f"{PACKAGE}.signals": 2,
     f"{PACKAGE}.context": 2,
     f"{PACKAGE}.humanize": 2,

@@ -1,0 +1,1 @@
+"""An installed app whose tasks.py names a queue that TASKS does not list (check E025)."""
