@@ -109,6 +109,7 @@ class JobRetryBackend(BaseTaskBackend):
             policy=self.policy_name(task),
             priority=task.priority,
             run_after=task.run_after,
+            takes_context=task.takes_context,
         )
         job = enqueue(definition, tuple(args), dict(kwargs))
         result = result_of(job, task, self.alias)

@@ -41,6 +41,9 @@ class JobDefinition[**P]:
     #: How long one attempt may run before it ends as a "timeout" failure;
     #: None: the policy's ``timeout``, if any (docs/worker.md#time-limits).
     timeout: timedelta | None = None
+    #: Whether ``func``'s first parameter is django.tasks' context, which the worker passes:
+    #: the arguments of an enqueue bind to the parameters after it.
+    takes_context: bool = False
     #: ``@job`` functions' return values are not stored (django.tasks results are).
     keeps_result: ClassVar[bool] = False
 
@@ -93,7 +96,9 @@ class JobDefinition[**P]:
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Store a job that runs ``func(*args, **kwargs)``; returns its row.
 
-        Inside ``transaction.atomic()`` the job exists only if the transaction
+        Arguments ``func`` cannot take (``inspect.signature(func).bind``) or
+        that are not JSON raise :class:`~django_jobretry.exceptions.InvalidArguments`
+        and store nothing. Inside ``transaction.atomic()`` the job exists only if the transaction
         commits, and workers are woken when it does.
         """
         from django_jobretry.services.enqueue import enqueue
@@ -101,7 +106,10 @@ class JobDefinition[**P]:
         return enqueue(self, args, kwargs)
 
     def bulk_enqueue(self, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]) -> list[Job]:
-        """Store many jobs of this task in one INSERT; each call is ``(args, kwargs)``."""
+        """Store many jobs of this task in one INSERT; each call is ``(args, kwargs)``.
+
+        Every call is checked first: one that ``func`` cannot take stores none of them.
+        """
         from django_jobretry.services.enqueue import bulk_enqueue
 
         return bulk_enqueue(self, calls)

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_jobretry.policy.base import InvalidPolicy, JobRetryError
 from django_jobretry.policy.errors import FatalError, RetryableError
+from django_jobretry.settings_schema import did_you_mean
 
 __all__ = [
     "AttemptLost",
@@ -20,6 +21,7 @@ __all__ = [
     "ChildStartError",
     "DuplicateTaskName",
     "FatalError",
+    "InvalidArguments",
     "InvalidJob",
     "InvalidPolicy",
     "InvalidSettings",
@@ -28,6 +30,8 @@ __all__ = [
     "NotDead",
     "RequeueConflict",
     "RetryableError",
+    "StaleArguments",
+    "StoredError",
     "TooManyRuns",
     "UndecodableArguments",
     "UnknownPolicy",
@@ -50,11 +54,42 @@ class UnknownPolicy(JobRetryError, LookupError):
     def __init__(self, name: str, known: list[str]) -> None:
         self.name = name
         self.known = known
-        super().__init__(f"unknown retry policy {name!r}; JOBRETRY['POLICIES'] defines {sorted(known)}")
+        super().__init__(
+            f"unknown retry policy {name!r}; JOBRETRY['POLICIES'] defines {sorted(known)}."
+            f"{did_you_mean([name], known)}"
+        )
 
 
 class InvalidJob(JobRetryError, ValueError):
     """An enqueue was refused; the message names the field and what is allowed."""
+
+
+class InvalidArguments(InvalidJob, TypeError):
+    """An enqueue's arguments were refused: a value that is not JSON, or a call the function cannot take.
+
+    Also a ``TypeError``: what Python raises for a call that does not fit
+    the signature, and what Django's task framework raises for an argument
+    it cannot turn into JSON, so ``except TypeError`` around
+    ``Task.enqueue()`` works as with Django's own backends.
+    """
+
+
+class StaleArguments(FatalError, TypeError):
+    """A job's stored arguments no longer fit its function's signature, which changed since the enqueue.
+
+    Fatal: every attempt would fail the same way. The worker checks the
+    arguments before the call, so a ``TypeError`` raised inside the
+    function is not this, and its policy classifies it.
+    """
+
+
+class StoredError(JobRetryError):
+    """A failed attempt's exception as its history recorded it: the class path and the traceback text.
+
+    Raised and caught around django.tasks' ``task_finished`` for a failed
+    task, so that Django's log line of it carries the traceback, as with
+    Django's own backends, although the exception itself is gone.
+    """
 
 
 class UnknownTask(JobRetryError, LookupError):

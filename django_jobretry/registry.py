@@ -50,6 +50,10 @@ class TaskDefinition(Protocol):
     @property
     def keeps_result(self) -> bool: ...
 
+    #: Whether ``func``'s first parameter is django.tasks' context: the job's arguments bind after it.
+    @property
+    def takes_context(self) -> bool: ...
+
 
 class TaskRegistry:
     """Task name -> task definition, safe to read from worker threads."""

@@ -52,6 +52,11 @@ class TaskRun:
         object.__setattr__(self, "func", functools.update_wrapper(attempt, self.task.func))
 
     @property
+    def takes_context(self) -> bool:
+        """``func`` passes the task its context first: a job's arguments are the rest."""
+        return self.task.takes_context
+
+    @property
     def policy(self) -> str:
         """The policy the task's backend enqueues it under now (settings may have changed since)."""
         try:

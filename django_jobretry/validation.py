@@ -4,7 +4,9 @@ Arguments travel as JSON through PostgreSQL ``jsonb``; anything that would
 not come back unchanged (sets, objects, non-string keys, NaN, floats jsonb
 turns into integers, integers outside 64 bits) or that PostgreSQL refuses
 (NUL characters, lone surrogates) is refused here with the argument's name
-rather than mangled - and without the value, which may be a secret.
+rather than mangled - and without the value, which may be a secret. A value
+of a type JSON does not have is :class:`InvalidArguments`, a ``TypeError``
+too, as Django's task framework raises for it.
 
 Everything here is pure (no database access) and iterative: a value nested
 100,000 levels deep, a cycle or a structure that shares its parts to look
@@ -22,7 +24,7 @@ from datetime import timedelta
 from itertools import chain
 from typing import Any, NamedTuple
 
-from django_jobretry.exceptions import InvalidJob
+from django_jobretry.exceptions import InvalidArguments, InvalidJob
 from django_jobretry.policy.base import InvalidPolicy
 from django_jobretry.policy.durations import to_timedelta
 
@@ -153,7 +155,7 @@ def check_result_shape(task_name: str, value: Any, *, max_bytes: int, max_depth:
 
 def _check_keyword_name(task: str, position: int, name: object) -> None:
     if not isinstance(name, str):
-        raise InvalidJob(
+        raise InvalidArguments(
             f"keyword argument name {name!r} of task {task!r} is a {type(name).__name__}; "
             "keyword argument names must be strings"
         )
@@ -239,7 +241,7 @@ class _Walker:
     def _check_keys(self, where: str, value: dict[Any, Any]) -> None:
         for key in value:
             if not isinstance(key, str):
-                raise InvalidJob(
+                raise InvalidArguments(
                     f"{where} of task {self.task!r} has a dict key {key!r} of type {type(key).__name__}; "
                     "JSON object keys must be strings"
                 )
@@ -269,7 +271,7 @@ class _Walker:
         if isinstance(value, str):
             _check_text(subject, value)
             return
-        raise InvalidJob(
+        raise InvalidArguments(
             f"{subject} is a {type(value).__module__}.{type(value).__qualname__}, which is not "
             "JSON-serialisable; pass plain data (str, int, float, bool, None, list, dict), e.g. an id"
         )

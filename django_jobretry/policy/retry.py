@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django_jobretry.policy.base import InvalidPolicy
@@ -32,10 +32,13 @@ type ErrorClasses = Sequence[type[BaseException]]
 
 @dataclass(frozen=True, slots=True)
 class Classification:
-    """How one exception is treated: its kind and any delay it asked for."""
+    """How one exception is treated: its kind, any delay it asked for, and the rule that made it fatal."""
 
     kind: ErrorKind
     requested_delay: timedelta | None = None
+    #: Which rule made the error fatal, for people ("ValueError is in the fatal_errors of policy
+    #: 'webhooks'"); None when retryable. Not compared: it explains the kind, it is not one.
+    rule: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,19 +232,30 @@ class RetryPolicy:
             return GiveUp(GiveUpReason.DEADLINE)
         return Retry(delay)
 
-    def classify(self, error: BaseException) -> Classification:
-        """Kind of ``error``: explicit raises first, then the most specific listed class."""
+    def classify(self, error: BaseException, *, name: str | None = None) -> Classification:
+        """Kind of ``error``: explicit raises first, then the most specific listed class.
+
+        ``name`` is the policy's name, only for the words of a fatal verdict's rule.
+        """
+        policy = "the policy" if name is None else f"policy {name!r}"
+        raised = type(error).__qualname__
         if isinstance(error, FatalError):
-            return Classification(ErrorKind.FATAL)
+            kind = "" if type(error) is FatalError else " (a FatalError)"
+            return Classification(ErrorKind.FATAL, rule=f"{raised}{kind} raised by the job")
         if isinstance(error, RetryableError):
             return Classification(ErrorKind.RETRYABLE, requested_delay(error))
         # Walk the MRO so a subclass listed as retryable wins over a listed base
         # class that is fatal (and vice versa), whatever the list order.
         for klass in type(error).__mro__:
             if klass in self.fatal_errors:
-                return Classification(ErrorKind.FATAL)
+                subclass = f"{raised} is a subclass of {klass.__qualname__}, which"
+                listed = raised if klass is type(error) else subclass
+                return Classification(ErrorKind.FATAL, rule=f"{listed} is in the fatal_errors of {policy}")
             if klass in self.retryable_errors:
                 return Classification(ErrorKind.RETRYABLE)
+        if self.unknown_errors is ErrorKind.FATAL:
+            rule = f"{raised} is in neither error list of {policy}, whose unknown_errors is 'fatal'"
+            return Classification(ErrorKind.FATAL, rule=rule)
         return Classification(self.unknown_errors)
 
     def schedule(self) -> Iterator[ScheduleRow]:

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django_jobretry.policy import Classification, Decision, ErrorKind, RetryPolicy
+from django_jobretry.registry import INLINE_POLICY
 from django_jobretry.services.history import AttemptEnd
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ def classify_failure(policy: RetryPolicy, outcome: Failed) -> Classification:
         return outcome.classification
     if outcome.ended in (AttemptEnd.UNKNOWN_TASK, AttemptEnd.TIMEOUT):
         return Classification(ErrorKind.RETRYABLE)
+    name = outcome.job.policy_name
     try:
-        return policy.classify(outcome.error)
+        return policy.classify(outcome.error, name=None if name == INLINE_POLICY else name)
     except Exception:  # the error is user code; what cannot be classified is retried
         return Classification(ErrorKind.RETRYABLE)

@@ -13,6 +13,7 @@ from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
+from django_jobretry.signatures import check_call
 from django_jobretry.validation import Arguments, encode_arguments
 
 if TYPE_CHECKING:
@@ -44,11 +45,7 @@ def bulk_enqueue(
     if definition.unique_key is not None:
         raise InvalidJob("bulk_enqueue does not take unique_key; enqueue keyed jobs one by one")
     run_at = _run_at(definition)
-    max_bytes, max_depth = jobretry_settings.max_args_bytes, jobretry_settings.max_args_depth
-    rows = [
-        encode_arguments(definition.name, tuple(args), dict(kwargs), max_bytes=max_bytes, max_depth=max_depth)
-        for args, kwargs in calls
-    ]
+    rows = [_arguments(definition, tuple(args), dict(kwargs)) for args, kwargs in calls]
     if not rows:
         return []
     created = insert_many(_shared(definition), rows, run_at)
@@ -69,13 +66,16 @@ def notify(queue_names: Sequence[str]) -> None:
 
 
 def _arguments(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments:
-    return encode_arguments(
+    """The call's arguments as stored, or InvalidJob: not JSON, or not a call the function can take."""
+    arguments = encode_arguments(
         definition.name,
         args,
         kwargs,
         max_bytes=jobretry_settings.max_args_bytes,
         max_depth=jobretry_settings.max_args_depth,
     )
+    check_call(definition.name, definition.func, args, kwargs, takes_context=definition.takes_context)
+    return arguments
 
 
 def _run_at(definition: JobDefinition[Any]) -> RunAt:

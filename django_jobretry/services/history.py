@@ -49,6 +49,13 @@ class AttemptEntry(TypedDict):
     worker: str
     at: NotRequired[str]
     delay: NotRequired[float]
+    #: Which rule made the error fatal ("FatalError raised by the job", "ValueError is in the
+    #: fatal_errors of policy 'webhooks'"); only on fatal entries, absent from earlier ones.
+    rule: NotRequired[str]
+
+
+#: Characters of a fatal entry's rule kept.
+RULE_CHARS = 300
 
 
 class RequeueEntry(TypedDict):
@@ -183,9 +190,10 @@ def attempt_entry(
     error_class: str = "",
     message: str = "",
     traceback_text: str = "",
+    rule: str | None = None,
 ) -> AttemptEntry:
     """The one constructor of an attempt entry; every text is cleaned and bounded."""
-    return {
+    entry: AttemptEntry = {
         "attempt": attempt,
         "error_class": clean_text(error_class, 200),
         "message": clean_text(message, jobretry_settings.error_message_chars),
@@ -194,10 +202,19 @@ def attempt_entry(
         "ended": ended.value,
         "worker": clean_text(worker, 200),
     }
+    if rule:
+        entry["rule"] = clean_text(rule, RULE_CHARS)
+    return entry
 
 
 def error_entry(
-    attempt: int, error: RenderedError, kind: ErrorKind, ended: AttemptEnd, worker: str
+    attempt: int,
+    error: RenderedError,
+    kind: ErrorKind,
+    ended: AttemptEnd,
+    worker: str,
+    *,
+    rule: str | None = None,
 ) -> AttemptEntry:
     """The entry for a failed attempt; ``at`` is set by the database."""
     return attempt_entry(
@@ -208,12 +225,15 @@ def error_entry(
         error_class=error.error_class,
         message=error.message,
         traceback_text=error.traceback,
+        rule=rule,
     )
 
 
-def minimal_entry(attempt: int, ended: AttemptEnd, kind: ErrorKind, worker: str) -> AttemptEntry:
+def minimal_entry(
+    attempt: int, ended: AttemptEnd, kind: ErrorKind, worker: str, *, rule: str | None = None
+) -> AttemptEntry:
     """The fallback when even a cleaned entry could not be stored."""
-    return attempt_entry(attempt, ended, kind, worker, message="the error could not be recorded")
+    return attempt_entry(attempt, ended, kind, worker, message="the error could not be recorded", rule=rule)
 
 
 def event_entry(attempt: int, ended: AttemptEnd, message: str, worker: str) -> AttemptEntry:

@@ -185,7 +185,7 @@ class Recorder:
             self._announce_failure(written)
 
     def _pending(self, outcome: Failed | Interrupted) -> PendingFailure:
-        job = outcome.job
+        job, rule = outcome.job, None
         policy = policy_for(job.task_name, job.policy_name)
         if isinstance(outcome, Interrupted):  # no backoff: only the hold
             classification = Classification(ErrorKind.RETRYABLE, outcome.hold)
@@ -194,10 +194,11 @@ class Recorder:
             )
         else:
             classification = classify_failure(policy, outcome)
+            rule = classification.rule
             ended = AttemptEnd.FATAL if classification.kind is ErrorKind.FATAL else outcome.ended
             rendered = outcome.rendered or render_error(outcome.error)
-            entry = error_entry(job.attempt, rendered, classification.kind, ended, self.worker_id)
-        fallback = minimal_entry(job.attempt, outcome.ended, classification.kind, self.worker_id)
+            entry = error_entry(job.attempt, rendered, classification.kind, ended, self.worker_id, rule=rule)
+        fallback = minimal_entry(job.attempt, outcome.ended, classification.kind, self.worker_id, rule=rule)
         return PendingFailure(job, policy, classification, entry, fallback)
 
     def _announce_failure(self, written: WrittenFailure) -> None:

@@ -47,6 +47,8 @@ class Reply:
     retiring: bool = False
     #: What a task that keeps results returned, as JSON text.
     result: str | None = None
+    #: Which rule made the failure fatal (Classification.rule).
+    rule: str | None = None
 
 
 def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
@@ -87,7 +89,8 @@ def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
         else:
             verdict = classify_failure(policy_for(job.task_name, job.policy_name), outcome)
             rendered = outcome.rendered or render_error(outcome.error)
-            conn.send(Reply(outcome.ended, rendered, verdict.kind, verdict.requested_delay, retiring))
+            delay = verdict.requested_delay
+            conn.send(Reply(outcome.ended, rendered, verdict.kind, delay, retiring, rule=verdict.rule))
         if retiring:
             return
 

@@ -222,5 +222,5 @@ def _outcome(job: ClaimedJob, reply: Reply) -> Succeeded | Failed:
     if reply.ended is None:
         return Succeeded(job, reply.result)
     rendered = reply.rendered or RenderedError("", "", "")
-    classification = Classification(reply.kind or ErrorKind.RETRYABLE, reply.requested_delay)
+    classification = Classification(reply.kind or ErrorKind.RETRYABLE, reply.requested_delay, reply.rule)
     return Failed(job, ChildFailed(rendered.message), reply.ended, rendered, classification)

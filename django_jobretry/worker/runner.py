@@ -22,12 +22,14 @@ from django.db import close_old_connections
 from django_jobretry import signals, task_modules
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
-from django_jobretry.exceptions import InvalidJob, UnknownTask, UnstorableResult
+from django_jobretry.exceptions import InvalidJob, StaleArguments, UnknownTask, UnstorableResult
+from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import registry, time_limit
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra, send_job_signal
 from django_jobretry.services.outcomes import Failed, Succeeded
+from django_jobretry.signatures import mismatch
 from django_jobretry.validation import check_result
 from django_jobretry.worker.time_limits import TimeLimits
 
@@ -35,6 +37,9 @@ logger = logging.getLogger("django_jobretry")
 
 #: Runs one claimed attempt to its outcome.
 Execute = Callable[[ClaimedJob], Succeeded | Failed]
+
+#: The rule recorded when the stored arguments do not bind to the function (fatal at once).
+STALE_ARGUMENTS_RULE = "the stored arguments no longer match the function's signature"
 
 
 class Runner(threading.Thread):
@@ -124,6 +129,10 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
     token = set_current_job(context)
     try:
         args, kwargs = job.arguments()
+        # Bound before the call: a TypeError from the call itself is then the function's own.
+        why = mismatch(definition.func, args, kwargs, takes_context=definition.takes_context)
+        if why is not None:
+            return stale_arguments(job, why)
         value = definition.func(*args, **kwargs)
         if inspect.isawaitable(value):
             value = asyncio.run(_await(value))
@@ -137,6 +146,20 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
         if manage_connections:
             close_old_connections()
     return Succeeded(job, result)
+
+
+def stale_arguments(job: ClaimedJob, why: str) -> Failed:
+    """The stored arguments do not fit the function, changed since the enqueue: fatal on this attempt."""
+    error = StaleArguments(
+        f"the stored arguments do not match {job.task_name}'s signature: {why}. The function changed "
+        "since the job was enqueued; requeue the dead letter once the function takes them again, "
+        "or discard it"
+    )
+    return Failed(job, error, AttemptEnd.ERROR, render_error(error), STALE)
+
+
+#: How a job whose arguments do not fit its function is classified (:func:`stale_arguments`).
+STALE = Classification(ErrorKind.FATAL, rule=STALE_ARGUMENTS_RULE)
 
 
 def _stored_result(task_name: str, value: Any) -> str:

@@ -125,6 +125,25 @@ def test_fatal_and_timeout_are_classified_in_the_worker() -> None:
     assert [(e["kind"], e["ended"]) for e in carried()["errors"]] == [("retryable", "timeout")]
 
 
+def test_arguments_the_function_cannot_take_are_fatal_at_once_with_the_rule() -> None:
+    async_task(f"{TASKS}.succeed", "a", "b")  # succeed(key): the call itself raises the TypeError
+    deliver(q2_tasks.succeed, TypeError("succeed() takes 1 positional argument but 2 were given"))
+    dead = DeadLetter.objects.get()
+    assert (dead.reason, dead.attempts, dead.errors[0]["rule"]) == ("fatal", 1, hooks.ARGUMENTS_RULE)
+
+
+def test_a_type_error_from_inside_a_task_whose_arguments_fit_is_retried() -> None:
+    async_task(f"{TASKS}.always_fail", "x", note=1)
+    deliver(q2_tasks.always_fail, TypeError("unsupported operand inside the task"))
+    assert [(e["kind"], "rule" in e) for e in carried()["errors"]] == [("retryable", False)]
+
+
+def test_the_rule_of_a_fatal_error_raised_by_the_task_is_recorded() -> None:
+    async_task(f"{TASKS}.fatal", "f")
+    deliver(q2_tasks.fatal, FatalError("bad"))
+    assert DeadLetter.objects.get().errors[0]["rule"] == "FatalError raised by the job"
+
+
 def test_an_outcome_after_the_row_was_redelivered_changes_nothing() -> None:
     async_task(f"{TASKS}.always_fail", "x")
     row = OrmQ.objects.get()

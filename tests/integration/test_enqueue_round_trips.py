@@ -98,7 +98,7 @@ def test_a_keyed_enqueue_is_one_statement_too_and_keeps_the_outer_transaction(
 def test_bulk_enqueue_is_one_statement_one_wake_up_and_keeps_the_order(listener: psycopg.Connection) -> None:
     calls = [((f"k{i}",), {"n": i}) for i in range(300)]
     with CaptureQueriesContext(connection) as queries:
-        created = jobs.record.bulk_enqueue(calls)
+        created = jobs.takes_anything.bulk_enqueue(calls)
     assert len(queries) == 1, [q["sql"][:200] for q in queries]
     assert [(job.args, job.kwargs) for job in created] == [([f"k{i}"], {"n": i}) for i in range(300)]
     stored = {job.pk: (job.args, job.kwargs, job.run_at) for job in Job.objects.all()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.worker.runner import STALE_ARGUMENTS_RULE
 from tests.jobs_app import jobs
 from tests.processes import Workers, finish, pids, spawn
 
@@ -47,6 +48,18 @@ def test_a_job_that_ends_its_process_costs_an_attempt_not_the_worker(workers: Wo
     assert "exited with code 3" in dead.last_error
     assert dead.last_error_class == "django_jobretry.exceptions.ChildFailed"  # a JobRetryError
     assert Job.objects.get(task_name=jobs.record.name).status == JobStatus.SUCCEEDED
+
+
+def test_stored_arguments_that_no_longer_bind_are_fatal_in_a_child_with_the_rule(workers: Workers) -> None:
+    stale = jobs.record.enqueue("stale")
+    Job.objects.filter(pk=stale.pk).update(args=["stale", "since removed"])
+    worker = spawn(workers, "--pool", "process", "--concurrency", "1", "--max-jobs", "1")
+    code, output = finish(worker, timeout=90)
+    assert code == 0, output
+    dead = DeadLetter.objects.get(job_id=stale.pk)
+    assert (dead.reason, dead.attempts, pids("stale")) == ("fatal", 1, [])
+    assert (dead.errors[0]["ended"], dead.errors[0]["rule"]) == ("fatal", STALE_ARGUMENTS_RULE)
+    assert dead.last_error_class == "django_jobretry.exceptions.StaleArguments"
 
 
 def test_children_are_replaced_after_max_jobs_per_child(workers: Workers) -> None:

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.policy": 1,
     f"{PACKAGE}.exceptions": 2,
     f"{PACKAGE}.validation": 2,
+    f"{PACKAGE}.signatures": 2,
     f"{PACKAGE}.settings_schema": 2,
     f"{PACKAGE}.conf": 2,
     f"{PACKAGE}.checks": 2,

@@ -46,10 +46,14 @@ from django_jobretry.contrib.django_q2 import KEY, POLICY_ATTRIBUTE, claims
 from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import policy_for
 from django_jobretry.services.history import AttemptEnd, render_error
+from django_jobretry.signatures import mismatch
 
 logger = logging.getLogger("django_jobretry")
 
 _UNSET = object()
+
+#: The rule recorded when a task's arguments do not fit its function (fatal at once).
+ARGUMENTS_RULE = "the task's arguments do not match the function's signature"
 
 
 def configured_policy() -> str | None:
@@ -76,6 +80,8 @@ class Running:
     failure: dict[str, Any] | None = None
     #: What django-q2's worker took out of the task before pre_execute (Redis only): its timeout.
     popped: dict[str, Any] = field(default_factory=dict)
+    #: Why the task's arguments do not fit its function, found before the call; None: they fit.
+    mismatch: str | None = None
 
 
 class _Current:
@@ -87,10 +93,19 @@ class _Current:
 def on_pre_execute(sender: Any, func: Callable[..., Any] | None, task: dict[str, Any], **kwargs: Any) -> None:
     name = getattr(func, "__qualname__", None) or str(task.get("func"))
     running = _Current.running = Running(policy_name_for(func), str(name), timezone.now())
+    if running.policy is not None and callable(func):
+        running.mismatch = _mismatch(func, task.get("args"), task.get("kwargs"))
     if running.policy is not None:  # a worker killed from here on still counts the attempt
         if task.get("ack_id") is None and not task.get("sync"):  # Redis: a retry re-sends this dict
             running.popped = popped_by_worker()
         claims.claim(task, running.policy, running.started.isoformat(), running.popped)
+
+
+def _mismatch(func: Callable[..., Any], args: object, kwargs: object) -> str | None:
+    """Why django-q2's call of ``func`` with the task's arguments will fail; bound before the call."""
+    if not isinstance(args, list | tuple) or not isinstance(kwargs, dict | None):
+        return None
+    return mismatch(func, args, kwargs or {})
 
 
 def popped_by_worker() -> dict[str, Any]:
@@ -113,17 +128,25 @@ def popped_by_worker() -> dict[str, Any]:
     return {} if own is _UNSET or own == default else {"timeout": own}
 
 
-def classify(policy_name: str, func_name: str, error: BaseException) -> dict[str, Any]:
-    """The verdict on ``error`` under ``policy_name``: kind, how it ended, its text."""
+def classify(
+    policy_name: str, func_name: str, error: BaseException, *, mismatch: str | None = None
+) -> dict[str, Any]:
+    """The verdict on ``error`` under ``policy_name``: kind, how it ended, its text.
+
+    ``mismatch`` (the arguments do not fit the function, found before the
+    call) makes the call's own TypeError fatal: every attempt raises it.
+    """
     from django_q.exceptions import TimeoutException
 
     policy = policy_for(func_name, policy_name)
     ended = AttemptEnd.ERROR
     if isinstance(error, TimeoutException):  # like our own timeouts: always worth retrying
         classification, ended = Classification(ErrorKind.RETRYABLE), AttemptEnd.TIMEOUT
+    elif mismatch is not None and isinstance(error, TypeError):
+        classification = Classification(ErrorKind.FATAL, rule=ARGUMENTS_RULE)
     else:
         try:
-            classification = policy.classify(error)
+            classification = policy.classify(error, name=policy_name)
         except Exception:  # the error is user code; what cannot be classified is retried
             classification = Classification(ErrorKind.RETRYABLE)
     rendered = render_error(error)
@@ -135,6 +158,7 @@ def classify(policy_name: str, func_name: str, error: BaseException) -> dict[str
         "error_class": rendered.error_class,
         "message": rendered.message,
         "traceback": rendered.traceback,
+        "rule": classification.rule,
     }
 
 
@@ -164,7 +188,8 @@ class Reporter:
         try:
             running, error = _Current.running, sys.exc_info()[1]
             if running is not None and running.policy is not None and error is not None:
-                running.failure = classify(running.policy, running.func_name, error)
+                stale = running.mismatch
+                running.failure = classify(running.policy, running.func_name, error, mismatch=stale)
         except Exception:
             logger.exception(
                 "could not classify a django-q2 task's error", extra={"outcome": "classify_error"}

@@ -73,6 +73,7 @@ def entry_for(attempt: int, failure: dict[str, Any], worker: str, now: datetime)
         error_class=failure.get("error_class", ""),
         message=failure.get("message", ""),
         traceback_text=failure.get("traceback", ""),
+        rule=failure["rule"] if isinstance(failure.get("rule"), str) else None,
     )
     entry["at"] = now.isoformat()
     return entry
