@@ -119,7 +119,7 @@ class JobRetryBackend(BaseTaskBackend):
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
         from django.tasks.exceptions import TaskResultDoesNotExist
 
-        from django_jobretry.task_results import find_row, result_of
+        from django_jobretry.task_results import enqueued_task, find_row, result_of
 
         row = find_row(result_id)
         task = task_of(row.task_name)
@@ -128,7 +128,7 @@ class JobRetryBackend(BaseTaskBackend):
                 f"result {result_id!r} belongs to {row.task_name!r}, which is not a django.tasks task "
                 "registered in this process (import the module that defines it)"
             )
-        return result_of(row, task, self.alias)
+        return result_of(row, enqueued_task(row, task), self.alias)
 
     def check(self, **kwargs: Any) -> list[Any]:
         return check_backend(self)

@@ -8,12 +8,13 @@ polling one id sees FAILED -> READY -> SUCCESSFUL across a requeue
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
 from django.db.models import DateTimeField, Model, Q, QuerySet
 from django.tasks.base import Task, TaskError, TaskResult, TaskResultStatus
-from django.tasks.exceptions import TaskResultDoesNotExist
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
@@ -71,6 +72,29 @@ def read_row[M: Model](rows: QuerySet[M]) -> M | None:
     for name in names if row is not None else ():
         setattr(row, name, getattr(row, f"held_{name}"))
     return row
+
+
+def enqueued_task(row: Job | DeadLetter, registered: Task[..., Any]) -> Task[..., Any]:
+    """The registered ``@task`` as the row was enqueued: its ``.using()`` priority, queue and run_after.
+
+    Priority and queue are on every row. ``run_after`` is the row's
+    ``run_at`` while that still is the time the enqueue gave: before any
+    retry or requeue moved it (a ``run_at`` equal to ``enqueued_at`` is the
+    column's default, no run_after). A task whose queue left ``QUEUES``
+    since is reported as registered.
+    """
+    run_after = None
+    if isinstance(row, Job) and not row.requeue_count and not row.errors and row.run_at != row.enqueued_at:
+        run_after = row.run_at
+    enqueued = (row.priority, row.queue_name, run_after)
+    if (registered.priority, registered.queue_name, registered.run_after) == enqueued:
+        return registered
+    try:
+        return dataclasses.replace(
+            registered, priority=row.priority, queue_name=row.queue_name, run_after=run_after
+        )
+    except InvalidTask:
+        return registered
 
 
 def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> TaskResult[..., Any]:

@@ -17,14 +17,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.tasks.base import Task, TaskContext, TaskResult
+from django.tasks.base import Task, TaskContext, TaskResult, TaskResultStatus
 from django.tasks.signals import task_finished, task_started
 from django.utils.json import normalize_json
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import current_job
-from django_jobretry.exceptions import InvalidJob, UnstorableResult
+from django_jobretry.exceptions import InvalidJob, StoredError, UnstorableResult
 from django_jobretry.registry import registry
 from django_jobretry.validation import check_result_shape
 
@@ -111,7 +111,7 @@ def task_of(task_name: str) -> Task[..., Any] | None:
 def running_result(task: Task[..., Any]) -> TaskResult[..., Any]:
     """The result of the attempt this worker thread runs now, read from its row."""
     from django_jobretry.models import Job
-    from django_jobretry.task_results import read_row, result_of
+    from django_jobretry.task_results import enqueued_task, read_row, result_of
 
     context = current_job()
     if context is None:
@@ -119,7 +119,7 @@ def running_result(task: Task[..., Any]) -> TaskResult[..., Any]:
     row = read_row(Job.objects.filter(id=context.job_id))
     if row is None:  # pragma: no cover - the worker holds the job's lease
         raise Job.DoesNotExist(f"job {context.job_id} is gone while it runs")
-    return result_of(row, task, task.backend)
+    return result_of(row, enqueued_task(row, task), task.backend)
 
 
 def send_task_signal(signal: Any, task: Task[..., Any], result: TaskResult[..., Any]) -> None:
@@ -129,12 +129,28 @@ def send_task_signal(signal: Any, task: Task[..., Any], result: TaskResult[..., 
 
 
 def _finished(row: Any) -> None:
-    """Send ``task_finished`` for ``row`` (a job or dead letter) if it belongs to a django.tasks task."""
-    from django_jobretry.task_results import result_of
+    """Send ``task_finished`` for ``row`` (a job or dead letter) if it belongs to a django.tasks task.
 
-    task = task_of(row.task_name)
-    if task is not None:
-        send_task_signal(task_finished, task, result_of(row, task, task.backend))
+    A failed task's is sent while the last attempt's error is being handled,
+    as Django's ImmediateBackend does, so that Django's log line of it
+    (``sys.exc_info()``) carries the traceback: the error is long gone, so a
+    :class:`StoredError` holding its recorded traceback stands for it.
+    """
+    from django_jobretry.task_results import enqueued_task, result_of
+
+    registered = task_of(row.task_name)
+    if registered is None:
+        return
+    task = enqueued_task(row, registered)
+    result = result_of(row, task, task.backend)
+    if result.status != TaskResultStatus.FAILED or not result.errors:
+        send_task_signal(task_finished, task, result)
+        return
+    last = result.errors[-1]
+    try:
+        raise StoredError(f"{last.exception_class_path}, as its attempt recorded it:\n{last.traceback}")
+    except StoredError:
+        send_task_signal(task_finished, task, result)
 
 
 def _on_succeeded(sender: type, *, task_name: str = "", job_id: int | None = None, **kwargs: Any) -> None:

@@ -210,9 +210,10 @@ class TestEnqueue:
         assert Job.objects.count() == 0
 
 
-def test_a_using_copy_does_not_change_the_task_a_result_reports() -> None:
-    """get_result().task is the module's @task, whatever .using() copies were made since."""
-    result = tasks.other_queue.using(priority=-5).enqueue("copy")
-    found = tasks.other_queue.get_result(result.id)
-    assert found.task is tasks.other_queue
-    assert Job.objects.get(pk=int(result.id)).priority == -5
+def test_a_using_copy_does_not_change_the_task_other_results_report() -> None:
+    """get_result().task is the task as each result was enqueued; a .using() copy changes no other."""
+    copied = tasks.other_queue.using(priority=-5).enqueue("copy")
+    plain = tasks.other_queue.enqueue("plain")
+    assert tasks.other_queue.get_result(copied.id).task == tasks.other_queue.using(priority=-5)
+    assert tasks.other_queue.get_result(plain.id).task is tasks.other_queue
+    assert Job.objects.get(pk=int(copied.id)).priority == -5

@@ -1,0 +1,140 @@
+"""Django's task framework contract, as Django's own and django-tasks-db's test suites check it.
+
+Each test is one of their checks, run against JobRetryBackend: a fetched
+result equals the enqueued one, ``except TypeError`` catches arguments the
+task cannot take, and the log line of a failed task carries its traceback.
+Django 6+ only (tests/conftest.py leaves this module out on Django 5.2).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.dispatch import receiver
+from django.tasks import TaskResultStatus, default_task_backend
+from django.tasks.signals import task_enqueued
+from django.utils import timezone
+
+from django_jobretry.exceptions import InvalidJob
+from django_jobretry.models import DeadLetter, Job
+from django_jobretry.services import transitions
+from django_jobretry.testing import run_jobs
+from django_jobretry.worker.runner import STALE_ARGUMENTS_RULE
+from tests.jobs_app import tasks
+
+pytestmark = pytest.mark.django_db
+
+
+class NotJson:
+    pass
+
+
+@pytest.fixture
+def enqueued_signals() -> Any:
+    sent: list[Any] = []
+
+    @receiver(task_enqueued, weak=False)
+    def record(sender: type, **kwargs: Any) -> None:
+        sent.append(kwargs["task_result"])
+
+    yield sent
+    task_enqueued.disconnect(record)
+
+
+class TestGetResult:
+    def test_the_fetched_result_equals_the_enqueued_one_with_its_using_options(self) -> None:
+        run_after = timezone.now() + timedelta(hours=1)
+        result = tasks.flaky.using(priority=10, queue_name="other", run_after=run_after).enqueue("k", 0)
+        fetched = default_task_backend.get_result(result.id)
+        assert fetched == result
+        assert (fetched.task.priority, fetched.task.queue_name, fetched.task.run_after) == (
+            10,
+            "other",
+            run_after,
+        )
+        assert fetched.task.func is tasks.flaky.func
+
+    def test_a_result_without_options_reports_the_decorated_task(self) -> None:
+        result = tasks.other_queue.enqueue("k")
+        assert tasks.other_queue.get_result(result.id).task is tasks.other_queue
+
+    def test_a_running_task_keeps_its_options(self) -> None:
+        run_after = timezone.now() - timedelta(seconds=1)
+        result = tasks.flaky.using(priority=-3, run_after=run_after).enqueue("k", 0)
+        transitions.claim("worker-a", 1, 30, None)
+        fetched = tasks.flaky.get_result(result.id)
+        assert fetched.status == TaskResultStatus.RUNNING
+        assert fetched.task == result.task
+
+
+class TestArgumentsTheTaskCannotTake:
+    @pytest.mark.parametrize(
+        ("args", "kwargs"),
+        [
+            pytest.param(("k", NotJson()), {}, id="not-json"),
+            pytest.param(("k",), {"failures": {1, 2}}, id="a-set"),
+            pytest.param(("k", 0, 1), {}, id="too-many-positional"),
+            pytest.param(("k",), {}, id="missing"),
+            pytest.param(("k", 0), {"colour": "red"}, id="unknown-keyword"),
+        ],
+    )
+    def test_are_a_type_error_and_an_invalid_job_and_store_nothing(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], enqueued_signals: list[Any]
+    ) -> None:
+        with pytest.raises(TypeError) as refused:
+            tasks.flaky.enqueue(*args, **kwargs)
+        assert isinstance(refused.value, InvalidJob)
+        assert (Job.objects.count(), enqueued_signals) == (0, [])
+
+    def test_the_message_names_the_task_and_the_mismatch(self) -> None:
+        with pytest.raises(
+            TypeError, match=r"^tests\.jobs_app\.tasks\.flaky\(\) cannot take these arguments: "
+        ):
+            tasks.flaky.enqueue("k", 0, colour="red")  # type: ignore[call-arg]
+
+    def test_a_task_that_takes_context_binds_its_arguments_after_the_context(self) -> None:
+        tasks.attempts.enqueue("k", 0)
+        with pytest.raises(TypeError, match="missing a required argument: 'failures'"):
+            tasks.attempts.enqueue("k")  # type: ignore[call-arg]
+        assert Job.objects.count() == 1
+
+    def test_stored_arguments_that_no_longer_bind_fail_the_task_after_one_attempt(self) -> None:
+        result = tasks.flaky.enqueue("k", 0)
+        Job.objects.filter(pk=int(result.id)).update(kwargs={"retries": 3})
+        run_jobs(include_scheduled=True)
+        result.refresh()
+        assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 1)
+        assert result.errors[0].exception_class_path == "django_jobretry.exceptions.StaleArguments"
+        assert DeadLetter.objects.get().errors[0]["rule"] == STALE_ARGUMENTS_RULE
+
+
+class TestFinishedLogLine:
+    def test_the_log_line_of_a_failed_task_carries_its_traceback(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        result = tasks.fatal.enqueue("k")
+        with caplog.at_level(logging.DEBUG, logger="django.tasks"):
+            run_jobs()
+        [failed] = [r for r in caplog.records if r.name == "django.tasks" and r.levelno == logging.ERROR]
+        assert f"id={result.id}" in failed.getMessage()
+        assert "state=FAILED" in failed.getMessage()
+        assert failed.exc_info is not None
+        assert failed.exc_info[0] is not None
+        text = caplog.text
+        assert "Traceback (most recent call last)" in text
+        assert 'raise FatalError(f"{key} is bad")' in text, "the task's own frame, as recorded"
+        assert "django_jobretry.policy.errors.FatalError: k is bad" in text
+
+    def test_the_log_line_of_a_successful_task_has_no_traceback(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        tasks.other_queue.enqueue("k")
+        with caplog.at_level(logging.DEBUG, logger="django.tasks"):
+            run_jobs()
+        [finished] = [
+            r for r in caplog.records if r.name == "django.tasks" and "SUCCESSFUL" in r.getMessage()
+        ]
+        assert (finished.levelno, finished.exc_info) == (logging.INFO, None)
