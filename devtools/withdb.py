@@ -48,8 +48,8 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 def run_command(command: list[str], env: dict[str, str]) -> int:
     """Run ``command`` to its end; on a stop signal, end it (politely, then not) and return 128 + signum."""
     child = subprocess.Popen(command, env=env)
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, _raise_stop)
+    for each in STOP_SIGNALS:
+        signal.signal(each, _raise_stop)
     try:
         return child.wait()
     except _Stop as stop:
