@@ -96,7 +96,8 @@ def check_transaction_pooling(app_configs: Sequence[Any] | None = None, **kwargs
                 "DISABLE_SERVER_SIDE_CURSORS = True (a transaction pooler such as PgBouncer): "
                 "notifications would not reach them, and they would only poll every POLL_SECONDS.",
                 hint='Add an alias that connects straight to PostgreSQL and set JOBRETRY["LISTEN_DATABASE"] '
-                'to it, or set JOBRETRY["LISTEN"] = False to poll only (docs/worker.md#pgbouncer).',
+                'to it, or set JOBRETRY["LISTEN"] = False to poll only '
+                "(python -m pydoc django_jobretry.pooling says why).",
                 id="django_jobretry.W002",
             )
         )
@@ -108,7 +109,7 @@ def check_transaction_pooling(app_configs: Sequence[Any] | None = None, **kwargs
                 f"pooler such as PgBouncer): workers do not set {timeouts} on their sessions there, "
                 "where the settings would leak into other clients' transactions.",
                 hint="Set them on the role the workers log in as, e.g. ALTER ROLE jobs_worker SET "
-                "statement_timeout = '30s' (docs/worker.md#pgbouncer); then add "
+                "statement_timeout = '30s' (python -m pydoc django_jobretry.pooling says why); then add "
                 '"django_jobretry.W003" to SILENCED_SYSTEM_CHECKS.',
                 id="django_jobretry.W003",
             )

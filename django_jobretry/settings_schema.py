@@ -7,6 +7,7 @@ project that passes `manage.py check` can never fail differently at run time.
 from __future__ import annotations
 
 import difflib
+import importlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -55,13 +56,10 @@ class Limit:
             allowed = f"{kind} from {self.minimum:g} to {self.maximum:g}" + (
                 " or None" if self.optional else ""
             )
-            return Problem(
-                "E007", f'JOBRETRY["{key}"] = {value!r} is invalid: expected {allowed}.', _DOCS_HINT
-            )
+            hint = f"Default: {self.default!r}; leave the key out to use it."
+            return Problem("E007", f'JOBRETRY["{key}"] = {value!r} is invalid: expected {allowed}.', hint)
         return None
 
-
-_DOCS_HINT = "See docs/settings.md for every JOBRETRY key and its default."
 
 #: Worker, enqueue and retention limits: JOBRETRY[KEY] -> Limit.
 LIMITS: dict[str, Limit] = {
@@ -210,14 +208,24 @@ def _field_problem(where: str, key: str, value: object) -> Problem | None:
 
 def _invalid(where: str, exc: InvalidPolicy) -> Problem:
     msg = f'{where}["{exc.field}"] = {exc.value!r} is invalid: {exc.allowed}.'
-    hint = f"Default for {exc.field!r}: {POLICY_DEFAULTS.get(exc.field)!r}. See docs/settings.md."
+    hint = (
+        f"Default for {exc.field!r}: {POLICY_DEFAULTS.get(exc.field)!r}; leave the field out to use it. "
+        "Once the settings are valid, manage.py showpolicies prints each policy's schedule."
+    )
     return Problem("E005", msg, hint)
 
 
-def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
-    """' Did you mean ...?' for names close to a known one, or '' (for messages and hints)."""
+def did_you_mean(names: Iterable[str], known: Iterable[str], *, prefix: str = "") -> str:
+    """' Did you mean ...?' for names close to a known one, or '' (for messages and hints).
+
+    ``prefix`` is put before each suggestion: a module path before a class name, say.
+    """
     choices = sorted(known)
-    close = [f"{match!r}" for name in names for match in difflib.get_close_matches(str(name), choices, n=1)]
+    close = [
+        f"{prefix + match!r}"
+        for name in names
+        for match in difflib.get_close_matches(str(name), choices, n=1)
+    ]
     return f" Did you mean {', '.join(dict.fromkeys(close))}?" if close else ""
 
 
@@ -232,7 +240,7 @@ def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[typ
             klass = import_string(path) if isinstance(path, str) else path
         except Exception as exc:  # a module failing to import for any reason is E006
             msg = f'{where}["{key}"]: cannot import {path!r} ({type(exc).__name__}: {exc}).'
-            problems.append(Problem("E006", msg, _IMPORT_HINT))
+            problems.append(Problem("E006", msg + _close_exception_classes(path), _IMPORT_HINT))
             continue
         if not (isinstance(klass, type) and issubclass(klass, BaseException)):
             msg = f'{where}["{key}"]: {path!r} is not an exception class.'
@@ -240,6 +248,21 @@ def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[typ
             continue
         classes.append(klass)
     return classes, problems
+
+
+def _close_exception_classes(path: str) -> str:
+    """' Did you mean ...?' for an exception class of the same module close to the missing name, or ''."""
+    module_path, _, name = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_path)
+    except Exception:  # the module itself does not import: nothing to suggest from
+        return ""
+    known = {
+        attribute
+        for attribute, value in vars(module).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
+    return did_you_mean([name], known, prefix=f"{module_path}.")
 
 
 def _token_problem(token: object) -> Problem | None:
@@ -290,7 +313,8 @@ def _listen_problems(raw: Mapping[str, Any]) -> list[Problem]:
 
 _LISTEN_HINT = (
     'e.g. JOBRETRY["LISTEN_DATABASE"] = "direct", a DATABASES entry that connects to PostgreSQL '
-    "without PgBouncer's transaction pooling (docs/worker.md#pgbouncer)."
+    "without PgBouncer's transaction pooling, which delivers no notifications "
+    "(python -m pydoc django_jobretry.pooling says why)."
 )
 
 _IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'smtplib.SMTPRecipientsRefused'."

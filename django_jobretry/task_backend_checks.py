@@ -59,7 +59,8 @@ def check_backend(backend: JobRetryBackend) -> list[CheckMessage]:
         return [*problems, _options_error(where, f'{where}["OPTIONS"] = {options!r} is not a dict.')]
     unknown = sorted(str(key) for key in options if key not in OPTION_KEYS)
     if unknown:
-        problems.append(_options_error(where, f'{where}["OPTIONS"] has unknown key(s) {unknown}.'))
+        message = f'{where}["OPTIONS"] has unknown key(s) {unknown}.{did_you_mean(unknown, OPTION_KEYS)}'
+        problems.append(_options_error(where, message))
     problems += _policy_problems(where, options)
     for queue in sorted(backend.queues, key=str):
         try:
@@ -72,7 +73,9 @@ def check_backend(backend: JobRetryBackend) -> list[CheckMessage]:
 def _options_error(where: str, message: str) -> Error:
     return Error(
         message,
-        hint=f"OPTIONS may hold {', '.join(repr(k) for k in OPTION_KEYS)}; see docs/django-tasks.md.",
+        hint='OPTIONS may hold "policy" (the JOBRETRY policy name of every task of this backend) and '
+        '"task_policies" (task path -> policy name), e.g. {"policy": "default", "task_policies": '
+        '{"billing.tasks.send_invoice": "emails"}}.',
         id="django_jobretry.E021",
     )
 

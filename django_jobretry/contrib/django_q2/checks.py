@@ -16,7 +16,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import router
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.settings_schema import validate
+from django_jobretry.settings_schema import did_you_mean, validate
 
 APP = "django_jobretry.contrib.django_q2"
 EXAMPLE = 'JOBRETRY["DJANGO_Q2"] = {"POLICY": "default"}'
@@ -80,7 +80,8 @@ def _setting_problems(section: object, raw: dict[str, Any]) -> list[CheckMessage
         return [
             _error(
                 31,
-                f'JOBRETRY["DJANGO_Q2"]["POLICY"] = {section["POLICY"]!r} is not a policy in POLICIES.',
+                f'JOBRETRY["DJANGO_Q2"]["POLICY"] = {section["POLICY"]!r} is not a policy in POLICIES.'
+                f"{did_you_mean([section['POLICY']], policies)}",
                 f"One of {sorted(policies)}.",
             )
         ]
@@ -110,7 +111,7 @@ def _app_problems() -> list[CheckMessage]:
 #: Q_CLUSTER keys naming a broker, in the order django-q2's get_broker() tries them; none: Redis.
 BROKER_KEYS = ("broker_class", "iron_mq", "sqs", "orm", "mongo")
 REDIS_KEYS = ("redis", "django_redis")
-SUPPORTED = 'the ORM broker ("orm") and the Redis broker ("redis")'
+SUPPORTED = 'the ORM broker ("orm") or the Redis broker ("redis")'
 
 
 def broker_of(cluster: dict[str, Any]) -> str:
@@ -138,7 +139,7 @@ def cluster_problems(cluster: object) -> list[CheckMessage]:
         problems.append(
             _error(
                 33,
-                f"Q_CLUSTER uses django-q2's {broker!r} broker: the adapter supports {SUPPORTED}, "
+                f"Q_CLUSTER uses django-q2's {broker!r} broker: the adapter works only with {SUPPORTED}, "
                 "where it can hold a failed task back for the policy's delay.",
                 f'Set Q_CLUSTER["orm"] = "default" or Q_CLUSTER["redis"] = {{...}} instead of {broker!r}.',
             )
