@@ -35,6 +35,20 @@ Feature: Retrying failed jobs
     When workers poll for due jobs 2 more times
     Then the job ran 1 time
 
+  Scenario: A call the job's function cannot take is refused where it is made
+    When a job is enqueued with a keyword argument its function does not take
+    Then the enqueue is refused with a TypeError naming "tests.jobs_app.jobs.fatal() cannot take these arguments"
+    And the refusal names "got an unexpected keyword argument 'colour'"
+    And no job was stored
+
+  Scenario: A job whose stored arguments no longer fit its function dies on its first attempt
+    Given a job whose stored arguments no longer fit its function
+    When a worker runs until the job is finished
+    Then the job ran 0 times
+    And the job is a dead letter with reason "fatal" after 1 attempt
+    And its error history has 1 entry that ended "fatal"
+    And its last entry says the rule "the stored arguments no longer match the function's signature"
+
   Scenario: A worker killed during a job
     Given a worker with a 1 second lease is running
     And a job that takes 2 seconds

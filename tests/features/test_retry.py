@@ -19,6 +19,7 @@ import pytest
 from pytest_bdd import given, parsers, scenarios, then, when
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
@@ -112,6 +113,14 @@ def fatal_job(story: Story) -> None:
     story.job_id = jobs.fatal.enqueue(story.key).pk
 
 
+@given("a job whose stored arguments no longer fit its function")
+def stale_job(story: Story) -> None:
+    """Enqueued when ``fatal(key)`` took two arguments, say: a deploy removed one since."""
+    story.key = "fatal"
+    story.job_id = jobs.fatal.enqueue(story.key).pk
+    Job.objects.filter(pk=story.job_id).update(args=[story.key, "a removed parameter"])
+
+
 @given(parsers.parse("a worker with a {seconds:d} second lease is running"))
 def worker_with_lease(story: Story, workers: list[subprocess.Popen[str]], seconds: int) -> None:
     story.lease_seconds = seconds
@@ -165,6 +174,13 @@ def extra_polling(story: Story, workers: list[subprocess.Popen[str]], times: int
         assert code == 0, output
 
 
+@when("a job is enqueued with a keyword argument its function does not take", target_fixture="refused")
+def enqueue_unknown_keyword() -> InvalidJob:
+    with pytest.raises(InvalidJob) as refused:
+        jobs.fatal.enqueue("k", colour="red")  # type: ignore[call-arg]
+    return refused.value
+
+
 @when("the worker is killed while the job runs")
 def kill_worker_mid_job(story: Story) -> None:
     process = story.processes[-1]
@@ -215,6 +231,27 @@ def recovered_after_lease(story: Story) -> None:
     assert job.first_attempt_at is not None
     recovered_at = datetime.fromisoformat(lost[0]["at"])
     assert recovered_at - job.first_attempt_at >= timedelta(seconds=story.lease_seconds)
+
+
+@then(parsers.parse('the enqueue is refused with a TypeError naming "{text}"'))
+def refused_as_type_error(refused: InvalidJob, text: str) -> None:
+    assert isinstance(refused, TypeError), type(refused).__mro__
+    assert text in str(refused)
+
+
+@then(parsers.parse('the refusal names "{text}"'))
+def refusal_names(refused: InvalidJob, text: str) -> None:
+    assert text in str(refused)
+
+
+@then("no job was stored")
+def nothing_stored() -> None:
+    assert (Job.objects.count(), DeadLetter.objects.count()) == (0, 0)
+
+
+@then(parsers.parse('its last entry says the rule "{rule}"'))
+def last_entry_rule(story: Story, rule: str) -> None:
+    assert story.history()[-1].get("rule") == rule
 
 
 @then(parsers.re(r"the job succeeded after (?P<count>\d+) attempts?"), converters={"count": int})
