@@ -63,7 +63,9 @@ def check_database_engine(
     """E013: the database our tables live in is not PostgreSQL (read from settings; no connection)."""
     if app_configs is not None and not any(config.label == APP_LABEL for config in app_configs):
         return []
-    found = [(alias, engine_problem(connections[alias])) for alias in holding_aliases()]
+    # An alias DATABASES does not have is Django's to report (the router's own mistake), not ours.
+    aliases = [alias for alias in holding_aliases() if alias in connections.settings]
+    found = [(alias, engine_problem(connections[alias])) for alias in aliases]
     return [Error(why, hint=fix(alias), id="django_jobretry.E013") for alias, why in found if why is not None]
 
 
@@ -75,7 +77,7 @@ class RequirePostgreSQL(migrations.operations.base.Operation):
     """
 
     reversible = True
-    reduces_to_sql = False
+    reduces_to_sql = True  # no SQL on PostgreSQL, so sqlmigrate has nothing to warn about
 
     def state_forwards(self, app_label: str, state: ProjectState) -> None:
         pass
@@ -107,4 +109,4 @@ class RequirePostgreSQL(migrations.operations.base.Operation):
         pass
 
     def describe(self) -> str:
-        return "Refuse a database that is not PostgreSQL"
+        return "Check that the database is PostgreSQL"
