@@ -61,6 +61,11 @@ class TestGetResult:
         result = tasks.other_queue.enqueue("k")
         assert tasks.other_queue.get_result(result.id).task is tasks.other_queue
 
+    def test_a_task_whose_queue_left_queues_since_is_reported_as_decorated(self, settings: Any) -> None:
+        result = tasks.other_queue.using(priority=-1).enqueue("k")
+        settings.TASKS = {"default": {**settings.TASKS["default"], "QUEUES": ["default"]}}
+        assert default_task_backend.get_result(result.id).task is tasks.other_queue
+
     def test_a_running_task_keeps_its_options(self) -> None:
         run_after = timezone.now() - timedelta(seconds=1)
         result = tasks.flaky.using(priority=-3, run_after=run_after).enqueue("k", 0)
