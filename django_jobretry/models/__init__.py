@@ -5,6 +5,7 @@ indexes stay tiny whatever the backlog of failures.
 """
 
 from django_jobretry.models.dead_letter import DeadLetter, DeadLetterSource, DeadReason
+from django_jobretry.models.death import Dashboard, Death
 from django_jobretry.models.event_counter import CounterEvent, EventCounter
 from django_jobretry.models.imported_failure import ImportedFailure
 from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
@@ -14,9 +15,11 @@ from django_jobretry.models.worker_process import WorkerProcess, WorkerProcessQu
 __all__ = [
     "LIVE_STATUSES",
     "CounterEvent",
+    "Dashboard",
     "DeadLetter",
     "DeadLetterSource",
     "DeadReason",
+    "Death",
     "EventCounter",
     "ImportedFailure",
     "Job",

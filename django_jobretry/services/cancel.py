@@ -38,8 +38,10 @@ from django_jobretry.services.job_lines import log_extra, send_job_signal
 from django_jobretry.services.sql import (
     DEAD,
     DEAD_COLUMNS,
+    DIED,
     FENCE,
     JOB,
+    counting_deaths,
     dead_letter_select,
     event_entry_sql,
     stamped,
@@ -115,8 +117,8 @@ def _burial_sql(*, using: str, where: str, entry: str, message: str) -> str:
             RETURNING j.*, {errors} AS final_errors
         ), dead AS (
             INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
-            RETURNING job_id, id
-        )
+            RETURNING job_id, id, {DIED}
+        ), {counting_deaths("dead")}
         SELECT dead.job_id, dead.id, gone.cancel_requested_by FROM dead JOIN gone ON gone.id = dead.job_id
     """
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import connections, router, transaction
 
-from django_jobretry.models import DeadLetter, DeadReason, ImportedFailure
+from django_jobretry.models import DeadLetter, DeadReason, Death, ImportedFailure
 from django_jobretry.services.history import AttemptEntry
 
 logger = logging.getLogger("django_jobretry")
@@ -156,6 +156,14 @@ def bury_external(letter: ExternalDeadLetter) -> DeadLetter:
         dead = letter.to_model()
         dead.save(using=using, force_insert=True)
         _claim(using, letter.source, [letter.external_id])
+        # Counted as a death like our own burials (models/death.py); an import is not one.
+        Death.objects.using(using).create(
+            task_name=dead.task_name,
+            queue_name=dead.queue_name,
+            reason=dead.reason,
+            error_class=dead.last_error_class,
+            **({} if letter.dead_at is None else {"died_at": letter.dead_at}),
+        )
     return dead
 
 

@@ -31,8 +31,10 @@ from django_jobretry.services.sql import (
     CLEAR_LEASE,
     DEAD,
     DEAD_COLUMNS,
+    DIED,
     ELAPSED_SQL,
     JOB,
+    counting_deaths,
     dead_letter_select,
     lease_expired_entry_sql,
     trimmed,
@@ -162,9 +164,11 @@ def _bury(cursor: Any, reasons: dict[int, DeadReason], history_limit: int) -> di
             DELETE FROM {JOB} AS j USING {_LOCKED_ROWS}
             WHERE j.id = d.id
             RETURNING j.*, d.value AS reason, {errors} AS final_errors
-        )
-        INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
-        RETURNING job_id, id
+        ), dead AS (
+            INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
+            RETURNING job_id, id, {DIED}
+        ), {counting_deaths("dead")}
+        SELECT job_id, id FROM dead
         """,
         {
             "ids": list(reasons),

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django_jobretry.models import DeadLetter, Job
+from django_jobretry.models import DeadLetter, Death, Job
 from django_jobretry.services.history import REQUEUE_ERROR_CHARS
 
 JOB = Job._meta.db_table
 DEAD = DeadLetter._meta.db_table
+DEATHS = Death._meta.db_table
 
 #: The fence every worker write carries (docs/design.md#rule-3): same job,
 #: still running, same attempt, same lease token.
@@ -74,6 +75,23 @@ REVIVED_COLUMNS = ", ".join(
         "enqueued_at",
     )
 )
+
+
+#: What a burial's INSERT INTO the dead letters returns, besides what its caller reads,
+#: for :func:`counting_deaths`.
+DIED = "task_name, queue_name, reason, last_error_class, dead_at"
+
+
+def counting_deaths(dead: str) -> str:
+    """A CTE appending one Death row per row of the CTE ``dead`` (an INSERT ... RETURNING DIED).
+
+    Part of each burial statement, so a death is counted in the statement that
+    makes the dead letter, and rolled back with it (models/death.py).
+    """
+    return (
+        f"died AS (INSERT INTO {DEATHS} (task_name, queue_name, reason, error_class, died_at) "
+        f"SELECT task_name, queue_name, reason, last_error_class, dead_at FROM {dead})"
+    )
 
 
 def _carried(source: str) -> str:

@@ -7,8 +7,9 @@ inserts the current minute's sample only when it is missing, so a minute is
 counted once whatever the number of workers: the ``NOT EXISTS`` skips the
 counts when the minute is already there, and ``ON CONFLICT DO NOTHING``
 settles the two workers that count it at the same instant (both count, one
-row is written). The worker that wrote the minute also deletes the samples
-older than ``SAMPLES_KEPT``, in the same statement.
+row is written). The worker that wrote the minute also deletes the samples,
+and the deaths the charts count (models/death.py), older than
+``SAMPLES_KEPT``, in the same statement.
 
 The counts are the dashboard's index walks (services/status_sql.py) over
 the whole tables, each stopping after COUNT_LIMIT + 1 rows, so a sample
@@ -29,7 +30,7 @@ from datetime import datetime, timedelta
 
 from django_jobretry.models import StatusSample
 from django_jobretry.services import status
-from django_jobretry.services.sql import DEAD, JOB
+from django_jobretry.services.sql import DEAD, DEATHS, JOB
 from django_jobretry.services.status_sql import RETRYING, _capped
 
 SAMPLES = StatusSample._meta.db_table
@@ -70,6 +71,9 @@ SAMPLE_SQL = f"""
         DELETE FROM {SAMPLES}
         WHERE taken_at < statement_timestamp() - %(kept)s AND EXISTS (SELECT 1 FROM inserted)
         RETURNING taken_at
+    ), forgotten AS (  -- the deaths counted for the charts (models/death.py), kept as long
+        DELETE FROM {DEATHS}
+        WHERE died_at < statement_timestamp() - %(kept)s AND EXISTS (SELECT 1 FROM inserted)
     )
     SELECT (SELECT taken_at FROM inserted), (SELECT count(*) FROM pruned)
 """

@@ -35,9 +35,11 @@ from django_jobretry.services.sql import (
     CLEAR_LEASE,
     DEAD,
     DEAD_COLUMNS,
+    DIED,
     FENCE,
     JOB,
     REVIVED_COLUMNS,
+    counting_deaths,
     dead_letter_select,
     revived_job_select,
     stamped,
@@ -242,9 +244,11 @@ def bury_sql() -> str:
             USING (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
             WHERE j.id = d.id AND {FENCE}
             RETURNING j.*
-        )
-        INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
-        RETURNING id
+        ), dead AS (
+            INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
+            RETURNING id, {DIED}
+        ), {counting_deaths("dead")}
+        SELECT id FROM dead
     """
 
 

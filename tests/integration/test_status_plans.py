@@ -21,8 +21,8 @@ from django.db import connection
 from django.utils import timezone
 
 from django_jobretry.models import DeadReason
-from django_jobretry.services import status, status_samples, status_sql
-from django_jobretry.services.sql import DEAD, JOB
+from django_jobretry.services import deaths, status, status_samples, status_sql
+from django_jobretry.services.sql import DEAD, DEATHS, JOB
 
 pytestmark = pytest.mark.django_db
 
@@ -114,16 +114,64 @@ def test_the_queue_rows_walk_their_indexes_and_stop() -> None:
 
 
 @pytest.mark.usefixtures("skewed")
-def test_the_totals_and_chart_buckets_walk_their_indexes_and_stop() -> None:
+def test_the_totals_walk_their_indexes_and_stop() -> None:
     totals = explain(status_sql.TOTALS_SQL, {"cap": CAP + 1, "reasons": list(DeadReason.values)})
     assert_bounded_index_walks(totals)
     assert "jobretry_dead_reason" in totals
     assert "jobretry_job_finished" in totals
+
+
+@pytest.fixture
+def dying() -> None:
+    """6,000 deaths: 3,000 of task "storm" in the last hour, the rest over the week; a rare task and class."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {DEATHS} (died_at, task_name, queue_name, reason, error_class)
+            SELECT now() - g * CASE WHEN g <= 3000 THEN interval '1 second' ELSE interval '100 s' END,
+                   CASE WHEN g <= 3000 THEN 'storm' WHEN g % 1000 = 0 THEN 'rare' ELSE 'calm' END, 'default',
+                   'exhausted', CASE WHEN g % 1000 = 7 THEN 'RareError' ELSE 'PartnerTimeout' END
+            FROM generate_series(1, 6000) AS g
+            """
+        )
+        cursor.execute(f"ANALYZE {DEATHS}")
+
+
+@pytest.mark.usefixtures("skewed", "dying")
+def test_the_deaths_walk_their_indexes_and_stop() -> None:
     now = timezone.now()
     starts = [now - timedelta(hours=h) for h in range(24, 0, -1)]
-    buckets = explain(status_sql.BUCKETS_SQL, {"cap": CAP + 1, "starts": starts, "stops": [*starts[1:], now]})
-    assert_bounded_index_walks(buckets)
-    assert "jobretry_dead_newest" in buckets
+    plans = {
+        "buckets": explain(
+            deaths.BUCKETS_SQL, {"bar": CAP + 1, "starts": starts, "stops": [*starts[1:], now]}
+        ),
+        "by task": explain(deaths.BY_TASK_SQL, {"cap": CAP + 1, "limit": CAP}),
+        "by error": explain(deaths.BY_ERROR_SQL, {"cap": CAP + 1}),
+    }
+    for name, plan in plans.items():
+        assert_bounded_index_walks(plan)
+        assert "Seq Scan on jobretry_death" not in plan, (name, plan)
+        for rows in re.findall(r"on jobretry_death\b.*\(actual rows=(\d+) loops=\d+\)", plan):
+            assert int(rows) <= MOST, (name, plan)
+    assert "jobretry_death_at" in plans["buckets"]
+    assert "jobretry_death_task" in plans["by task"]
+    assert "jobretry_job_retrying" in plans["by task"]
+    assert "jobretry_death_error" in plans["by error"]
+
+
+@pytest.mark.usefixtures("skewed", "dying")
+def test_the_deaths_are_counted_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(status, "COUNT_LIMIT", CAP)
+    now = timezone.now()
+    found = deaths.read([now - timedelta(hours=1), now - timedelta(days=7)], [now, now])
+    assert [str(count) for count in found.buckets] == ["1,000+", "1,000+"]  # BAR_LIMIT
+    tasks = {item.name: item for item in found.by_task}
+    assert [str(tasks["storm"].last_hour), str(tasks["storm"].last_day)] == ["100+", "100+"]
+    # 30 retrying jobs of task "t" in the skewed table (no deaths): fewer than the limit, exact.
+    assert (str(tasks["t"].last_day), str(tasks["t"].retrying)) == ("0", "31")
+    assert found.by_task[0].name == "storm"  # most deaths in the last hour first
+    errors = {item.name: item for item in found.by_error}
+    assert set(errors) == {"PartnerTimeout", "RareError"}
 
 
 @pytest.mark.usefixtures("skewed")
