@@ -111,6 +111,13 @@ class TaskFilter(RecentValuesFilter):
     parameter_name = "task_name"
 
 
+class ErrorClassFilter(RecentValuesFilter):
+    """Filter dead letters by their last error's class (the dashboard links here); choices: newest rows."""
+
+    title = "last error class"
+    parameter_name = "last_error_class"
+
+
 def _bucket_after(start: datetime, kind: str) -> datetime:
     """The start of the year, month or day after ``start`` (aware, same zone, DST-safe)."""
     naive = timezone.make_naive(start, start.tzinfo)

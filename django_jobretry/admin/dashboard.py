@@ -1,11 +1,13 @@
-"""The operator's overview: each queue's backlog and delay, the workers, dead letters by reason and time.
+"""The operator's overview: what is dying, each queue's backlog and delay, the workers, deaths over time.
 
 One page answers the first questions of an incident before anyone opens a
-list: what is retrying, how late is each queue, what runs longest, which
-workers are alive, is something dying right now. It must stay cheap when
-the tables hold millions of rows (it is opened exactly then), so every
-figure is one of services/status.py's index walks: counts stop at
-COUNT_LIMIT ("10,000+"; a chart bar at BAR_LIMIT), and nothing counts succeeded jobs per queue. The
+list: which tasks are dying and of what error (admin/dying.py), what is
+retrying, how late is each queue, what runs longest, which workers are
+alive. It must stay cheap when the tables hold millions of rows (it is
+opened exactly then), so every figure is an index walk (services/status.py,
+services/deaths.py): counts stop at COUNT_LIMIT ("10,000+"; a chart bar at
+BAR_LIMIT), and nothing counts succeeded jobs per queue. Deaths are counted
+as they happen, so a requeue or a discard never lowers an hour's count. The
 retrying and dead jobs over time come from the samples the workers take once
 a minute (services/status_samples.py): the highest sample of each hour, an
 hour without one drawn as a gap, never as a zero. The charts are inline SVG
@@ -25,10 +27,11 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
+from django_jobretry.admin import dying
 from django_jobretry.admin.base import holds
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
-from django_jobretry.services import status, status_samples, workers
+from django_jobretry.services import deaths, status, status_samples, workers
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -141,10 +144,11 @@ def _bars(
     return bars
 
 
-def _chart(starts: list[datetime], until: datetime, *, slot: int, label: str, tick: str, every: int) -> Chart:
-    """Dead letters per bucket starting at each of ``starts``, the last one ending at ``until``."""
-    counts = status.dead_letters_per_bucket(starts, [*starts[1:], until])
-    bars = _bars(list(starts), list(counts), slot=slot, label=label, tick=tick, every=every)
+def _chart(
+    starts: list[datetime], counts: list[status.Count], *, slot: int, label: str, tick: str, every: int
+) -> Chart:
+    """Deaths per bucket starting at each of ``starts``."""
+    bars = _bars(starts, list(counts), slot=slot, label=label, tick=tick, every=every)
     return Chart(bars, slot, sum(counts, status.Count(0)))
 
 
@@ -155,10 +159,24 @@ def _hours(now: datetime) -> tuple[list[datetime], datetime]:
     return [current - timedelta(hours=h) for h in range(23, -1, -1)], current + timedelta(hours=1)
 
 
-def hourly(now: datetime) -> Chart:
-    """Dead letters per hour over the last 24 hours, oldest first, empty hours included."""
-    starts, until = _hours(now)
-    return _chart(starts, until, slot=20, label="%a %H:00", tick="%H:00", every=6)
+def _days(now: datetime) -> tuple[list[datetime], datetime]:
+    """The starts of the last 7 calendar days (the site's time zone; today last), and the end of today."""
+    today = timezone.localtime(now).date()
+    # Each local midnight built in the zone, so a DST change keeps days whole.
+    starts = [
+        timezone.make_aware(datetime.combine(today - timedelta(days=d), time.min)) for d in range(6, -1, -1)
+    ]
+    return starts, timezone.make_aware(datetime.combine(today + timedelta(days=1), time.min))
+
+
+def deaths_read(now: datetime) -> tuple[Chart, Chart, deaths.Deaths]:
+    """Deaths per hour (the last 24) and per day (the last 7), and per task and error class: one block."""
+    hours, end_of_hour = _hours(now)
+    days, end_of_day = _days(now)
+    found = deaths.read([*hours, *days], [*hours[1:], end_of_hour, *days[1:], end_of_day])
+    hourly = _chart(hours, found.buckets[:24], slot=20, label="%a %H:00", tick="%H:00", every=6)
+    daily = _chart(days, found.buckets[24:], slot=64, label="%a %d %b", tick="%a %d", every=1)
+    return hourly, daily, found
 
 
 def sampled_hourly(now: datetime) -> dict[str, Chart]:
@@ -176,17 +194,6 @@ def sampled_hourly(now: datetime) -> dict[str, Chart]:
 
 def _order(count: status.Count) -> tuple[int, bool]:
     return (count.value or 0, count.more)
-
-
-def daily(now: datetime) -> Chart:
-    """Dead letters per calendar day (the site's time zone) over the last 7 days."""
-    today = timezone.localtime(now).date()
-    # Each local midnight built in the zone, so a DST change keeps days whole.
-    starts = [
-        timezone.make_aware(datetime.combine(today - timedelta(days=d), time.min)) for d in range(6, -1, -1)
-    ]
-    until = timezone.make_aware(datetime.combine(today + timedelta(days=1), time.min))
-    return _chart(starts, until, slot=64, label="%a %d %b", tick="%a %d", every=1)
 
 
 def age(delay: timedelta | None) -> str:
@@ -268,6 +275,7 @@ def dashboard_view(admin: ModelAdmin[DeadLetter], request: HttpRequest) -> Templ
     figures = summary(site)
     now = figures["now"]
     refresh = refresh_seconds(request)
+    hourly, daily, found = deaths_read(now)
     context = {
         **admin.admin_site.each_context(request),
         **figures,
@@ -277,11 +285,12 @@ def dashboard_view(admin: ModelAdmin[DeadLetter], request: HttpRequest) -> Templ
         "changelist_url": reverse(f"{site}:{admin.opts.app_label}_{admin.opts.model_name}_changelist"),
         "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
         "workers": worker_panel(request, site),
-        "hourly": hourly(now),
+        "dying": dying.panel(found, site=site, now=now),
+        "hourly": hourly,
         "sampled": sampled_hourly(now),
         "last_sample": status_samples.latest(),
         "samples_kept_days": status_samples.SAMPLES_KEPT.days,
-        "daily": daily(now),
+        "daily": daily,
         "plot_height": PLOT_HEIGHT,
         "refresh": refresh,
         "refresh_links": refresh_links(refresh),

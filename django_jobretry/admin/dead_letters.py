@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, dashboard, fate, matching, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
-from django_jobretry.admin.changelist import QueueFilter, TaskFilter
+from django_jobretry.admin.changelist import ErrorClassFilter, QueueFilter, TaskFilter
 from django_jobretry.admin.operations import DeadLetterActions
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 
@@ -32,7 +32,7 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
     # attempts and requeues under the reason, so the last error keeps room to be read.
     list_display = ("id", "task", "reason_code", "died", "last_error_line")
     list_display_links = ("id", "task")
-    list_filter = (QueueFilter, TaskFilter, "reason", "source")
+    list_filter = (QueueFilter, TaskFilter, "reason", ErrorClassFilter, "source")
     date_hierarchy = "dead_at"
     search_fields = ("task_name", "last_error")
     search_help_text = "Task or error text; a number also matches a dead-letter id or job id."

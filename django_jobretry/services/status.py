@@ -31,11 +31,11 @@ from typing import Any
 from django.db import connection, transaction
 
 from django_jobretry.models import DeadReason
-from django_jobretry.services.status_sql import BUCKETS_SQL, QUEUES_SQL, TOTALS_SQL
+from django_jobretry.services.status_sql import QUEUES_SQL, TOTALS_SQL
 
 #: Counts stop here: past it, a figure says "more than 10,000", as the admin lists do.
 COUNT_LIMIT = 10_000
-#: A chart bar stops here: 31 bars at 10,000 would cost more than the rest of the page.
+#: A chart bar stops here (services/deaths.py): 31 bars at 10,000 would cost more than the rest of the page.
 BAR_LIMIT = 1_000
 
 
@@ -189,10 +189,3 @@ def totals(rows: Sequence[QueueStatus]) -> Totals:
         dead_by_reason={reason: Count.capped(n) for reason, n in zip(reasons, by_reason, strict=True)},
         succeeded_last_hour=Count.capped(succeeded),
     )
-
-
-def dead_letters_per_bucket(starts: Sequence[datetime], stops: Sequence[datetime]) -> list[Count]:
-    """Dead letters with ``starts[i] <= dead_at < stops[i]``, for each i, each counted up to BAR_LIMIT."""
-    with index_walks() as cursor:
-        cursor.execute(BUCKETS_SQL, {"cap": BAR_LIMIT + 1, "starts": list(starts), "stops": list(stops)})
-        return [Count.capped(n, BAR_LIMIT) for (n,) in cursor.fetchall()]

@@ -120,12 +120,3 @@ TOTALS_SQL = f"""
                  FROM unnest(%(reasons)s::text[]) WITH ORDINALITY AS r(reason, i) ORDER BY r.i),
            {_capped(_SUCCEEDED_LAST_HOUR, "j.finished_at")}
 """
-
-#: Dead letters per time bucket, each count capped: a chart of an incident stays cheap.
-_DEAD_IN_BUCKET = f"{DEAD} AS d WHERE d.dead_at >= b.start AND d.dead_at < b.stop"
-
-BUCKETS_SQL = f"""
-    SELECT {_capped(_DEAD_IN_BUCKET, "d.dead_at DESC, d.id DESC")}
-    FROM unnest(%(starts)s::timestamptz[], %(stops)s::timestamptz[]) WITH ORDINALITY AS b(start, stop, i)
-    ORDER BY b.i
-"""

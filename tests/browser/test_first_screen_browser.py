@@ -9,13 +9,15 @@ Everything is measured from the boxes the browser drew, never scrolled to.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.urls import reverse
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, ViewportSize, expect
 
+from django_jobretry.models import Death
 from tests.browser.test_admin_browser import (
     LONG_ERROR,
     LONG_TASK,
@@ -24,12 +26,12 @@ from tests.browser.test_admin_browser import (
     log_in,
     make_staff,
 )
-from tests.factories import DeadLetterFactory, history_entry
+from tests.factories import DeadLetterFactory, JobFactory, history_entry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 #: The screen of the issue's report.
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
 #: The attempt history's message column at 1280 px, at least (it was 60 px).
 LEAST_MESSAGE_WIDTH = 400
 ERROR_CLASS = "shop.integrations.partner.errors.PartnerRejected"
@@ -105,3 +107,34 @@ def test_the_dead_letter_page_shows_what_failed_on_the_first_screen(
         "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
     )
     assert overflow <= 0, overflow  # no horizontal scrolling
+
+
+def test_the_dashboard_shows_what_is_dying_per_task_on_the_first_screen(
+    page: Page, live_server: Any, django_user_model: Any, shots: Path
+) -> None:
+    make_staff(django_user_model, OPERATOR, OPERATOR_PERMISSIONS)
+    for _ in range(3):
+        Death.objects.create(
+            task_name=LONG_TASK, queue_name="partner-sync", reason="fatal", error_class=ERROR_CLASS
+        )
+    DeadLetterFactory.create(task_name=LONG_TASK, queue_name="partner-sync")
+    JobFactory.create(retrying=True, task_name=LONG_TASK, queue_name="partner-sync")
+
+    log_in(page, OPERATOR)
+    page.set_viewport_size(VIEWPORT)
+    # From the admin index, as a new user would find it.
+    page.goto(reverse("admin:index"))
+    page.get_by_role("link", name="Dashboard: what is dying").first.click()
+    expect(page).to_have_url(re.compile(r"/deadletter/dashboard/$"))
+    page.screenshot(path=shots / "dashboard-first-screen.png")
+
+    table = page.locator("#dying-tasks table")
+    inside_first_screen(page, table)
+    row = table.locator("tbody tr")
+    expect(row).to_have_count(1)
+    expect(row.locator("th")).to_have_text("sync_order_to_partner")
+    expect(row.locator("td.num")).to_have_text(["3", "3", "1"])
+    inside_first_screen(page, page.locator("#dying-errors table"))
+    row.locator("td.num a.jobretry-retrying").click()
+    expect(page).to_have_url(re.compile(r"status=retrying"))
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)

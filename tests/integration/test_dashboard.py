@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_jobretry.admin.dashboard import _hours
-from django_jobretry.models import WorkerProcess
+from django_jobretry.models import DeadLetter, Death, WorkerProcess
 from django_jobretry.services import status
 from tests.factories import (
     DeadLetterFactory,
@@ -53,10 +53,27 @@ def incident() -> dict[str, Any]:
     retrying()
     running = JobFactory.create(running=True, started_at=timezone.now() - timedelta(minutes=5))
     JobFactory.create(succeeded=True, queue_name="mail")
-    DeadLetterFactory.create_batch(2)
-    DeadLetterFactory.create(exhausted=True, queue_name="mail")
-    DeadLetterFactory.create(queue_name="mail", dead_at=timezone.now() - timedelta(days=3))
+    dead = [
+        *DeadLetterFactory.create_batch(2),
+        DeadLetterFactory.create(exhausted=True, queue_name="mail"),
+        DeadLetterFactory.create(queue_name="mail", dead_at=timezone.now() - timedelta(days=3)),
+    ]
+    record_deaths(dead)
     return {"running": running}
+
+
+def record_deaths(dead: list[DeadLetter]) -> None:
+    """The Death rows the burials of ``dead`` would have written (factories write none)."""
+    Death.objects.bulk_create(
+        Death(
+            died_at=row.dead_at,
+            task_name=row.task_name,
+            queue_name=row.queue_name,
+            reason=row.reason,
+            error_class=row.last_error_class,
+        )
+        for row in DeadLetter.objects.filter(pk__in=[row.pk for row in dead])
+    )
 
 
 @pytest.fixture
@@ -116,11 +133,11 @@ class TestDashboard:
 
     def test_chart_bars_stop_at_their_limit(self, viewer: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(status, "BAR_LIMIT", 2)
-        DeadLetterFactory.create_batch(3)
+        record_deaths(DeadLetterFactory.create_batch(3))
         response = viewer.get(reverse(DASHBOARD))
         hourly = response.context["hourly"]
         assert (str(hourly.total), str(hourly.bars[-1].count), hourly.bars[-1].value) == ("2+", "2+", "2+")
-        assert "Dead letters per hour, last 24 hours: 2+" in response.text
+        assert "Deaths per hour, last 24 hours: 2+" in response.text
 
     def test_shows_the_workers_to_those_who_may_see_them(self, watcher: Operator, viewer: Operator) -> None:
         live = WorkerProcessFactory.create(queues=["default", "mail"], running_jobs=3)
