@@ -16,6 +16,7 @@ Feature: Retries and dead letters for a django-q2 cluster
     Then it becomes one dead letter from django-q2 after 3 attempts
     And the cluster does not run it again
     And the admin shows the dead letter with its 3 attempts
+    And django-q2's own Resubmit on its failure refuses it, naming the dead letter
     When the fix is deployed and an operator requeues the dead letter in the admin
     Then the cluster runs the task again and it succeeds
     And no dead letter is left

@@ -106,6 +106,17 @@ def admin_shows(admin_client: Client) -> None:
     assert html.count("builtins.ConnectionError") >= 3  # one per attempt in the history
 
 
+@then("django-q2's own Resubmit on its failure refuses it, naming the dead letter")
+def q2_resubmit_refused(admin_client: Client, submitted: Submitted) -> None:
+    dead = DeadLetter.objects.get()
+    data = {"action": "resubmit_unowned", "_selected_action": [submitted.task_id], "index": "0"}
+    response = admin_client.post(reverse("admin:django_q_failure_changelist"), data, follow=True)
+    [message] = [str(m) for m in response.context["messages"]]
+    assert f"{submitted.task_id} (dead letter {dead.pk}: requeue it there)" in message
+    assert not OrmQ.objects.exists()  # nothing sent to django-q2 a second time
+    assert Task.objects.filter(id=submitted.task_id, success=False).exists()  # its failure is kept
+
+
 @when("the fix is deployed and an operator requeues the dead letter in the admin")
 def requeue_in_admin(admin_client: Client, submitted: Submitted) -> None:
     Execution.objects.create(key=f"{submitted.key}:fixed", attempt=0, pid=0)

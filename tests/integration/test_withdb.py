@@ -37,12 +37,13 @@ def _default_sigint() -> None:
 def withdb(data: Path, command: str = COMMAND) -> Iterator[tuple[subprocess.Popen[str], int]]:
     """withdb running ``command`` on a server in ``data``; yields it and the command's pid."""
     env = {key: value for key, value in os.environ.items() if key != "DATABASE_URL"}
+    errors = (data.parent / "withdb.stderr").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "devtools.withdb", "--data", str(data), "--", sys.executable, "-c", command],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         text=True,
         start_new_session=True,
         preexec_fn=_default_sigint,  # noqa: PLW1509 - only resets one signal before exec
@@ -50,7 +51,7 @@ def withdb(data: Path, command: str = COMMAND) -> Iterator[tuple[subprocess.Pope
     try:
         assert process.stdout is not None
         line = process.stdout.readline()  # withdb's deadline: the test's timeout below
-        assert line.startswith("ready "), line
+        assert line.startswith("ready "), (data.parent / "withdb.stderr").read_text()
         yield process, int(line.split()[1])
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -58,6 +59,7 @@ def withdb(data: Path, command: str = COMMAND) -> Iterator[tuple[subprocess.Pope
         process.wait(timeout=DEADLINE)
         if process.stdout is not None:
             process.stdout.close()
+        errors.close()
 
 
 def postmaster(data: Path) -> int | None:
