@@ -131,12 +131,13 @@ class RetryPolicy:
         set_("total_budget", None)
         if total_budget is not None:
             budget = to_timedelta("total_budget", total_budget, maximum=MAX_BUDGET)
-            worst = self.worst_case_total()
+            worst, retries = self.worst_case_total(), self.max_attempts - 1
+            retries_text = f"{retries} retry" if retries == 1 else f"{retries} retries"
             if worst > budget:
                 raise InvalidPolicy(
                     "total_budget",
                     total_budget,
-                    f"the worst-case schedule ({self.max_attempts - 1} retries at full jitter) "
+                    f"the worst-case schedule ({retries_text} at full jitter) "
                     f"totals {worst.total_seconds():g} s; raise total_budget or lower max_attempts/max_delay",
                 )
             set_("total_budget", budget)

@@ -58,6 +58,8 @@ def test_bad_parameter_names_its_field(kwargs: dict[str, Any], field: str) -> No
 def test_over_budget_message_gives_the_worst_case() -> None:
     with pytest.raises(InvalidPolicy, match=r"3 retries at full jitter\) totals 35 s"):
         RetryPolicy(max_attempts=4, base_delay=5, multiplier=2, max_delay=20, jitter=0, total_budget=34)
+    with pytest.raises(InvalidPolicy, match=r"\(1 retry at full jitter\) totals 5 s"):
+        RetryPolicy(max_attempts=2, base_delay=5, jitter=0, total_budget=4)
 
 
 def test_budget_exactly_met_is_accepted() -> None:
