@@ -63,10 +63,14 @@ test: $(STAMP)
 	$(WITHDB) --throwaway -- $(MAKE) --no-print-directory migrations-check pytest \
 		PYTEST_COV_ARGS="--cov --cov-report=term-missing:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)"
 
+# Test processes for `make pytest` (pytest-xdist, a test database each): one more than the
+# cores, since most tests wait on subprocesses and the database; PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
+
 # The checks below expect DATABASE_URL when they touch the database; run them through `make test`.
 # PYTEST_ARGS is for you (a subset: `make pytest PYTEST_ARGS=tests/unit`); PYTEST_COV_ARGS is set by `make test`.
 pytest: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_COV_ARGS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_COV_ARGS) $(PYTEST_ARGS)
 
 migrations-check: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.default_venv_backend = "venv"
@@ -14,6 +16,17 @@ nox.options.sessions = ["tests"]
 def tests(session: nox.Session, django: str) -> None:
     """Pytest on one Django series, against an embedded PostgreSQL unless DATABASE_URL is set."""
     session.install("-e", ".[dev]", f"django~={django}.0")
+    workers = os.environ.get("PYTEST_WORKERS") or str((os.cpu_count() or 2) + 1)
     session.run(
-        "python", "-m", "devtools.withdb", "--throwaway", "--", "python", "-m", "pytest", *session.posargs
+        "python",
+        "-m",
+        "devtools.withdb",
+        "--throwaway",
+        "--",
+        "python",
+        "-m",
+        "pytest",
+        "-n",
+        workers,
+        *session.posargs,
     )

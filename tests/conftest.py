@@ -21,6 +21,18 @@ collect_ignore_glob = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Without DATABASE_URL, run in one process (pytest-xdist off).
+
+    The check below then stops the run once, with its fix; in pytest-xdist's
+    workers it would stop each worker, which xdist restarts again and again.
+    """
+    if not os.environ.get("DATABASE_URL") and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = None
+        config.option.dist = "no"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Stop early, with the fix, when database tests are collected without a database."""
     if os.environ.get("DATABASE_URL"):
