@@ -2,7 +2,7 @@
 
 Django's admin index lists registered models only. The dashboard is a page
 of the dead-letter admin; registering the ``Dashboard`` proxy
-(models/death.py) puts a "Dashboard: what is dying" row under "Jobs and
+(models/dashboard.py) puts a "Dashboard: what is dying" row under "Jobs and
 dead letters", for the users who may view dead letters, and its list
 redirects to the dashboard. The app's own index page
 (templates/admin/django_jobretry/app_index.html) adds what is dying now.

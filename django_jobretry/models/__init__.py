@@ -4,8 +4,9 @@ Dead letters live apart so the hot jobs table stays small and its partial
 indexes stay tiny whatever the backlog of failures.
 """
 
+from django_jobretry.models.dashboard import Dashboard
 from django_jobretry.models.dead_letter import DeadLetter, DeadLetterSource, DeadReason
-from django_jobretry.models.death import Dashboard, Death
+from django_jobretry.models.death import Death
 from django_jobretry.models.event_counter import CounterEvent, EventCounter
 from django_jobretry.models.imported_failure import ImportedFailure
 from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus

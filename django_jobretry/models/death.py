@@ -16,7 +16,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
-from django_jobretry.models.dead_letter import DeadLetter, DeadReason
+from django_jobretry.models.dead_letter import DeadReason
 
 
 class Death(models.Model):
@@ -50,19 +50,3 @@ class Death(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name} died {self.died_at:%Y-%m-%d %H:%M:%S} ({self.reason})"
-
-
-class Dashboard(DeadLetter):
-    """No table of its own: the admin index's and sidebar's entry for the dashboard (admin/index_link.py).
-
-    The admin lists models only, so the dashboard, a page of the dead-letter
-    admin, is reachable from the index through this proxy, whose list
-    redirects there.
-    """
-
-    class Meta:
-        proxy = True
-        verbose_name = "dashboard"
-        verbose_name_plural = "dashboard: what is dying"
-        # Seeing it is seeing dead letters (view_deadletter).
-        default_permissions = ()

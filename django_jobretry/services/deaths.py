@@ -125,7 +125,7 @@ class Dying:
 
     def order(self) -> tuple[int, int, int, str]:
         """Most deaths in the last hour first, then in 24 hours, then most retrying."""
-        retrying = self.retrying.value or 0 if self.retrying is not None else 0
+        retrying = 0 if self.retrying is None else self.retrying.value or 0
         return (-(self.last_hour.value or 0), -(self.last_day.value or 0), -retrying, self.name)
 
 
