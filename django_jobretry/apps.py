@@ -30,7 +30,7 @@ class JobRetryConfig(AppConfig):
         import_startup_modules(jobretry_settings.raw, with_tasks=uses_task_backend())
 
 
-BACKENDS_MODULE = "django_jobretry.backends"
+BACKENDS_MODULE = "django_jobretry.contrib.django_tasks.backend"
 
 
 def uses_task_backend() -> bool:

@@ -1,1 +1,1 @@
-"""Adapters to other task systems; each is a Django app of its own (an adapter, layer 5)."""
+"""Adapters to other task systems (layer 5): django-q2 (a Django app of its own) and django.tasks."""

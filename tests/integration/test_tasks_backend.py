@@ -30,10 +30,10 @@ from django.tasks.signals import task_finished
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
 from django_jobretry.backends import JobRetryBackend
+from django_jobretry.contrib.django_tasks.results import LOST_ATTEMPT_CLASS
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import recovery
 from django_jobretry.services.cancel import bury_cancelled_attempt, cancel_jobs
-from django_jobretry.task_results import LOST_ATTEMPT_CLASS
 from tests.integration.tasks_backend import claim_due, fail, succeed
 from tests.jobs_app import tasks
 

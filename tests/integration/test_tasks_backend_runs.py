@@ -20,10 +20,10 @@ from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.test import override_settings
 
 from django_jobretry.backends import JobRetryBackend
+from django_jobretry.contrib.django_tasks.runs import TaskRun
 from django_jobretry.exceptions import UnstorableResult
 from django_jobretry.models import DeadLetter, Job
 from django_jobretry.registry import registry
-from django_jobretry.task_runs import TaskRun
 from tests.inprocess import run_until_settled
 from tests.jobs_app import tasks
 from tests.jobs_app.jobs import _record

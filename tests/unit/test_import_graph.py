@@ -46,13 +46,10 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.decorators": 5,
     f"{PACKAGE}.deadletters": 5,
     f"{PACKAGE}.apps": 5,
-    f"{PACKAGE}.backends": 5,
-    f"{PACKAGE}.task_backend_checks": 5,
-    f"{PACKAGE}.task_results": 5,
-    f"{PACKAGE}.task_runs": 5,
+    f"{PACKAGE}.backends": 5,  # the public path of contrib/django_tasks' backend
     f"{PACKAGE}.testing": 5,
     f"{PACKAGE}.metrics": 5,  # the optional Prometheus view
-    f"{PACKAGE}.contrib": 5,  # adapters to other task systems (django-q2)
+    f"{PACKAGE}.contrib": 5,  # adapters to other task systems (django-q2, django.tasks)
     PACKAGE: 6,  # the package's __init__: the lazy public API over everything
 }
 LAYER_NAMES = {1: "policy", 2: "models/registry/conf", 3: "services", 4: "worker", 5: "adapters", 6: "root"}

@@ -19,9 +19,8 @@ from django_jobretry.settings_schema import did_you_mean
 from django_jobretry.validation import check_queue_name
 
 if TYPE_CHECKING:
+    from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task
-
-    from django_jobretry.backends import JobRetryBackend
 
 #: The keys OPTIONS may hold.
 OPTION_KEYS = ("policy", "task_policies")
@@ -30,7 +29,7 @@ OPTION_KEYS = ("policy", "task_policies")
 class UndeclaredQueue(InvalidTask):
     """A ``@task`` names a queue its backend's ``QUEUES`` does not list; check E025 reports it at start-up."""
 
-    def __init__(self, backend: JobRetryBackend, task: Task[..., Any]) -> None:
+    def __init__(self, backend: BaseTaskBackend, task: Task[..., Any]) -> None:
         queues = sorted(backend.queues, key=str)
         where = f'TASKS["{backend.alias}"]["QUEUES"]'
         unset = " (Django's default when QUEUES is not set)" if queues == [DEFAULT_TASK_QUEUE_NAME] else ""
@@ -42,7 +41,7 @@ class UndeclaredQueue(InvalidTask):
         self.hint = f"Add {task.queue_name!r} to {where}, or give @task(queue_name=...) a queue it lists."
 
 
-def check_backend(backend: JobRetryBackend) -> list[CheckMessage]:
+def check_backend(backend: BaseTaskBackend) -> list[CheckMessage]:
     """Every problem of one backend's configuration, each with its own id and hint."""
     where = f'TASKS["{backend.alias}"]'
     problems: list[CheckMessage] = []

@@ -3,7 +3,7 @@
 A ``@task`` of a JobRetryBackend is registered under its module path when
 Django validates it (at decoration), so the worker finds it like any
 ``@job``: through the registry, never by importing a path read from a row
-(docs/design.md#rule-10). Only imported by :mod:`django_jobretry.backends`,
+(docs/design.md#rule-10). Only imported by :mod:`django_jobretry.contrib.django_tasks.backend`,
 which makes sure ``django.tasks`` exists.
 """
 
@@ -110,8 +110,8 @@ def task_of(task_name: str) -> Task[..., Any] | None:
 
 def running_result(task: Task[..., Any]) -> TaskResult[..., Any]:
     """The result of the attempt this worker thread runs now, read from its row."""
+    from django_jobretry.contrib.django_tasks.results import enqueued_task, read_row, result_of
     from django_jobretry.models import Job
-    from django_jobretry.task_results import enqueued_task, read_row, result_of
 
     context = current_job()
     if context is None:
@@ -136,7 +136,7 @@ def _finished(row: Any) -> None:
     (``sys.exc_info()``) carries the traceback: the error is long gone, so a
     :class:`StoredError` holding its recorded traceback stands for it.
     """
-    from django_jobretry.task_results import enqueued_task, result_of
+    from django_jobretry.contrib.django_tasks.results import enqueued_task, result_of
 
     registered = task_of(row.task_name)
     if registered is None:
@@ -154,8 +154,8 @@ def _finished(row: Any) -> None:
 
 
 def _on_succeeded(sender: type, *, task_name: str = "", job_id: int | None = None, **kwargs: Any) -> None:
+    from django_jobretry.contrib.django_tasks.results import read_row
     from django_jobretry.models import Job
-    from django_jobretry.task_results import read_row
 
     if task_of(task_name) is None or job_id is None:
         return
@@ -176,8 +176,8 @@ def _on_dead_lettered(
     Not when the policy's ``requeue_budget`` revived it at once (``requeued_as``):
     the task runs again and finishes later.
     """
+    from django_jobretry.contrib.django_tasks.results import read_row
     from django_jobretry.models import DeadLetter
-    from django_jobretry.task_results import read_row
 
     if dead_letter_id is None or requeued_as is not None or (task_name and task_of(task_name) is None):
         return
@@ -186,5 +186,5 @@ def _on_dead_lettered(
         _finished(row)
 
 
-signals.job_succeeded.connect(_on_succeeded, dispatch_uid="django_jobretry.task_runs.succeeded")
-signals.job_dead_lettered.connect(_on_dead_lettered, dispatch_uid="django_jobretry.task_runs.dead")
+signals.job_succeeded.connect(_on_succeeded, dispatch_uid="jobretry.django_tasks.succeeded")
+signals.job_dead_lettered.connect(_on_dead_lettered, dispatch_uid="jobretry.django_tasks.dead")

@@ -3,7 +3,7 @@
 A result id is the id of the first job of its requeue chain, so a caller
 polling one id sees FAILED -> READY -> SUCCESSFUL across a requeue
 (docs/decisions/0006-a-task-result-spans-requeues.md). Only imported by
-:mod:`django_jobretry.backends`, which makes sure ``django.tasks`` exists.
+:mod:`django_jobretry.contrib.django_tasks.backend`, which makes sure ``django.tasks`` exists.
 """
 
 from __future__ import annotations

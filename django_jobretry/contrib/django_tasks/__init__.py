@@ -1,0 +1,8 @@
+"""The backend for Django's task framework (``django.tasks``, Django 6.0+): tasks run by our workers.
+
+One room, beside ``contrib/django_q2``: the backend (backend.py), a task
+run as a job (runs.py), a job row read as a ``TaskResult`` (results.py) and
+the backend's checks (checks.py). ``TASKS["BACKEND"]`` names it by its
+public path, ``django_jobretry.backends.JobRetryBackend``; see
+docs/django-tasks.md.
+"""
