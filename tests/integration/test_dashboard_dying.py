@@ -178,6 +178,20 @@ class TestWhatIsDying:
         (row,) = viewer.get(reverse(DASHBOARD)).context["dying"]["errors"]["rows"]
         assert (row["name"], row["url"], row["last_hour"].url) == (dying.NO_EXCEPTION, None, None)
 
+    def test_the_tables_show_the_most_dying_first_and_count_the_rest(self, viewer: Operator) -> None:
+        shown = dying.ROWS_SHOWN
+        Death.objects.bulk_create(
+            Death(task_name=f"t{n:02}", queue_name="q", reason=DeadReason.FATAL, error_class=f"E{n:02}")
+            for n in range(shown + 2)
+            for _ in range(n + 1)  # task t05 died 6 times
+        )
+        response = viewer.get(reverse(DASHBOARD))
+        tasks = response.context["dying"]["tasks"]
+        assert [row["name"] for row in tasks["rows"]] == [f"t{n:02}" for n in range(shown + 1, 1, -1)]
+        assert tasks["more"] == 2
+        assert "… and 2 more tasks." in response.text
+        assert "… and 2 more error classes." in response.text
+
     def test_nothing_dying(self, viewer: Operator) -> None:
         html = viewer.get(reverse(DASHBOARD)).text
         assert "No job died in the last 24 hours, and none is retrying." in html
