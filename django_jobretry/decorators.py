@@ -8,13 +8,14 @@ run_after=...)``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
-from django_jobretry.registry import registry, resolve_policy
+from django_jobretry.registry import registry
 from django_jobretry.validation import (
     check_priority,
     check_queue_name,
@@ -25,6 +26,7 @@ from django_jobretry.validation import (
 
 if TYPE_CHECKING:
     from django_jobretry.models import Job
+    from django_jobretry.services.enqueue import JobSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +105,7 @@ class JobDefinition[**P]:
         """
         from django_jobretry.services.enqueue import enqueue
 
-        return enqueue(self, args, kwargs)
+        return enqueue(self.spec, args, kwargs)
 
     def bulk_enqueue(self, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]) -> list[Job]:
         """Store many jobs of this task in one INSERT; each call is ``(args, kwargs)``.
@@ -112,11 +114,23 @@ class JobDefinition[**P]:
         """
         from django_jobretry.services.enqueue import bulk_enqueue
 
-        return bulk_enqueue(self, calls)
+        return bulk_enqueue(self.spec, calls)
 
-    def resolve_policy(self) -> tuple[str, RetryPolicy]:
-        """(name stored on the job, policy) - named policies read from settings now."""
-        return resolve_policy(self.policy)
+    @functools.cached_property
+    def spec(self) -> JobSpec:
+        """This definition as the enqueue service takes it (built once per definition)."""
+        from django_jobretry.services.enqueue import JobSpec
+
+        return JobSpec(
+            name=self.name,
+            func=self.func,
+            queue_name=self.queue_name,
+            policy=self.policy,
+            priority=self.priority,
+            run_after=self.run_after,
+            unique_key=self.unique_key,
+            takes_context=self.takes_context,
+        )
 
 
 @overload

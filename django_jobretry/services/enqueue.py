@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 
@@ -12,21 +14,42 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
 from django_jobretry.models.instants import check_run_after
+from django_jobretry.policy import RetryPolicy
+from django_jobretry.registry import resolve_policy
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import Arguments, encode_arguments
 
-if TYPE_CHECKING:
-    from django_jobretry.decorators import JobDefinition
-
 logger = logging.getLogger("django_jobretry")
 
-__all__ = ["CHANNEL", "UNIQUE_CONSTRAINT", "bulk_enqueue", "enqueue", "notify"]
+__all__ = ["CHANNEL", "UNIQUE_CONSTRAINT", "JobSpec", "bulk_enqueue", "enqueue", "notify"]
 
 UNIQUE_CONSTRAINT = "jobretry_job_unique_live_key"
 
 
-def enqueue(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What an enqueue stores of its task: built by ``@job`` and by the django.tasks backend.
+
+    A plain value, so the service depends on no front door's type: each
+    front door validates its own declaration once and hands this over.
+    """
+
+    #: The task name workers look up in the registry.
+    name: str
+    #: The function, to check that it can take the call's arguments.
+    func: Callable[..., Any]
+    queue_name: str
+    #: A JOBRETRY policy name, or an inline RetryPolicy registered with the task.
+    policy: str | RetryPolicy
+    priority: int
+    run_after: datetime | timedelta | None
+    unique_key: str | None
+    #: Whether the function's first parameter is django.tasks' context, which the worker passes.
+    takes_context: bool
+
+
+def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
     """Insert one job (or return the live one holding its unique_key): one statement in autocommit."""
     run_at = _run_at(definition)
     shared = _shared(definition)
@@ -38,9 +61,7 @@ def enqueue(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[
     return job
 
 
-def bulk_enqueue(
-    definition: JobDefinition[Any], calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
-) -> list[Job]:
+def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]) -> list[Job]:
     """Validate every call first, then insert all jobs, count them and wake the workers in one statement."""
     if definition.unique_key is not None:
         raise InvalidJob("bulk_enqueue does not take unique_key; enqueue keyed jobs one by one")
@@ -65,7 +86,7 @@ def notify(queue_names: Sequence[str]) -> None:
             cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, queue_name])
 
 
-def _arguments(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments:
+def _arguments(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments:
     """The call's arguments as stored, or InvalidJob: not JSON, or not a call the function can take."""
     arguments = encode_arguments(
         definition.name,
@@ -78,16 +99,16 @@ def _arguments(definition: JobDefinition[Any], args: tuple[Any, ...], kwargs: di
     return arguments
 
 
-def _run_at(definition: JobDefinition[Any]) -> RunAt:
+def _run_at(definition: JobSpec) -> RunAt:
     """The definition's run_after, or InvalidJob if its time (a delay: from now) is out of range."""
     run_after = definition.run_after
     check_run_after(run_after)
     return run_after
 
 
-def _shared(definition: JobDefinition[Any]) -> Shared:
+def _shared(definition: JobSpec) -> Shared:
     """The columns all of the definition's jobs share; the policy is read from the settings now."""
-    policy_name, policy = definition.resolve_policy()
+    policy_name, policy = resolve_policy(definition.policy)
     return Shared(
         task_name=definition.name,
         queue_name=definition.queue_name,

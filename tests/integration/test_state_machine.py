@@ -61,6 +61,7 @@ from django_jobretry import FatalError, RetryableError, RetryPolicy, job
 from django_jobretry.decorators import JobDefinition
 from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.registry import resolve_policy
 from django_jobretry.services import deadletters, recovery, retention, transitions
 from django_jobretry.services.cancel import cancel_jobs
 from django_jobretry.services.claimed import ClaimedJob
@@ -104,7 +105,12 @@ def thrice() -> None:
 
 
 DEFINITIONS: dict[Kind, JobDefinition[[]]] = {
-    Kind(d.name, d.queue_name, d.resolve_policy()[1].max_attempts, d.resolve_policy()[1].requeue_budget): d
+    Kind(
+        d.name,
+        d.queue_name,
+        resolve_policy(d.policy)[1].max_attempts,
+        resolve_policy(d.policy)[1].requeue_budget,
+    ): d
     for d in (once, twice, thrice)
 }
 ERRORS: dict[str, Callable[[], BaseException]] = {

@@ -98,20 +98,20 @@ class JobRetryBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
         from django_jobretry.contrib.django_tasks.results import result_of
-        from django_jobretry.decorators import JobDefinition
-        from django_jobretry.services.enqueue import enqueue
+        from django_jobretry.services.enqueue import JobSpec, enqueue
 
         self.validate_task(task)
-        definition = JobDefinition(
+        spec = JobSpec(
             func=task.func,
             name=task.module_path,
             queue_name=task.queue_name,
             policy=self.policy_name(task),
             priority=task.priority,
             run_after=task.run_after,
+            unique_key=None,
             takes_context=task.takes_context,
         )
-        job = enqueue(definition, tuple(args), dict(kwargs))
+        job = enqueue(spec, tuple(args), dict(kwargs))
         result = result_of(job, task, self.alias)
         send_task_signal(task_enqueued, task, result)
         return cast("TaskResult[P, R]", result)  # result_of reads any task's row
