@@ -165,6 +165,9 @@ class TestDeadLetterPages:
         html = superuser.get(change_url(second)).text
         assert "still bad" in html
         assert "django_jobretry.exceptions.FatalError" in html
+        # The worker records which rule made the error fatal; the page leads with it.
+        rule = second.errors[-1]["rule"]
+        assert f'Fatal error<span class="jobretry-rule">rule: {rule}</span>' in html
         assert "<td>alice</td>" in html
         assert f"<td>{first.pk}</td>" in html
 
