@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django_jobretry.exceptions import JobTimeout
 from django_jobretry.services.cancel import bury_cancelled_attempt
@@ -28,13 +29,23 @@ from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import log_extra
 from django_jobretry.services.outcomes import Failed, Interrupted, Recorder
 
-if TYPE_CHECKING:
-    from django_jobretry.worker.process_pool import ChildSlot
-
 logger = logging.getLogger("django_jobretry")
 
 #: Seconds the children killed at the end of a shutdown's grace period have to be reaped.
 REAP_SECONDS = 10.0
+
+
+class KillableSlot(Protocol):
+    """A process-pool slot as time limits use it (worker/process_pool.py's ChildSlot has these)."""
+
+    def kill_if_running(self, job_id: int) -> None:
+        """Kill the child if it runs ``job_id`` now."""
+
+    def interrupt(self) -> None:
+        """Kill the child if it runs any job now."""
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Whether the slot's runner reaped its child within ``timeout`` seconds."""
 
 
 class TimeLimits:
@@ -45,11 +56,11 @@ class TimeLimits:
     """
 
     def __init__(
-        self, running: dict[int, ClaimedJob], recorder: Recorder, slots: list[ChildSlot] | None = None
+        self, running: dict[int, ClaimedJob], recorder: Recorder, slots: Sequence[KillableSlot] = ()
     ) -> None:
         self.running, self.recorder = running, recorder
         #: The process pool's child slots (empty in the thread pool), to kill a cancelled job's child.
-        self.slots = slots if slots is not None else []
+        self.slots = slots
         self._due: dict[int, tuple[float, timedelta]] = {}
         self._lock = threading.Lock()
         #: Attempts already ended as "timeout" whose thread has not returned yet.
