@@ -8,20 +8,31 @@ task, its queue, the attempt and how it ended.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from django_jobretry import signals
-from django_jobretry.models import DeadLetter
-from django_jobretry.policy import GiveUp, Retry
+from django_jobretry.models import DeadLetter, DeadReason
+from django_jobretry.policy import Decision, GiveUp, Retry
 from django_jobretry.services.error_lines import failure_phrase
-
-if TYPE_CHECKING:
-    from django_jobretry.contrib.django_q2.monitor import Judgement
+from django_jobretry.services.history import AttemptEntry
 
 logger = logging.getLogger("django_jobretry")
 
 #: How a django-q2 task's line starts, like JOB_LINE for our jobs.
 TASK_LINE = "django-q2 task %s attempt %s (%s, queue %s) %s"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The policy's decision on one failed attempt, and what the history says of it (monitor.judge)."""
+
+    decision: Decision
+    attempt: int
+    max_attempts: int
+    func_name: str
+    entry: AttemptEntry
+    reason: DeadReason | None  # set when giving up
 
 
 class DjangoQ2Cluster:

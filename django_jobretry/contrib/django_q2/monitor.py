@@ -26,7 +26,6 @@ twice). Retry: one Schedule row that re-sends the package after the delay
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,10 +34,10 @@ from django.utils import timezone
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.contrib.django_q2 import KEY, redelivery
-from django_jobretry.contrib.django_q2.announce import announce
+from django_jobretry.contrib.django_q2.announce import Judgement, announce
 from django_jobretry.contrib.django_q2.rendering import arguments, json_safe
 from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason
-from django_jobretry.policy import Decision, ErrorKind, GiveUp, Retry
+from django_jobretry.policy import ErrorKind, GiveUp, Retry
 from django_jobretry.registry import policy_for
 from django_jobretry.services.decisions import decide
 from django_jobretry.services.external_dead_letters import ExternalDeadLetter, bury_external
@@ -77,18 +76,6 @@ def entry_for(attempt: int, failure: dict[str, Any], worker: str, now: datetime)
     )
     entry["at"] = now.isoformat()
     return entry
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """The policy's decision on one failed attempt, and what the history says of it."""
-
-    decision: Decision
-    attempt: int
-    max_attempts: int
-    func_name: str
-    entry: AttemptEntry
-    reason: DeadReason | None  # set when giving up
 
 
 def judge(package: dict[str, Any], state: dict[str, Any], now: datetime) -> Judgement:
