@@ -14,18 +14,19 @@ from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, dashboard, fate, matching, rendering, timestamps
+from django_jobretry.admin import audit, fate, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
 from django_jobretry.admin.changelist import ErrorClassFilter, QueueFilter, TaskFilter
-from django_jobretry.admin.operations import DeadLetterActions
+from django_jobretry.admin.dashboard import DashboardPage
+from django_jobretry.admin.matching import MatchingActions
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 
 
-class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
+class DeadLetterAdmin(DashboardPage, MatchingActions, ReadOnlyRecordAdmin):
     """Newest dead first, filterable, searchable; actions instead of edits."""
 
     # Five columns beside Django's two sidebars at 1280 px: the queue rides under the task,
@@ -148,21 +149,12 @@ class DeadLetterAdmin(DeadLetterActions, ReadOnlyRecordAdmin):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         """The list, with its "Requeue / Discard all matching…" links (admin/matching.py)."""
-        context = {"jobretry_matching_links": matching.links(self, request), **(extra_context or {})}
+        context = {"jobretry_matching_links": self.matching_links(request), **(extra_context or {})}
         return super().changelist_view(request, context)
 
     def get_urls(self) -> list[URLPattern]:
-        info = self.opts.app_label, self.opts.model_name
-        dashboard_url = path(
-            "dashboard/",
-            self.admin_site.admin_view(self.dashboard_view),
-            name="{}_{}_dashboard".format(*info),
-        )
         # Before the defaults, whose "<path:object_id>/" would swallow these.
-        return [dashboard_url, *self.matching_urls(), *self.action_urls(), *super().get_urls()]
-
-    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
-        return dashboard.dashboard_view(self, request)
+        return [*self.dashboard_urls(), *self.matching_urls(), *self.action_urls(), *super().get_urls()]
 
 
 def heading(dead: DeadLetter) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy
 import shlex
-from typing import TYPE_CHECKING
 
 from django.contrib import messages
 from django.contrib.admin.options import IS_FACETS_VAR, IS_POPUP_VAR, TO_FIELD_VAR, IncorrectLookupParameters
@@ -30,15 +29,13 @@ from django.contrib.admin.views.main import ALL_VAR, ERROR_FLAG, ORDER_VAR, PAGE
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect, QueryDict
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 
 from django_jobretry.admin import confirmation, selection
 from django_jobretry.admin.base import parse_id
+from django_jobretry.admin.operations import VERBS, DeadLetterActions
 from django_jobretry.models import DeadLetter
-
-if TYPE_CHECKING:
-    from django_jobretry.admin.operations import DeadLetterActions
 
 #: Where the list's query string travels (Django's own name for preserved filters).
 FILTERS = "_changelist_filters"
@@ -60,34 +57,6 @@ def list_filters(query: QueryDict) -> QueryDict:
     return kept
 
 
-def links(model_admin: DeadLetterActions, request: HttpRequest) -> list[tuple[str, str, str]]:
-    """(label, url, css class) of the list's "… all matching" links the user may follow."""
-    query = urlencode({FILTERS: list_filters(request.GET).urlencode()})
-    found = []
-    for verb in ("requeue", "discard"):
-        if model_admin.may(request, verb):
-            url = reverse(f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_{verb}_matching")
-            found.append(
-                (f"{verb.capitalize()} all matching…", f"{url}?{query}", f"jobretry-{verb}-matching")
-            )
-    return found
-
-
-def _matching(
-    model_admin: DeadLetterActions, request: HttpRequest, filters: QueryDict
-) -> QuerySet[DeadLetter]:
-    """The dead letters the list shows for ``filters``, built by the list's own ChangeList.
-
-    Raises what the list raises: DisallowedModelAdminLookup (a 400) for a
-    refused filter, IncorrectLookupParameters for one that cannot run.
-    """
-    listing = copy.copy(request)
-    listing.GET = filters  # type: ignore[assignment]
-    changelist = model_admin.get_changelist_instance(listing)
-    rows: QuerySet[DeadLetter] = changelist.queryset
-    return rows
-
-
 def command(verb: str, filters: QueryDict) -> str:
     """The `manage.py deadletters` command that does the same, when the filters translate."""
     options = []
@@ -99,55 +68,103 @@ def command(verb: str, filters: QueryDict) -> str:
     return shlex.join(["manage.py", "deadletters", verb, "--all"]) + "".join(f" {o}" for o in options)
 
 
-def matching_view(model_admin: DeadLetterActions, request: HttpRequest, verb: str) -> HttpResponse:
-    """GET: the confirmation page for every dead letter matching the list. POST "yes": the action."""
-    if request.method not in ("GET", "POST"):
-        return HttpResponseNotAllowed(["GET", "POST"])
-    if not (model_admin.has_view_permission(request) and model_admin.may(request, verb)):
-        raise PermissionDenied
-    filters = list_filters(QueryDict(request.GET.get(FILTERS, "")))
-    back = reverse(f"admin:{model_admin.opts.app_label}_{model_admin.opts.model_name}_changelist")
-    back_to_list = f"{back}?{filters.urlencode()}" if filters else back
-    try:
-        matching = _matching(model_admin, request, filters)
-    except IncorrectLookupParameters:
-        return HttpResponseRedirect(f"{back}?{ERROR_FLAG}=1")  # as the list answers them
-    if request.method == "POST":
-        return _act(model_admin, request, verb, matching, back_to_list)
-    ids = list(matching.values_list("pk", flat=True)[: selection.BULK_LIMIT + 1])
-    refused = ""
-    if len(ids) > selection.BULK_LIMIT:
-        refused = (
-            f"More than {selection.BULK_LIMIT:,} dead letters match this list: too many for one admin "
-            f"request, so nothing can be done here. Narrow the list, or run `{command(verb, filters)}` "
-            "(add --rate to pace it)."
-        )
-    hidden = {"post": "yes", UPTO_FIELD: str(max(ids, default=0)), COUNT_FIELD: str(len(ids))}
-    scope = [(key, value) for key, values in filters.lists() for value in values]
-    return confirmation.page(
-        model_admin,
-        request,
-        verb=verb,
-        ids=ids,
-        hidden=hidden,
-        form_url=request.get_full_path(),
-        cancel_url=back_to_list,
-        scope=scope,
-        refused=refused,
-    )
+class MatchingActions(DeadLetterActions):
+    """The actions, plus "Requeue / Discard all matching…": every dead letter the list's filters select.
 
+    Mixed into DeadLetterAdmin; the same permissions as the actions.
+    """
 
-def _act(
-    model_admin: DeadLetterActions, request: HttpRequest, verb: str, matching: QuerySet[DeadLetter], back: str
-) -> HttpResponse:
-    """The confirmed action, on what matched when the confirmation was drawn."""
-    upto, counted = parse_id(request.POST.get(UPTO_FIELD, "")), parse_id(request.POST.get(COUNT_FIELD, ""))
-    if request.POST.get("post") != "yes" or upto is None or counted is None:
-        model_admin.message_user(
-            request, "This confirmation form is incomplete or was altered: nothing was done.", messages.ERROR
+    def matching_urls(self) -> list[URLPattern]:
+        """The confirmation page, then the action, one URL per verb."""
+        info = self.opts.app_label, self.opts.model_name
+        wrap = self.admin_site.admin_view
+        return [
+            path(
+                f"matching/{verb}/",
+                wrap(self.matching_view),
+                {"verb": verb},
+                name=f"{info[0]}_{info[1]}_{verb}_matching",
+            )
+            for verb in VERBS
+        ]
+
+    def matching_links(self, request: HttpRequest) -> list[tuple[str, str, str]]:
+        """(label, url, css class) of the list's "… all matching" links the user may follow."""
+        query = urlencode({FILTERS: list_filters(request.GET).urlencode()})
+        found = []
+        for verb in VERBS:
+            if self.may(request, verb):
+                url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_{verb}_matching")
+                found.append(
+                    (f"{verb.capitalize()} all matching…", f"{url}?{query}", f"jobretry-{verb}-matching")
+                )
+        return found
+
+    def matching_view(self, request: HttpRequest, verb: str) -> HttpResponse:
+        """GET: the confirmation page for every dead letter matching the list. POST "yes": the action."""
+        if request.method not in ("GET", "POST"):
+            return HttpResponseNotAllowed(["GET", "POST"])
+        if not (self.has_view_permission(request) and self.may(request, verb)):
+            raise PermissionDenied
+        filters = list_filters(QueryDict(request.GET.get(FILTERS, "")))
+        back = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
+        back_to_list = f"{back}?{filters.urlencode()}" if filters else back
+        try:
+            matching = self._matching(request, filters)
+        except IncorrectLookupParameters:
+            return HttpResponseRedirect(f"{back}?{ERROR_FLAG}=1")  # as the list answers them
+        if request.method == "POST":
+            return self._act_on_matching(request, verb, matching, back_to_list)
+        ids = list(matching.values_list("pk", flat=True)[: selection.BULK_LIMIT + 1])
+        refused = ""
+        if len(ids) > selection.BULK_LIMIT:
+            refused = (
+                f"More than {selection.BULK_LIMIT:,} dead letters match this list: too many for one admin "
+                f"request, so nothing can be done here. Narrow the list, or run `{command(verb, filters)}` "
+                "(add --rate to pace it)."
+            )
+        hidden = {"post": "yes", UPTO_FIELD: str(max(ids, default=0)), COUNT_FIELD: str(len(ids))}
+        scope = [(key, value) for key, values in filters.lists() for value in values]
+        return confirmation.page(
+            self,
+            request,
+            verb=verb,
+            ids=ids,
+            hidden=hidden,
+            form_url=request.get_full_path(),
+            cancel_url=back_to_list,
+            scope=scope,
+            refused=refused,
         )
+
+    def _matching(self, request: HttpRequest, filters: QueryDict) -> QuerySet[DeadLetter]:
+        """The dead letters the list shows for ``filters``, built by the list's own ChangeList.
+
+        Raises what the list raises: DisallowedModelAdminLookup (a 400) for a
+        refused filter, IncorrectLookupParameters for one that cannot run.
+        """
+        listing = copy.copy(request)
+        listing.GET = filters  # type: ignore[assignment]
+        changelist = self.get_changelist_instance(listing)
+        rows: QuerySet[DeadLetter] = changelist.queryset
+        return rows
+
+    def _act_on_matching(
+        self, request: HttpRequest, verb: str, matching: QuerySet[DeadLetter], back: str
+    ) -> HttpResponse:
+        """The confirmed action, on what matched when the confirmation was drawn."""
+        upto, counted = (
+            parse_id(request.POST.get(UPTO_FIELD, "")),
+            parse_id(request.POST.get(COUNT_FIELD, "")),
+        )
+        if request.POST.get("post") != "yes" or upto is None or counted is None:
+            self.message_user(
+                request,
+                "This confirmation form is incomplete or was altered: nothing was done.",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(back)
+        ids = sorted(matching.filter(pk__lte=upto).values_list("pk", flat=True)[: selection.BULK_LIMIT + 1])
+        if not self.too_many(request, ids):
+            self.act(request, verb, ids, vanished=max(counted - len(ids), 0))
         return HttpResponseRedirect(back)
-    ids = sorted(matching.filter(pk__lte=upto).values_list("pk", flat=True)[: selection.BULK_LIMIT + 1])
-    if not model_admin.too_many(request, ids):
-        model_admin.act(request, verb, ids, vanished=max(counted - len(ids), 0))
-    return HttpResponseRedirect(back)

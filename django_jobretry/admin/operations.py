@@ -24,7 +24,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.translation import ngettext
 
 from django_jobretry import deadletters
-from django_jobretry.admin import audit, confirmation, matching, selection
+from django_jobretry.admin import audit, confirmation, selection
 from django_jobretry.admin.base import holds, parse_id, warn_ignored
 from django_jobretry.admin.selection import PINNED_FIELD, actor, summaries, target_ids
 from django_jobretry.exceptions import CannotResubmit
@@ -58,10 +58,11 @@ def _post_with(request: HttpRequest, allowed: bool, object_id: str) -> int:
 
 
 class DeadLetterActions(_Base):
-    """Requeue and discard: changelist actions, "everything matching" and detail-page buttons.
+    """Requeue and discard: changelist actions and detail-page buttons.
 
-    Mixed into DeadLetterAdmin; each needs its own permission
-    (``requeue_deadletter``, ``discard_deadletter``).
+    Each needs its own permission (``requeue_deadletter``,
+    ``discard_deadletter``). admin/matching.py builds "everything matching
+    the list" on these.
     """
 
     def has_requeue_permission(self, request: HttpRequest, obj: DeadLetter | None = None) -> bool:
@@ -86,24 +87,6 @@ class DeadLetterActions(_Base):
             path("<path:object_id>/requeue/", wrap(self.requeue_view), name="{}_{}_requeue".format(*info)),
             path("<path:object_id>/discard/", wrap(self.discard_view), name="{}_{}_discard".format(*info)),
         ]
-
-    def matching_urls(self) -> list[URLPattern]:
-        """ "Requeue / discard everything matching this list": a confirmation page, then the action."""
-        info = self.opts.app_label, self.opts.model_name
-        wrap = self.admin_site.admin_view
-        return [
-            path(
-                f"matching/{verb}/",
-                wrap(self.matching_view),
-                {"verb": verb},
-                name=f"{info[0]}_{info[1]}_{verb}_matching",
-            )
-            for verb in VERBS
-        ]
-
-    def matching_view(self, request: HttpRequest, verb: str) -> HttpResponse:
-        """ "Requeue / Discard all matching…" (admin/matching.py)."""
-        return matching.matching_view(self, request, verb)
 
     def _with_filters(self, request: HttpRequest, url: str) -> str:
         """``url`` carrying the changelist filters the operator came from."""
