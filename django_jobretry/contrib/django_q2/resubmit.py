@@ -1,10 +1,10 @@
 """Requeue of a django-q2 dead letter: the same task goes back to django-q2, never to our jobs table.
 
 Called by the dead-letter service (services/deadletters.py) under its row
-lock, in its transaction: the dead letter is deleted and the task is put in
-django-q2's ORM queue in that one transaction, so the guarded
-compare-and-swap, permissions, admin, CLI and signals are the ones every
-dead letter has.
+lock, in its transaction: the task is put in django-q2's ORM queue and the
+service deletes the dead letter (services/resubmitters.py) in that one
+transaction, so the guarded compare-and-swap, permissions, admin, CLI and
+signals are the ones every dead letter has.
 
 What is replayed is the package django-q2 itself signed (SECRET_KEY), kept in
 ``external_payload``: the same function, arguments, group, timeout, hook and
@@ -78,7 +78,6 @@ def resubmit(dead: DeadLetter, actor: str) -> Resubmitted:
         "requeue_count": row.requeue_count + 1,
         "requeue_history": [*row.requeue_history, entry],
     }
-    DeadLetter.objects.filter(pk=row.pk).delete()
     get_broker(package.get("cluster")).enqueue(SignedPackage.dumps(package))
     return Resubmitted(
         pk=str(tag[1]),
