@@ -1,6 +1,7 @@
 """`manage.py runworker`: run jobs until stopped.
 
-A thin shell around services.worker.Worker, which is what tests drive.
+A thin shell around worker.engine.Worker, which is what tests drive: the
+command only turns its options into WorkerOptions and sets up logging.
 """
 
 from __future__ import annotations
