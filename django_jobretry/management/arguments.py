@@ -17,7 +17,12 @@ from django.utils import timezone
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.validation import check_queue_name
-from django_jobretry.worker.options import CONCURRENCY_RANGE, MAX_CONCURRENCY, valid_concurrency
+from django_jobretry.worker.options import (
+    CONCURRENCY_RANGE,
+    DEFAULT_CONCURRENCY,
+    MAX_CONCURRENCY,
+    valid_concurrency,
+)
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -157,7 +162,7 @@ def add_runworker_arguments(parser: CommandParser) -> None:
     parser.add_argument(
         "--concurrency",
         type=concurrency,
-        default=10,
+        default=DEFAULT_CONCURRENCY,
         help=f"jobs run at once, each in its own thread, 1-{MAX_CONCURRENCY} (default: %(default)s)",
     )
     parser.add_argument("--burst", action="store_true", help="exit 0 once no job is due")

@@ -13,6 +13,8 @@ from django_jobretry.conf import jobretry_settings
 #: than one PostgreSQL serves by default (``max_connections`` 100). For more, run more processes.
 #: Unbounded, ``--concurrency 1000000000`` started threads until the machine ran out of memory.
 MAX_CONCURRENCY = 1000
+#: Runner threads when nothing says otherwise: WorkerOptions' default and ``--concurrency``'s.
+DEFAULT_CONCURRENCY = 10
 #: What a concurrency may be, as every error about one says it.
 CONCURRENCY_RANGE = f"an integer from 1 to {MAX_CONCURRENCY} (runner threads in one worker process)"
 
@@ -26,7 +28,7 @@ class WorkerOptions:
     """How one worker process runs; defaults come from JOBRETRY."""
 
     queues: Sequence[str] | None = None
-    concurrency: int = 10
+    concurrency: int = DEFAULT_CONCURRENCY
     burst: bool = False
     max_jobs: int | None = None
     lease_seconds: float | None = None
