@@ -30,9 +30,9 @@ from django_jobretry.models import Job, JobStatus
 from django_jobretry.policy import ErrorKind, RetryPolicy
 from django_jobretry.registry import policy_for, registry
 from django_jobretry.services import inline, transitions
-from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
 from django_jobretry.services.job_lines import send_job_signal
-from django_jobretry.services.outcomes import Failed, Recorder, Succeeded
+from django_jobretry.services.outcomes import Recorder
 from django_jobretry.worker.runner import run_handler, unknown_task
 
 if TYPE_CHECKING:

@@ -20,8 +20,9 @@ from django_jobretry import FatalError
 from django_jobretry.decorators import JobDefinition
 from django_jobretry.models import DeadLetter
 from django_jobretry.services import transitions
+from django_jobretry.services.claimed import Failed
 from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.outcomes import Failed, Recorder
+from django_jobretry.services.outcomes import Recorder
 from tests.jobs_app import jobs
 
 if TYPE_CHECKING:

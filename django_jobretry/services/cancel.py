@@ -27,26 +27,14 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import DeadReason, Job
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services import transitions
+from django_jobretry.services import statements, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, AttemptEntry, attempt_entry, recorded_actor
-from django_jobretry.services.job_lines import log_extra, send_job_signal
-from django_jobretry.services.sql import (
-    DEAD,
-    DEAD_COLUMNS,
-    DIED,
-    FENCE,
-    JOB,
-    counting_deaths,
-    dead_letter_select,
-    event_entry_sql,
-    stamped,
-    trimmed,
-)
+from django_jobretry.services.job_lines import AboutJob, JobRef, announce_dead
+from django_jobretry.services.sql import named_rows
 
 logger = logging.getLogger("django_jobretry")
 
@@ -66,83 +54,35 @@ def cancel_jobs(ids: Iterable[int], *, actor: str) -> CancelResult:
     actor = recorded_actor(actor)
     result = CancelResult()
     with transaction.atomic(), connection.cursor() as cursor:
-        # Lock in id order: two cancels of overlapping sets cannot deadlock.
-        cursor.execute(f"SELECT id, status FROM {JOB} WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [wanted])
+        cursor.execute(statements.LOCK_FOR_CANCEL, {"ids": wanted})
         status = dict(cursor.fetchall())
         ready = [i for i in wanted if status.get(i) == "ready"]
         running = [i for i in wanted if status.get(i) == "running"]
         result.not_live = [i for i in wanted if i not in ready and i not in running]
-        result.dead_letters = _bury_ready(cursor, ready, actor)
+        buried = _bury_ready(cursor, ready, actor)
+        result.dead_letters = {row["job_id"]: row["dead_letter_id"] for row in buried}
         if running:
-            cursor.execute(
-                f"UPDATE {JOB} SET cancel_requested_by = %s, "
-                "cancel_requested_at = COALESCE(cancel_requested_at, statement_timestamp()) "
-                "WHERE id = ANY(%s) AND status = 'running'",
-                [actor, running],
-            )
+            cursor.execute(statements.REQUEST_CANCEL, {"actor": actor, "ids": running})
             result.stopping = running
-    for job_id, dead_id in result.dead_letters.items():
-        extra = {"job_id": job_id, "dead_letter_id": dead_id, "outcome": "cancelled", "actor": actor}
-        logger.warning("job %s cancelled by %s; dead letter %s", job_id, actor, dead_id, extra=extra)
-        signals.send(
-            signals.job_dead_lettered,
-            Job,
-            extra,
-            job_id=job_id,
-            reason=DeadReason.CANCELLED.value,
-            dead_letter_id=dead_id,
-        )
+    for row in buried:
+        job = JobRef(row["job_id"], row["task_name"], row["queue_name"], row["attempt"])
+        announce_cancelled(Job, job, actor, row["dead_letter_id"], "before it started")
     for job_id in result.stopping:
         extra = {"job_id": job_id, "outcome": "cancel_requested", "actor": actor}
         logger.info("job %s is running: %s asked its worker to stop it", job_id, actor, extra=extra)
     return result
 
 
-def _burial_sql(*, using: str, where: str, entry: str, message: str) -> str:
-    """Jobs of ``where`` into the dead letters as "cancelled", ``entry`` last in their history.
-
-    Returns (job id, dead letter id, who asked for the cancel) per job buried.
-    """
-    errors = trimmed(f"(j.errors || jsonb_build_array({entry}))", "%(history)s")
-    values = dead_letter_select(
-        "gone",
-        errors="gone.final_errors",
-        reason=f"'{DeadReason.CANCELLED.value}'",
-        error_class="''",
-        message=message,
-    )
-    return f"""
-        WITH gone AS (
-            DELETE FROM {JOB} AS j {using} WHERE {where}
-            RETURNING j.*, {errors} AS final_errors
-        ), dead AS (
-            INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
-            RETURNING job_id, id, {DIED}
-        ), {counting_deaths("dead")}
-        SELECT dead.job_id, dead.id, gone.cancel_requested_by FROM dead JOIN gone ON gone.id = dead.job_id
-    """
-
-
-def _bury_ready(cursor: Any, ids: list[int], actor: str) -> dict[int, int]:
+def _bury_ready(cursor: Any, ids: list[int], actor: str) -> list[dict[str, Any]]:
     if not ids:
-        return {}
-    cancelled = {"kind": ErrorKind.FATAL.value, "ended": AttemptEnd.CANCELLED.value}
-    entry = event_entry_sql("j", message="%(message)s::text", worker="''", **cancelled)
-    sql = _burial_sql(
-        using="", where="j.id = ANY(%(ids)s) AND j.status = 'ready'", entry=entry, message="%(message)s"
-    )
-    cursor.execute(
-        sql,
-        {"ids": ids, "message": f"cancelled by {actor}", "history": jobretry_settings.error_history_limit},
-    )
-    return {job_id: dead_id for job_id, dead_id, _ in cursor.fetchall()}
-
-
-#: The attempts of a retry that its statement refused, as ``bury_cancel_requested`` binds them.
-_REFUSED_RETRIES = (
-    "USING unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(entries)s::jsonb[]) "
-    "AS d(id, attempts, token, entry)"
-)
+        return []
+    params = {
+        "ids": ids,
+        "message": f"cancelled by {actor}",
+        "history": jobretry_settings.error_history_limit,
+    }
+    cursor.execute(statements.cancel_burial_sql(ready=True), params)
+    return named_rows(cursor)
 
 
 def bury_cancel_requested(
@@ -158,20 +98,15 @@ def bury_cancel_requested(
     """
     if not failed:
         return {}
-    sql = _burial_sql(
-        using=_REFUSED_RETRIES,
-        where=f"j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NOT NULL",
-        entry=stamped("(d.entry - 'delay')"),
-        message="'cancelled by ' || gone.cancel_requested_by",
-    )
     params: dict[str, Any] = {
         **transitions.fence_arrays([job for job, _ in failed]),
         "entries": [json.dumps(entry) for _, entry in failed],
         "history": history_limit,
     }
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {job_id: (dead_id, actor) for job_id, dead_id, actor in cursor.fetchall()}
+        cursor.execute(statements.cancel_burial_sql(ready=False), params)
+        rows = named_rows(cursor)
+    return {row["job_id"]: (row["dead_letter_id"], row["cancelled_by"]) for row in rows}
 
 
 def bury_cancelled_attempt(job: ClaimedJob, actor: str, *, worker_id: str, sender: type) -> int | None:
@@ -179,25 +114,22 @@ def bury_cancelled_attempt(job: ClaimedJob, actor: str, *, worker_id: str, sende
     entry = attempt_entry(
         job.attempt, AttemptEnd.CANCELLED, ErrorKind.FATAL, worker_id, message=f"cancelled by {actor}"
     )
-    dead_id = transitions.bury(job, entry, DeadReason.CANCELLED, jobretry_settings.error_history_limit)
-    if dead_id is None:
+    burial = transitions.bury(job, entry, DeadReason.CANCELLED, jobretry_settings.error_history_limit)
+    if burial is None:
         return None  # the lease was lost meanwhile: whoever holds the job now decides
-    announce_cancelled(job, actor, dead_id, sender, "while running")
-    return dead_id
+    announce_cancelled(sender, job, actor, burial.dead_letter_id, "while running")
+    return burial.dead_letter_id
 
 
-def announce_cancelled(job: ClaimedJob, actor: str, dead_id: int, sender: type, how: str) -> None:
-    """Log and signal that the attempt of ``job`` ended as a "cancelled" dead letter; ``how`` says when."""
-    extra = log_extra(job, "cancelled", dead_letter_id=dead_id, actor=actor)
-    logger.warning(
-        "job %s attempt %s cancelled by %s %s; dead letter %s",
-        job.id,
-        job.attempt,
-        actor,
-        how,
-        dead_id,
-        extra=extra,
-    )
-    send_job_signal(
-        sender, signals.job_dead_lettered, job, reason=DeadReason.CANCELLED.value, dead_letter_id=dead_id
+def announce_cancelled(sender: type, job: AboutJob, actor: str, dead_id: int, how: str) -> None:
+    """The attempt of ``job`` ended as a "cancelled" dead letter; ``how`` says when."""
+    announce_dead(
+        sender,
+        job,
+        "cancelled by %s %s; dead letter %s",
+        (actor, how, dead_id),
+        outcome="cancelled",
+        reason=DeadReason.CANCELLED.value,
+        dead_letter_id=dead_id,
+        actor=actor,
     )

@@ -1,12 +1,21 @@
-"""A claimed job, as the worker holds it from its claim until its outcome is recorded."""
+"""A claimed job, as the worker holds it from its claim until its outcome is recorded, and its outcomes.
+
+An attempt ends as one of three values - :class:`Succeeded`, :class:`Failed`
+(the handler raised) or :class:`Interrupted` (the worker shut down first).
+The recorder (services/outcomes.py) turns a failure into one
+:class:`FailedAttempt`, which carries it until it is announced.
+"""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django_jobretry.exceptions import UndecodableArguments
+from django_jobretry.policy import Classification, Decision, Retry, RetryPolicy
+from django_jobretry.services.history import AttemptEnd, AttemptEntry, RenderedError
 from django_jobretry.services.sql import as_json
 
 
@@ -56,3 +65,75 @@ class ClaimedJob:
     @property
     def kwargs(self) -> dict[str, Any]:
         return self.arguments()[1]
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    """The handler returned; ``result`` is the JSON text to keep, for tasks that keep one."""
+
+    job: ClaimedJob
+    result: str | None = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The handler raised ``error``; ``ended`` says how the attempt is recorded.
+
+    ``rendered`` is the error's text, rendered by the runner thread so that a
+    slow or broken ``__str__`` never runs on the worker's main loop.
+    """
+
+    job: ClaimedJob
+    error: BaseException
+    ended: AttemptEnd = AttemptEnd.ERROR
+    rendered: RenderedError | None = None
+    #: Set when the error was classified where it was raised (a child process).
+    classification: Classification | None = None
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """The worker shut down before the handler finished: not the job's fault.
+
+    ``hold`` keeps the job from being claimed again while the abandoned
+    handler may still run, i.e. until the shutting-down process has exited.
+    """
+
+    job: ClaimedJob
+    hold: timedelta = timedelta(0)
+    ended: AttemptEnd = AttemptEnd.SHUTDOWN
+
+
+type Outcome = Succeeded | Failed | Interrupted
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    """A failed attempt from the recorder to its announcement: classified once, decided once.
+
+    Built by the recorder with its policy's decision, or without one for a
+    policy with ``retry_for``, which decides under the row lock when it is
+    written (services/failure_writes.py). Writing it returns a copy saying
+    what was written: the entry (``fallback`` when PostgreSQL refused
+    ``entry``), the dead letter, or ``stale`` when the lease was lost.
+    """
+
+    job: ClaimedJob
+    policy: RetryPolicy
+    classification: Classification
+    entry: AttemptEntry
+    #: Written instead of ``entry`` when PostgreSQL refuses something in it.
+    fallback: AttemptEntry
+    decision: Decision | None = None
+    #: Written: the lease was lost, so nothing changed (docs/design.md#rule-3).
+    stale: bool = False
+    dead_letter_id: int | None = None
+    #: How often the dead letter's job had been requeued before it died.
+    requeue_count: int = 0
+    #: Who asked to cancel the job, when its retry was refused for that and it was buried instead.
+    cancelled_by: str = ""
+
+    @property
+    def retry(self) -> Retry | None:
+        """The retry decided, if that is the decision."""
+        return self.decision if isinstance(self.decision, Retry) else None

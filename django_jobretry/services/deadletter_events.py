@@ -16,25 +16,34 @@ from django_jobretry.services.resubmitters import Resubmitted
 logger = logging.getLogger("django_jobretry")
 
 
-def announce_requeue(dead: DeadLetter, job: Job | Resubmitted, actor: str | None) -> None:
-    """Log and signal a committed requeue: who, which dead letter, what it became."""
+def announce_requeue(
+    dead_letter_id: int,
+    job_id: int | str,
+    task_name: str,
+    queue_name: str,
+    requeue_count: int,
+    *,
+    actor: str | None,
+    became: str = "job",
+) -> None:
+    """Log and signal a committed requeue: who, which dead letter, what it became (``became`` ``job_id``)."""
     extra = {
-        "dead_letter_id": dead.pk,
-        "job_id": job.pk,
-        "task": job.task_name,
-        "queue": job.queue_name,
+        "dead_letter_id": dead_letter_id,
+        "job_id": job_id,
+        "task": task_name,
+        "queue": queue_name,
         "attempt": 0,
         "outcome": "requeued",
         "actor": actor or "",
-        "requeue_count": job.requeue_count,
+        "requeue_count": requeue_count,
     }
     logger.info(
         "dead letter %s (%s, queue %s) requeued as %s %s by %s",
-        dead.pk,
-        job.task_name,
-        job.queue_name,
-        f"{job.source} task" if isinstance(job, Resubmitted) else "job",
-        job.pk,
+        dead_letter_id,
+        task_name,
+        queue_name,
+        became,
+        job_id,
         actor or "an unnamed caller",
         extra=extra,
     )
@@ -42,12 +51,20 @@ def announce_requeue(dead: DeadLetter, job: Job | Resubmitted, actor: str | None
         signals.job_requeued,
         DeadLetter,
         extra,
-        dead_letter_id=dead.pk,
-        job_id=job.pk,
-        task_name=job.task_name,
-        queue_name=job.queue_name,
-        requeue_count=job.requeue_count,
+        dead_letter_id=dead_letter_id,
+        job_id=job_id,
+        task_name=task_name,
+        queue_name=queue_name,
+        requeue_count=requeue_count,
         actor=actor,
+    )
+
+
+def announced_requeue(dead: DeadLetter, job: Job | Resubmitted, actor: str | None) -> None:
+    """:func:`announce_requeue` of an operator's requeue of ``dead`` as ``job``."""
+    became = f"{job.source} task" if isinstance(job, Resubmitted) else "job"
+    announce_requeue(
+        dead.pk, job.pk, job.task_name, job.queue_name, job.requeue_count, actor=actor, became=became
     )
 
 

@@ -24,10 +24,11 @@ from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource, D
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.registry import policy_for
 from django_jobretry.services import counters, transitions
-from django_jobretry.services.deadletter_events import announce_discard, announce_requeue
+from django_jobretry.services.deadletter_events import announce_discard, announced_requeue
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
 from django_jobretry.services.history import recorded_actor
 from django_jobretry.services.resubmitters import Resubmitted, resubmitter_for
+from django_jobretry.services.sql import violates
 
 logger = logging.getLogger("django_jobretry")
 
@@ -171,7 +172,7 @@ def requeue(
             raise NotDead(dead_letter_id)
         job = _revive(dead, run_after=run_after, actor=actor)
         counters.count(CounterEvent.REQUEUED, [(dead.task_name, dead.queue_name)])
-    announce_requeue(dead, job, actor)
+    announced_requeue(dead, job, actor)
     return job
 
 
@@ -206,7 +207,7 @@ def requeue_many(
         for dead, job in revived:
             result.done.append(dead.pk)
             result.jobs.append(job)
-            announce_requeue(dead, job, actor)
+            announced_requeue(dead, job, actor)
     return result
 
 
@@ -286,7 +287,7 @@ def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None)
                 dead.pk, max_attempts=max_attempts, run_after=run_after, actor=actor or ""
             )
     except IntegrityError as exc:
-        if UNIQUE_CONSTRAINT in str(exc) and dead.unique_key:
+        if violates(exc, UNIQUE_CONSTRAINT) and dead.unique_key:
             raise RequeueConflict(dead.pk, dead.unique_key) from exc
         raise
     if job_id is None:  # unreachable while the caller holds the lock

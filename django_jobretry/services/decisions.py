@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import random
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
-from django_jobretry.policy import Classification, Decision, ErrorKind, RetryPolicy
+from django_jobretry.models import DeadReason
+from django_jobretry.policy import Classification, Decision, ErrorKind, GiveUpReason, RetryPolicy
 from django_jobretry.registry import INLINE_POLICY
+from django_jobretry.services.claimed import Failed
 from django_jobretry.services.history import AttemptEnd
-
-if TYPE_CHECKING:
-    from django_jobretry.services.outcomes import Failed
 
 # A random.Random of our own: handlers reseeding the global one must not
 # synchronise every worker's jitter.
@@ -54,3 +52,19 @@ def classify_failure(policy: RetryPolicy, outcome: Failed) -> Classification:
         return policy.classify(outcome.error, name=None if name == INLINE_POLICY else name)
     except Exception:  # the error is user code; what cannot be classified is retried
         return Classification(ErrorKind.RETRYABLE)
+
+
+#: What a dead letter records for each reason a policy gives up.
+DEAD_REASONS = {
+    GiveUpReason.FATAL: DeadReason.FATAL,
+    GiveUpReason.EXHAUSTED: DeadReason.EXHAUSTED,
+    GiveUpReason.DEADLINE: DeadReason.DEADLINE,
+}
+
+
+def dead_reason(reason: GiveUpReason, *, lease_lost: bool = False) -> DeadReason:
+    """The dead-letter reason of a policy's GiveUp; a lost lease's last attempt is ``lease_expired``,
+    unless the ``retry_for`` deadline passed."""
+    if lease_lost and reason is not GiveUpReason.DEADLINE:
+        return DeadReason.LEASE_EXPIRED
+    return DEAD_REASONS[reason]

@@ -17,6 +17,7 @@ from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.registry import resolve_policy
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
+from django_jobretry.services.sql import violates
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import Arguments, encode_arguments
 
@@ -132,7 +133,7 @@ def _enqueue_unique(shared: Shared, arguments: Arguments, unique_key: str, run_a
             else:
                 job = insert_one(shared, arguments, unique_key, run_at)
         except IntegrityError as exc:
-            if UNIQUE_CONSTRAINT not in str(exc):
+            if not violates(exc, UNIQUE_CONSTRAINT):
                 raise
             live = Job.objects.live().filter(unique_key=unique_key).first()
             if live is not None:

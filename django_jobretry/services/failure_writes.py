@@ -2,17 +2,18 @@
 
 What a failure means depends on the row only through ``retry_for``: the time
 since the first attempt, which is read under a row lock on the database's
-clock (docs/design.md#rule-5). Every other decision is made before writing,
-and the write itself carries the fence (docs/design.md#rule-3): the retries
-of a batch are one UPDATE, a burial is one statement, and neither needs a
-transaction of its own. Recording cannot fail (docs/design.md#rule-6): what
-PostgreSQL refuses in an entry is written again as a minimal entry. A retry
-the statement refused because an operator asked to cancel the job is buried
-as "cancelled" instead (:func:`honour_cancels`).
+clock (docs/design.md#rule-5). Every other decision is made once, by the
+recorder, before writing, and the write itself carries the fence
+(docs/design.md#rule-3): the retries of a batch are one UPDATE, a burial is
+one statement, and neither needs a transaction of its own. Recording cannot
+fail (docs/design.md#rule-6): what PostgreSQL refuses in an entry is written
+again as a minimal entry. A retry the statement refused because an operator
+asked to cancel the job is buried as "cancelled" instead (:func:`honour_cancels`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -22,192 +23,129 @@ from typing import Any
 
 from django.db import DataError, connection, transaction
 
-from django_jobretry.models import DeadReason
-from django_jobretry.policy import Classification, Decision, GiveUp, Retry, RetryPolicy
-from django_jobretry.services import transitions
+from django_jobretry.policy import GiveUp, Retry
+from django_jobretry.services import statements, transitions
 from django_jobretry.services.cancel import bury_cancel_requested
-from django_jobretry.services.claim_statements import Retrying, retry_params, schedule_retries_sql
-from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.decisions import decide
+from django_jobretry.services.claimed import FailedAttempt
+from django_jobretry.services.decisions import dead_reason, decide
 from django_jobretry.services.history import AttemptEntry
-from django_jobretry.services.sql import ELAPSED_SQL, FENCE, JOB, loggable
+from django_jobretry.services.sql import loggable, named_rows
 
 logger = logging.getLogger("django_jobretry")
 
 
-@dataclass(frozen=True)
-class PendingFailure:
-    """A failed attempt, classified and rendered, not yet written."""
+def decided(attempt: FailedAttempt, *, elapsed: timedelta | None) -> FailedAttempt:
+    """``attempt`` with its policy's decision; a retry's entries carry its delay."""
+    decision = decide(
+        attempt.policy,
+        attempt.job.attempt,
+        attempt.classification.kind,
+        elapsed=elapsed,
+        requested_delay=attempt.classification.requested_delay,
+        max_attempts=attempt.job.max_attempts,
+    )
+    if isinstance(decision, Retry):
+        seconds = decision.delay.total_seconds()
+        entry: AttemptEntry = {**attempt.entry, "delay": seconds}
+        fallback: AttemptEntry = {**attempt.fallback, "delay": seconds}
+        return replace(attempt, decision=decision, entry=entry, fallback=fallback)
+    return replace(attempt, decision=decision)
 
-    job: ClaimedJob
-    policy: RetryPolicy
-    classification: Classification
-    entry: AttemptEntry
-    #: Written instead of ``entry`` when PostgreSQL refuses something in it.
-    fallback: AttemptEntry
 
+def write_failures(attempts: Sequence[FailedAttempt], history_limit: int) -> Iterator[FailedAttempt]:
+    """Write each attempt, yielding what was written once it is (so a caller can forget it then).
 
-@dataclass(frozen=True)
-class WrittenFailure:
-    """What was written for a failed attempt; ``decision`` is None when it was stale or cancelled.
-
-    ``cancelled_by`` names who asked to cancel the job when its retry was
-    refused for that and it became a "cancelled" dead letter instead.
+    The retries decided already are written together in one statement, after
+    the rest, each of which is written on its own.
     """
-
-    job: ClaimedJob
-    policy: RetryPolicy
-    entry: AttemptEntry
-    decision: Decision | None
-    dead_letter_id: int | None = None
-    cancelled_by: str = ""
-
-
-@dataclass(frozen=True)
-class BatchedRetry:
-    """A failure whose retry was decided before writing, so it can share a statement with others."""
-
-    item: PendingFailure
-    retry: Retry
-
-    @property
-    def retrying(self) -> Retrying:
-        return Retrying(self.item.job, _with_delay(self.item.entry, self.retry), self.retry.delay)
-
-    def written(self, kept: set[int]) -> WrittenFailure:
-        """What was written, given the ids that still held their lease."""
-        decision = self.retry if self.item.job.id in kept else None
-        return WrittenFailure(self.item.job, self.item.policy, self.retrying.entry, decision)
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Locked state of a running job whose attempt failed."""
-
-    #: Since the first attempt; None when the row's first_attempt_at is not a finite time.
-    elapsed: timedelta | None
-
-
-def split(pending: Sequence[PendingFailure]) -> tuple[list[BatchedRetry], list[PendingFailure]]:
-    """The retries decided now (their policy has no ``retry_for``), and the failures to write alone."""
-    batch: list[BatchedRetry] = []
-    alone: list[PendingFailure] = []
-    for item in pending:
-        if item.policy.retry_for is None:
-            decision = _decide(item, elapsed=None)
-            if isinstance(decision, Retry):
-                batch.append(BatchedRetry(item, decision))
-                continue
-        alone.append(item)
-    return batch, alone
-
-
-def write_failures(pending: Sequence[PendingFailure], history_limit: int) -> Iterator[WrittenFailure]:
-    """Write each failure, yielding it once it is written (so a caller can forget it then).
-
-    Each failure :func:`split` leaves alone is written on its own, then the
-    retries together in one statement.
-    """
-    batch, alone = split(pending)
-    for item in alone:
-        yield _write_one(item, history_limit)
-    yield from _write_batch(batch, history_limit)
-
-
-def _write_batch(batch: Sequence[BatchedRetry], history_limit: int) -> Iterator[WrittenFailure]:
-    """The retries of ``batch`` in one statement."""
+    for attempt in attempts:
+        if attempt.retry is None:
+            yield write_one(attempt, history_limit)
+    batch = [attempt for attempt in attempts if attempt.retry is not None]
     if not batch:
         return
     try:
         with statement_guard():
-            kept = schedule_retries([retry.retrying for retry in batch], history_limit)
+            kept = schedule_retries(retry_params(batch, history_limit))
     except DataError:
         yield from write_refused(batch, history_limit)
         return
     with statement_guard():
-        written = honour_cancels([retry.written(kept) for retry in batch], history_limit)
-    yield from written
+        yield from honour_cancels(written(batch, kept), history_limit)
 
 
-def write_refused(batch: Sequence[BatchedRetry], history_limit: int) -> Iterator[WrittenFailure]:
+def written(retries: Sequence[FailedAttempt], kept: set[int]) -> list[FailedAttempt]:
+    """The retries as written, given the ids that still held their lease."""
+    return [replace(retry, stale=retry.job.id not in kept) for retry in retries]
+
+
+def write_refused(batch: Sequence[FailedAttempt], history_limit: int) -> Iterator[FailedAttempt]:
     """After a batch PostgreSQL refused: each alone, so only the refused entry falls back."""
-    for retry in batch:
-        yield _write_one(retry.item, history_limit)
+    for attempt in batch:
+        yield write_one(attempt, history_limit)
 
 
-def _write_one(item: PendingFailure, history_limit: int) -> WrittenFailure:
+def write_one(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
     try:
-        return _write(item, item.entry, history_limit)
+        return _write(attempt, history_limit)
     except DataError as exc:
         logger.error(
             "could not store the error of job %s (%s); storing a minimal record",
-            item.job.id,
+            attempt.job.id,
             type(exc).__name__,
             extra={
-                "job_id": item.job.id,
-                "attempt": item.job.attempt,
+                "job_id": attempt.job.id,
+                "attempt": attempt.job.attempt,
                 "outcome": "record_fallback",
                 **loggable(exc),
             },
         )
-        return _write(item, item.fallback, history_limit)
+        return _write(replace(attempt, entry=attempt.fallback), history_limit)
 
 
-def _write(item: PendingFailure, entry: AttemptEntry, history_limit: int) -> WrittenFailure:
-    if item.policy.retry_for is None:
+def _write(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
+    if attempt.decision is not None:
         with statement_guard():
-            return _record(item, entry, _decide(item, elapsed=None), history_limit)
-    with transaction.atomic():
-        locked = lock_failed(item.job)
+            return _record(attempt, history_limit)
+    with transaction.atomic():  # a retry_for policy decides now, on the locked row's elapsed time
+        locked = lock_running(attempt)
         if locked is None:
-            return WrittenFailure(item.job, item.policy, entry, None)
-        return _record(item, entry, _decide(item, elapsed=locked.elapsed), history_limit)
+            return replace(attempt, stale=True)
+        return _record(decided(attempt, elapsed=locked.elapsed), history_limit)
 
 
-def _record(
-    item: PendingFailure, entry: AttemptEntry, decision: Decision, history_limit: int
-) -> WrittenFailure:
-    if isinstance(decision, GiveUp):
-        dead_id = transitions.bury(item.job, entry, DeadReason(decision.reason.value), history_limit)
-        return WrittenFailure(item.job, item.policy, entry, decision if dead_id else None, dead_id)
-    entry = _with_delay(entry, decision)
-    kept = schedule_retries([Retrying(item.job, entry, decision.delay)], history_limit)
-    return honour_cancels(
-        [WrittenFailure(item.job, item.policy, entry, decision if kept else None)], history_limit
-    )[0]
+def _record(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
+    if isinstance(attempt.decision, GiveUp):
+        reason = dead_reason(attempt.decision.reason)
+        burial = transitions.bury(attempt.job, attempt.entry, reason, history_limit)
+        if burial is None:
+            return replace(attempt, stale=True)
+        return replace(attempt, dead_letter_id=burial.dead_letter_id, requeue_count=burial.requeue_count)
+    kept = schedule_retries(retry_params([attempt], history_limit))
+    return honour_cancels(written([attempt], kept), history_limit)[0]
 
 
-def honour_cancels(written: list[WrittenFailure], history_limit: int) -> list[WrittenFailure]:
-    """``written`` again, with the retries refused because of a cancel request buried as "cancelled".
+def honour_cancels(attempts: list[FailedAttempt], history_limit: int) -> list[FailedAttempt]:
+    """``attempts`` again, with the retries refused because of a cancel request buried as "cancelled".
 
     One statement, only when some retry was refused (or stale): the common
     case costs nothing.
     """
-    refused = [item for item in written if item.decision is None]
+    refused = [attempt for attempt in attempts if attempt.stale]
     if not refused:
-        return written
-    buried = bury_cancel_requested([(item.job, item.entry) for item in refused], history_limit)
+        return attempts
+    buried = bury_cancel_requested([(attempt.job, attempt.entry) for attempt in refused], history_limit)
     return [
-        replace(item, dead_letter_id=buried[item.job.id][0], cancelled_by=buried[item.job.id][1])
-        if item.job.id in buried
-        else item
-        for item in written
+        replace(
+            attempt,
+            stale=False,
+            dead_letter_id=buried[attempt.job.id][0],
+            cancelled_by=buried[attempt.job.id][1],
+        )
+        if attempt.job.id in buried
+        else attempt
+        for attempt in attempts
     ]
-
-
-def _decide(item: PendingFailure, *, elapsed: timedelta | None) -> Decision:
-    return decide(
-        item.policy,
-        item.job.attempt,
-        item.classification.kind,
-        elapsed=elapsed,
-        requested_delay=item.classification.requested_delay,
-        max_attempts=item.job.max_attempts,
-    )
-
-
-def _with_delay(entry: AttemptEntry, retry: Retry) -> AttemptEntry:
-    return {**entry, "delay": retry.delay.total_seconds()}
 
 
 def statement_guard() -> AbstractContextManager[Any]:
@@ -216,31 +154,50 @@ def statement_guard() -> AbstractContextManager[Any]:
     return transaction.atomic() if connection.in_atomic_block else nullcontext()
 
 
-# -- statements ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LockedRun:
+    """The running row of a failed attempt, locked until its retry or burial is written."""
+
+    #: Since the first attempt; None when the row's first_attempt_at is not a finite time.
+    elapsed: timedelta | None
 
 
-def lock_failed(job: ClaimedJob) -> Failure | None:
-    """Lock a running job to read its elapsed time; None if the lease was lost.
+def lock_running(attempt: FailedAttempt) -> LockedRun | None:
+    """Lock the running job of ``attempt``, fenced; None if the lease was lost.
 
     Call inside ``transaction.atomic()``; the lock holds the row until the
     retry or dead-letter write in the same transaction.
     """
-    sql = f"""
-        SELECT {ELAPSED_SQL} FROM {JOB} AS j,
-               (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
-        WHERE j.id = d.id AND {FENCE}
-        FOR UPDATE OF j
-    """
+    params: dict[str, Any] = {
+        "id": attempt.job.id,
+        "attempt": attempt.job.attempt,
+        "token": attempt.job.token,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"id": job.id, "attempt": job.attempt, "token": job.token})
-        row = cursor.fetchone()
-    return None if row is None else Failure(elapsed=row[0])
+        cursor.execute(statements.lock_attempt_sql(), params)
+        rows = named_rows(cursor)
+    return LockedRun(rows[0]["elapsed"]) if rows else None
 
 
-def schedule_retries(retries: Sequence[Retrying], history_limit: int) -> set[int]:
-    """Write ``retries`` in one fenced statement; returns the ids that still held their lease."""
-    if not retries:
+def retry_params(retries: Sequence[FailedAttempt], history_limit: int, prefix: str = "") -> dict[str, Any]:
+    """The parameters of statements.schedule_retries_sql for ``retries`` (each decided a retry)."""
+    return {
+        f"{prefix}ids": [retry.job.id for retry in retries],
+        f"{prefix}attempts": [retry.job.attempt for retry in retries],
+        f"{prefix}tokens": [retry.job.token for retry in retries],
+        f"{prefix}entries": [json.dumps(retry.entry) for retry in retries],
+        f"{prefix}delays": [retry.retry.delay.total_seconds() if retry.retry else 0.0 for retry in retries],
+        f"{prefix}limit": history_limit,
+    }
+
+
+def schedule_retries(params: dict[str, Any]) -> set[int]:
+    """Write the retries of ``params`` (:func:`retry_params`) in one fenced statement.
+
+    Returns the ids that still held their lease.
+    """
+    if not params["ids"]:
         return set()
     with connection.cursor() as cursor:
-        cursor.execute(schedule_retries_sql(), retry_params(retries, history_limit))
+        cursor.execute(statements.schedule_retries_sql(), params)
         return {row[0] for row in cursor.fetchall()}

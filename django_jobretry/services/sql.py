@@ -180,3 +180,14 @@ def loggable(exc: BaseException) -> dict[str, Any]:
     """
     sqlstate = getattr(getattr(exc.__cause__, "diag", None), "sqlstate", None)
     return {"error_class": type(exc).__name__, "sqlstate": sqlstate}
+
+
+def named_rows(cursor: Any) -> list[dict[str, Any]]:
+    """The rows a statement returned, each a dict keyed by its RETURNING column names."""
+    names = [column.name for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def violates(exc: BaseException, constraint: str) -> bool:
+    """Whether the database refused ``exc``'s statement for ``constraint`` (read by name, not message)."""
+    return getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) == constraint

@@ -5,54 +5,33 @@ token), so a worker that lost its lease changes nothing
 (docs/design.md#rule-3). Times are always the database's
 ``statement_timestamp()`` (docs/design.md#rule-5). Burying a job and
 reviving its dead letter are inverses, one statement each, side by side.
-Writing a failed attempt back is in failure_writes.py, lease recovery in
-recovery.py.
+Their statements are in statements.py; writing a failed attempt back is in
+failure_writes.py, lease recovery in recovery.py.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
 
 from django.db import connection
 
-from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import DeadReason
-from django_jobretry.services.claim_statements import (
-    CLAIM_PICKED,
-    SUCCEED,
-    Retrying,
-    claimed_jobs,
-    pick_sql,
-    retry_params,
-    succeed_and_claim_sql,
-)
+from django_jobretry.services import statements
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEntry
-from django_jobretry.services.sql import (
-    CLEAR_LEASE,
-    DEAD,
-    DEAD_COLUMNS,
-    DIED,
-    FENCE,
-    JOB,
-    REVIVED_COLUMNS,
-    counting_deaths,
-    dead_letter_select,
-    revived_job_select,
-    stamped,
-    trimmed,
-)
+from django_jobretry.services.sql import named_rows
 
 #: ClaimedJob is claim()'s result type, so it is exported here too.
 __all__ = [
+    "Burial",
     "ClaimedJob",
     "bury",
-    "bury_sql",
     "claim",
-    "claim_sql",
+    "claimed_jobs",
     "fence_arrays",
     "heartbeat",
     "release",
@@ -61,18 +40,24 @@ __all__ = [
     "succeed_and_claim",
 ]
 
+#: The columns of a claimed row that are ClaimedJob's fields (the rest order the claim).
+CLAIMED_FIELDS = tuple(field.name for field in fields(ClaimedJob))
 
-def claim_sql(*, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False) -> str:
-    """The claim statement; public so its plan can be tested and documented.
 
-    Workers filter by queue only; the task and id filters serve ``testing.run_jobs``.
-    """
-    filters = (
-        ("AND queue_name = ANY(%(queues)s) " if filter_queues else "")
-        + ("AND task_name = ANY(%(tasks)s) " if filter_tasks else "")
-        + ("AND id <> ALL(%(skip)s::bigint[])" if skip_ids else "")
-    )
-    return f"WITH picked AS ({pick_sql(filters)}) {CLAIM_PICKED}"
+@dataclass(frozen=True)
+class Burial:
+    """A job moved into the dead letters: which one it became, and how often it was requeued before."""
+
+    dead_letter_id: int
+    requeue_count: int
+
+
+def claimed_jobs(rows: Sequence[Mapping[str, Any]]) -> list[ClaimedJob]:
+    """The rows CLAIM_PICKED returned, by column name, in claim order (priority, then run_at, then id)."""
+    # run_at as epoch seconds: a '-infinity' row must not fail the batch's decoding.
+    ordered = sorted(rows, key=lambda row: (-row["priority"], row["run_at_epoch"], row["id"]))
+    # Arguments stay undecoded here: the runner decodes them, one job at a time.
+    return [ClaimedJob(**{name: row[name] for name in CLAIMED_FIELDS}) for row in ordered]
 
 
 def _claim_params(
@@ -91,7 +76,7 @@ def claim(
     skip: Collection[int] = (),
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` due jobs; the attempt is counted here (docs/design.md#rule-1)."""
-    sql = claim_sql(filter_queues=bool(queues), filter_tasks=bool(task_names), skip_ids=bool(skip))
+    sql = statements.claim_sql(filter_queues=bool(queues), filter_tasks=bool(task_names), skip_ids=bool(skip))
     params = {
         **_claim_params(owner, limit, lease_seconds, queues),
         "tasks": list(task_names or []),
@@ -99,7 +84,7 @@ def claim(
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return claimed_jobs(cursor.fetchall())
+        return claimed_jobs(named_rows(cursor))
 
 
 def fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
@@ -108,9 +93,6 @@ def fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
         "attempts": [job.attempt for job in jobs],
         "tokens": [job.token for job in jobs],
     }
-
-
-FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
 
 
 def _succeed_params(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None) -> dict[str, Any]:
@@ -129,7 +111,7 @@ def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None
     if not jobs:
         return set()
     with connection.cursor() as cursor:
-        cursor.execute(SUCCEED, _succeed_params(jobs, results))
+        cursor.execute(statements.SUCCEED, _succeed_params(jobs, results))
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -141,29 +123,25 @@ def succeed_and_claim(
     limit: int,
     lease_seconds: float,
     queues: Sequence[str] | None,
-    retries: Sequence[Retrying] = (),
-    history_limit: int | None = None,
+    retries: Mapping[str, Any] | None = None,
 ) -> tuple[set[int], list[ClaimedJob]]:
     """:func:`succeed`, the ``retries`` and then :func:`claim`, in one statement: one round trip, one commit.
 
-    Returns the ids (succeeded or retried) that still held their lease, and the jobs claimed.
-    ``history_limit`` bounds the retried jobs' histories (default ``ERROR_HISTORY_LIMIT``).
+    ``retries`` are the parameters of statements.schedule_retries_sql, prefixed
+    ``retry_`` (failure_writes.retry_params). Returns the ids (succeeded or
+    retried) that still held their lease, and the jobs claimed.
     """
     params = {
         **_succeed_params(jobs, results),
         **_claim_params(owner, limit, lease_seconds, queues),
-        **retry_params(
-            retries,
-            jobretry_settings.error_history_limit if history_limit is None else history_limit,
-            prefix="retry_",
-        ),
+        **(retries or {}),
     }
-    sql = succeed_and_claim_sql(filter_queues=bool(queues), with_retries=bool(retries))
+    sql = statements.succeed_and_claim_sql(filter_queues=bool(queues), with_retries=bool(retries))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    succeeded = set(rows[0][0] or ()) if rows else set()
-    return succeeded, claimed_jobs([row[1:] for row in rows if row[1] is not None])
+        rows = named_rows(cursor)
+    succeeded = set(rows[0]["ids"] or ()) if rows else set()
+    return succeeded, claimed_jobs([row for row in rows if row["id"] is not None])
 
 
 def release(jobs: Sequence[ClaimedJob]) -> set[int]:
@@ -175,16 +153,8 @@ def release(jobs: Sequence[ClaimedJob]) -> set[int]:
     """
     if not jobs:
         return set()
-    sql = f"""
-        UPDATE {JOB} AS j
-        SET status = 'ready', attempts = j.attempts - 1, run_at = statement_timestamp(), {CLEAR_LEASE},
-            first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END
-        FROM {FENCED_ROWS}
-        WHERE j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NULL
-        RETURNING j.id
-    """
     with connection.cursor() as cursor:
-        cursor.execute(sql, fence_arrays(jobs))
+        cursor.execute(statements.release_sql(), fence_arrays(jobs))
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -196,21 +166,15 @@ def heartbeat(jobs: Sequence[ClaimedJob], lease_seconds: float) -> dict[int, str
     """
     if not jobs:
         return {}
-    sql = f"""
-        UPDATE {JOB} AS j SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
-        FROM {FENCED_ROWS}
-        WHERE j.id = d.id AND {FENCE}
-        RETURNING j.id, j.cancel_requested_by
-    """
     with connection.cursor() as cursor:
-        cursor.execute(sql, {**fence_arrays(jobs), "lease": lease_seconds})
+        cursor.execute(statements.heartbeat_sql(), {**fence_arrays(jobs), "lease": lease_seconds})
         return dict(cursor.fetchall())
 
 
-def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit: int) -> int | None:
+def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit: int) -> Burial | None:
     """Move the running job into the dead letters in one fenced statement.
 
-    Returns the dead letter id, or None when the attempt no longer held its lease.
+    Returns the burial, or None when the attempt no longer held its lease.
     """
     params: dict[str, Any] = {
         "id": job.id,
@@ -218,38 +182,14 @@ def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit
         "token": job.token,
         "entry": json.dumps(entry),
         "reason": reason.value,
-        "limit": history_limit,
+        "history": history_limit,
         "error_class": entry["error_class"],
         "message": entry["message"],
     }
     with connection.cursor() as cursor:
-        cursor.execute(bury_sql(), params)
-        row = cursor.fetchone()
-    return None if row is None else int(row[0])
-
-
-def bury_sql() -> str:
-    """The statement of :func:`bury`; public so its plan can be tested."""
-    errors = f"(gone.errors || jsonb_build_array({stamped('%(entry)s::jsonb')}))"
-    values = dead_letter_select(
-        "gone",
-        errors=trimmed(errors, "%(limit)s"),
-        reason="%(reason)s",
-        error_class="%(error_class)s",
-        message="%(message)s",
-    )
-    return f"""
-        WITH gone AS (
-            DELETE FROM {JOB} AS j
-            USING (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
-            WHERE j.id = d.id AND {FENCE}
-            RETURNING j.*
-        ), dead AS (
-            INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
-            RETURNING id, {DIED}
-        ), {counting_deaths("dead")}
-        SELECT id FROM dead
-    """
+        cursor.execute(statements.bury_sql(), params)
+        rows = named_rows(cursor)
+    return Burial(rows[0]["dead_letter_id"], rows[0]["requeue_count"]) if rows else None
 
 
 def revive(dead_letter_id: int, *, max_attempts: int, run_after: timedelta | None, actor: str) -> int | None:
@@ -261,13 +201,6 @@ def revive(dead_letter_id: int, *, max_attempts: int, run_after: timedelta | Non
     holding the same unique_key makes the INSERT fail (IntegrityError) and
     nothing changes.
     """
-    run_at = "statement_timestamp() + make_interval(secs => %(delay)s)"
-    values = revived_job_select("dead", run_at=run_at, max_attempts="%(max_attempts)s", actor="%(actor)s")
-    sql = f"""
-        WITH dead AS (DELETE FROM {DEAD} WHERE id = %(id)s RETURNING *)
-        INSERT INTO {JOB} ({REVIVED_COLUMNS}) SELECT {values} FROM dead
-        RETURNING id
-    """
     params: dict[str, Any] = {
         "id": dead_letter_id,
         "delay": run_after.total_seconds() if run_after is not None else 0,
@@ -275,6 +208,6 @@ def revive(dead_letter_id: int, *, max_attempts: int, run_after: timedelta | Non
         "actor": actor,
     }
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(statements.revive_sql(), params)
         row = cursor.fetchone()
     return None if row is None else int(row[0])

@@ -65,9 +65,9 @@ def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
 
     name_sessions(token)
     from django_jobretry.registry import policy_for
+    from django_jobretry.services.claimed import Succeeded
     from django_jobretry.services.decisions import classify_failure
     from django_jobretry.services.history import render_error
-    from django_jobretry.services.outcomes import Succeeded
     from django_jobretry.worker.runner import run_handler
 
     # The worker decides when its children stop: Ctrl-C in a terminal reaches

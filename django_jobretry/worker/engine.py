@@ -21,9 +21,8 @@ from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.services import recovery, transitions
-from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.failure_writes import BatchedRetry
-from django_jobretry.services.outcomes import Failed, Recorder, Succeeded
+from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Succeeded
+from django_jobretry.services.outcomes import Recorder
 from django_jobretry.worker import announce
 from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.claim_schedule import ClaimSchedule
@@ -71,8 +70,8 @@ class Worker:
         # Outcomes taken from the outbox, kept until recorded (across a reconnect).
         self.succeeded: list[ClaimedJob] = []
         self.results: dict[int, str] = {}  # job id -> returned JSON, for tasks that keep results
-        self.failed: list[Failed] = []
-        self.retrying: list[BatchedRetry] = []  # failures decided as retries, written with the next claim
+        self.failed: list[FailedAttempt] = []  # decided to die, or to be decided under the row lock
+        self.retrying: list[FailedAttempt] = []  # decided as retries, written with the next claim
         self.recorder = Recorder(self.id, type(self))
         self.slots: list[ChildSlot] = []
         self.time_limits = TimeLimits(self.running, self.recorder, self.slots)
@@ -219,16 +218,19 @@ class Worker:
                 if outcome.result is not None:
                     self.results[outcome.job.id] = outcome.result
             else:
-                self.failed.append(outcome)
-        retries = self.recorder.take_retries(self.failed)
-        self.retrying += retries
-        self._forget([retry.item.job for retry in retries])
-        jobs = [outcome.job for outcome in self.failed]
-        try:
-            self.recorder.record_failures(self.failed)  # empties it as they are written
-        finally:
-            left = {outcome.job.id for outcome in self.failed}
-            self._forget([job for job in jobs if job.id not in left])
+                self._take_failure(outcome)
+        while self.failed:  # each leaves the list once written, so a database error keeps the rest
+            self.recorder.record_failures(self.failed[:1])
+            self._forget([self.failed.pop(0).job])
+
+    def _take_failure(self, outcome: Failed) -> None:
+        """A retry already decided waits for the next claim's statement; the rest is written now."""
+        attempt = self.recorder.failed(outcome)
+        if attempt.retry is None:
+            self.failed.append(attempt)
+            return
+        self.retrying.append(attempt)
+        self._forget([attempt.job])
 
     def _record_successes(self, *, claim: bool) -> int | None:
         """All successes and retries in one statement; with ``claim``, the next jobs are claimed in it too.

@@ -32,9 +32,8 @@ from multiprocessing.process import BaseProcess
 from django_jobretry.exceptions import ChildFailed, ChildStartError, JobTimeout
 from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import time_limit
-from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
 from django_jobretry.services.history import AttemptEnd, RenderedError, render_error
-from django_jobretry.services.outcomes import Failed, Succeeded
 from django_jobretry.worker.child import PoolOptions, Reply, child_main
 from django_jobretry.worker.child_sessions import end_sessions
 

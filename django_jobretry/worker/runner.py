@@ -25,10 +25,9 @@ from django_jobretry.context import JobContext, reset_current_job, set_current_j
 from django_jobretry.exceptions import InvalidJob, StaleArguments, UnknownTask, UnstorableResult
 from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import registry, time_limit
-from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra, send_job_signal
-from django_jobretry.services.outcomes import Failed, Succeeded
 from django_jobretry.signatures import mismatch
 from django_jobretry.validation import check_result
 from django_jobretry.worker.time_limits import TimeLimits

@@ -24,10 +24,10 @@ from typing import Protocol
 
 from django_jobretry.exceptions import JobTimeout
 from django_jobretry.services.cancel import bury_cancelled_attempt
-from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.claimed import ClaimedJob, Failed, Interrupted
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import log_extra
-from django_jobretry.services.outcomes import Failed, Interrupted, Recorder
+from django_jobretry.services.outcomes import Recorder
 
 logger = logging.getLogger("django_jobretry")
 

@@ -20,8 +20,8 @@ from django_jobretry import RetryableError, RetryPolicy, current_job, job
 from django_jobretry.models import DeadLetter, Job
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.cancel import cancel_jobs
-from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.outcomes import Failed, Recorder
+from django_jobretry.services.claimed import ClaimedJob, Failed
+from django_jobretry.services.outcomes import Recorder
 from tests.attempts import OWNER, claim_one, record_failure
 from tests.inprocess import DEADLINE, run_burst
 from tests.jobs_app import jobs
@@ -86,9 +86,8 @@ class TestTheRetryHonoursTheRequest:
         claimed = claim_one()  # the first enqueued
         cancel_jobs([claimed.id], actor="ops")
         recorder = Recorder(OWNER, object)
-        outcomes = [Failed(claimed, ConnectionResetError("reset"))]
-        retries = recorder.take_retries(outcomes)
-        assert [retry.item.job.id for retry in retries] == [claimed.id]
+        retries = [recorder.failed(Failed(claimed, ConnectionResetError("reset")))]
+        assert retries[0].retry is not None
         taken = recorder.record_successes_and_claim(
             [], None, retries=retries, limit=10, lease_seconds=30, queues=None
         )

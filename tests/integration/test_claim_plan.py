@@ -18,10 +18,14 @@ import pytest
 from django.db import connection
 
 from django_jobretry.models import Job
-from django_jobretry.services.claim_statements import schedule_retries_sql, succeed_and_claim_sql
-from django_jobretry.services.recovery import EXPIRED_LEASES
 from django_jobretry.services.sql import JOB
-from django_jobretry.services.transitions import bury_sql, claim_sql
+from django_jobretry.services.statements import (
+    EXPIRED_LEASES,
+    bury_sql,
+    claim_sql,
+    schedule_retries_sql,
+    succeed_and_claim_sql,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -111,7 +115,7 @@ FENCE_PARAMS = {"ids": [1, 2], "attempts": [1, 1], "tokens": ["00000000-0000-000
         (
             bury_sql(),
             {"id": 1, "attempt": 1, "token": FENCE_PARAMS["tokens"][0], "entry": "{}", "reason": "fatal"}
-            | {"limit": 10, "error_class": "x", "message": "x"},
+            | {"history": 10, "error_class": "x", "message": "x"},
         ),
     ],
     ids=["schedule_retries", "bury"],

@@ -1,8 +1,8 @@
 """Failed attempts written in batches: one fenced statement for the retries, each outcome exactly once.
 
-The worker's main loop hands every failure it took to ``Recorder.record_failures``;
-retries whose policy has no ``retry_for`` are written together, everything else
-one by one (services/failure_writes.py).
+``Recorder.failed`` turns each failure into one FailedAttempt, decided unless its
+policy has ``retry_for``; ``Recorder.record_failures`` writes the retries decided
+together, everything else one by one (services/failure_writes.py).
 """
 
 from __future__ import annotations
@@ -17,17 +17,13 @@ from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
 from django_jobretry import FatalError
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import transitions
-from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.failure_writes import (
-    BatchedRetry,
-    PendingFailure,
-    WrittenFailure,
-    write_failures,
-)
+from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted
+from django_jobretry.services.failure_writes import retry_params, write_failures
 from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.outcomes import Failed, Interrupted, Recorder
+from django_jobretry.services.outcomes import Recorder
 from tests.attempts import LEASE, OWNER
 from tests.jobs_app import jobs
 
@@ -57,22 +53,26 @@ def statements(captured: CaptureQueriesContext) -> list[str]:
     return [text[:27] for text in sql if not text.startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
 
 
-def refused(job: ClaimedJob, message: str) -> PendingFailure:
+def refused(job: ClaimedJob, message: str) -> FailedAttempt:
     """A failure whose entry PostgreSQL refuses: a raw NUL, which every entry built here would escape."""
-    pending = Recorder(OWNER, object)._pending(failed(job, message))
-    return replace(pending, entry={**pending.entry, "message": f"{message} \x00"})
+    attempt = Recorder(OWNER, object).failed(failed(job, message))
+    return replace(attempt, entry={**attempt.entry, "message": f"{message} \x00"})
 
 
-def write_all(pending: list[PendingFailure]) -> list[WrittenFailure]:
-    return list(write_failures(pending, history_limit=10))
+def write_all(attempts: list[FailedAttempt]) -> list[FailedAttempt]:
+    return list(write_failures(attempts, history_limit=10))
 
 
-def test_retries_of_a_batch_are_one_statement_and_each_outcome_leaves_the_list() -> None:
+def record(outcomes: list[Failed | Interrupted]) -> None:
+    recorder = Recorder(OWNER, object)
+    recorder.record_failures([recorder.failed(outcome) for outcome in outcomes])
+
+
+def test_retries_of_a_batch_are_one_statement() -> None:
     outcomes: list[Failed | Interrupted] = [failed(job) for job in claim_failing("abc")]
     with CaptureQueriesContext(connection) as captured:
-        Recorder(OWNER, object).record_failures(outcomes)
+        record(outcomes)
     assert statements(captured) == ["UPDATE django_jobretry_job "]
-    assert outcomes == []
     rows = Job.objects.order_by("pk")
     assert [(row.status, row.attempts, len(row.errors)) for row in rows] == [("ready", 1, 1)] * 3
     assert {row.errors[0]["delay"] for row in rows} == {0.01}  # the "three" policy's first delay
@@ -85,9 +85,7 @@ def test_a_stale_failure_in_a_batch_changes_nothing_and_the_rest_are_written(
     held, lost = claim_failing("ab")
     assert transitions.release([lost]) == {lost.id}  # as a shutdown does: the attempt is gone
     before = Job.objects.values().get(pk=lost.id)
-    outcomes: list[Failed | Interrupted] = [failed(held), failed(lost)]
-    Recorder(OWNER, object).record_failures(outcomes)
-    assert outcomes == []
+    record([failed(held), failed(lost)])
     assert Job.objects.values().get(pk=lost.id) == before
     assert Job.objects.get(pk=held.id).status == JobStatus.READY
     [stale] = [r for r in caplog.records if getattr(r, "outcome", None) == "stale_ignored"]
@@ -98,9 +96,9 @@ def test_an_entry_postgresql_refuses_falls_back_alone(caplog: pytest.LogCaptureF
     first, poisoned, third = claim_failing("abc")
     recorder = Recorder(OWNER, object)
     pending = [
-        recorder._pending(failed(first, "one")),
+        recorder.failed(failed(first, "one")),
         refused(poisoned, "two"),
-        recorder._pending(failed(third)),
+        recorder.failed(failed(third)),
     ]
     written = write_all(pending)
     assert [(w.job.id, w.entry["message"]) for w in written] == [
@@ -134,8 +132,7 @@ def test_a_mixed_batch_ends_each_job_as_its_policy_says() -> None:
         failed(deadline),
         Interrupted(interrupted, hold=timedelta(seconds=30)),
     ]
-    Recorder(OWNER, object).record_failures(outcomes)
-    assert outcomes == []
+    record(outcomes)
     assert dict(DeadLetter.objects.values_list("job_id", "reason")) == {
         buried.id: "fatal",
         deadline.id: "deadline",
@@ -151,14 +148,17 @@ def test_a_refused_entry_inside_a_callers_transaction_leaves_it_usable() -> None
     with transaction.atomic():  # as testing.run_jobs() records inside a TestCase
         [written] = write_all([refused(job, "one")])
         assert written.decision is not None
+        assert not written.stale
         assert Job.objects.get().errors[0]["message"] == "the error could not be recorded"
 
 
 # -- retries that ride on the success-and-claim statement (the worker's loop) ---------------------
 
 
-def take(outcomes: list[Failed]) -> list[BatchedRetry]:
-    return Recorder(OWNER, object).take_retries(outcomes)
+def take(outcomes: list[Failed]) -> list[FailedAttempt]:
+    """The failures the worker's loop keeps for the next claim: those decided a retry."""
+    recorder = Recorder(OWNER, object)
+    return [attempt for attempt in map(recorder.failed, outcomes) if attempt.retry is not None]
 
 
 def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> None:
@@ -167,7 +167,7 @@ def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> N
     assert transitions.release([lost]) == {lost.id}  # its failure below is stale
     outcomes = [failed(held), failed(lost)]
     retries = take(outcomes)
-    assert (outcomes, [retry.item.job.id for retry in retries]) == ([], [held.id, lost.id])
+    assert [retry.job.id for retry in retries] == [held.id, lost.id]
     with CaptureQueriesContext(connection) as captured:
         claimed = Recorder(OWNER, object).record_successes_and_claim(
             [succeeded], None, retries=retries, limit=10, lease_seconds=LEASE, queues=None
@@ -189,7 +189,7 @@ def test_a_refused_retry_on_the_claim_statement_falls_back_alone_and_the_claim_s
     good, poisoned = claim_failing("ab")
     jobs.record.enqueue("next")
     retries = take([failed(good, "one"), failed(poisoned, "two")])
-    retries[1] = BatchedRetry(refused(poisoned, "two"), retries[1].retry)
+    retries[1] = refused(poisoned, "two")
     claimed = Recorder(OWNER, object).record_successes_and_claim(
         [], None, retries=retries, limit=10, lease_seconds=LEASE, queues=None
     )
@@ -206,16 +206,24 @@ def test_only_retries_can_wait_for_the_claim() -> None:
     jobs.record.using(policy="emails").enqueue("retry_for")  # decided under a lock, at the database's time
     retried, buried, deadline = claim(3)
     outcomes = [failed(retried), Failed(buried, FatalError("bad")), failed(deadline)]
-    retries = take(outcomes)
-    assert [retry.item.job.id for retry in retries] == [retried.id]
-    assert [outcome.job.id for outcome in outcomes] == [buried.id, deadline.id]
+    recorder = Recorder(OWNER, object)
+    attempts = [recorder.failed(outcome) for outcome in outcomes]
+    assert [attempt.job.id for attempt in attempts if attempt.retry is not None] == [retried.id]
+    # Decided once, here; only the retry_for policy is left to decide under the row lock.
+    assert [type(attempt.decision).__name__ for attempt in attempts] == ["Retry", "GiveUp", "NoneType"]
 
 
 def test_the_claim_statement_keeps_error_history_limit_entries_unless_told() -> None:
     [job] = claim_failing("a")
     [retry] = take([failed(job)])
     kept, claimed = transitions.succeed_and_claim(
-        [], None, owner=OWNER, limit=0, lease_seconds=LEASE, queues=None, retries=[retry.retrying]
+        [],
+        None,
+        owner=OWNER,
+        limit=0,
+        lease_seconds=LEASE,
+        queues=None,
+        retries=retry_params([retry], jobretry_settings.error_history_limit, prefix="retry_"),
     )
     assert (kept, claimed) == ({job.id}, [])
     assert [entry["message"] for entry in Job.objects.get().errors] == ["upstream reset"]

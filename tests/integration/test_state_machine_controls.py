@@ -20,7 +20,7 @@ from django.db import connection
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from django_jobretry.services import claim_statements, failure_writes, transitions
+from django_jobretry.services import failure_writes, statements, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.sql import END_LEASE, JOB
 from tests.integration.test_state_machine import MACHINE_SETTINGS, JobStoreMachine, short_history
@@ -61,7 +61,7 @@ def unfenced(module: ModuleType, name: str, fence_in: ModuleType | None = None) 
     return broken
 
 
-REAL_CLAIM_SQL = transitions.claim_sql
+REAL_CLAIM_SQL = statements.claim_sql
 STALE_FAILURE = "^a stale (retryable|fatal) (changed|reached)"
 # First failure, no shrinking; the fence controls (reclaim, then stale completion) took 5-270 examples
 # with a random seed (several minutes under coverage, at worst), so the search is derandomized: the
@@ -74,15 +74,15 @@ CONTROL_SETTINGS = settings(MACHINE_SETTINGS, max_examples=1000, phases=[Phase.g
 @pytest.mark.parametrize(
     ("module", "name", "broken", "caught_by"),
     [
-        (transitions, "claim_sql", claim_sql_without_counting, "^claim: got"),
+        (statements, "claim_sql", claim_sql_without_counting, "^claim: got"),
         (transitions, "succeed", succeed_fenced_by_status_only, "^a stale success was recorded"),
         (
             failure_writes,
             "schedule_retries",
-            unfenced(failure_writes, "schedule_retries", fence_in=claim_statements),
+            unfenced(failure_writes, "schedule_retries", fence_in=statements),
             STALE_FAILURE,
         ),
-        (transitions, "bury", unfenced(transitions, "bury"), STALE_FAILURE),
+        (transitions, "bury", unfenced(transitions, "bury", fence_in=statements), STALE_FAILURE),
     ],
 )
 def test_the_machine_catches_a_broken_transition(

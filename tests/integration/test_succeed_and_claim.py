@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.services import claim_statements, transitions
+from django_jobretry.services import statements, transitions
 from django_jobretry.services.sql import FENCE
 from tests.attempts import OWNER, claim_one
 from tests.jobs_app import jobs
@@ -85,8 +85,8 @@ def test_the_claim_keeps_its_limit_and_queue_filter() -> None:
 
 def test_the_stale_test_catches_an_unfenced_success(monkeypatch: pytest.MonkeyPatch) -> None:
     """Negative control: SUCCEED fenced by status only lets the stale success through."""
-    unfenced = claim_statements.SUCCEED.replace(FENCE, "j.status = 'running'")
-    assert unfenced != claim_statements.SUCCEED, "the control no longer breaks the fence: update it"
-    monkeypatch.setattr(claim_statements, "SUCCEED", unfenced)
+    unfenced = statements.SUCCEED.replace(FENCE, "j.status = 'running'")
+    assert unfenced != statements.SUCCEED, "the control no longer breaks the fence: update it"
+    monkeypatch.setattr(statements, "SUCCEED", unfenced)
     with pytest.raises(AssertionError):
         test_a_stale_success_changes_nothing_and_the_claim_still_happens()

@@ -18,7 +18,7 @@ from django_jobretry.checks import check_settings
 from django_jobretry.exceptions import UnknownTask
 from django_jobretry.models import Job
 from django_jobretry.registry import registry
-from django_jobretry.services.outcomes import Failed
+from django_jobretry.services.claimed import Failed
 from django_jobretry.task_module_checks import check_tasks_workers_import
 from django_jobretry.worker.runner import Runner
 from tests.attempts import claim_one

@@ -1,0 +1,319 @@
+"""Every statement that moves a job between states, each written once and named for what it does.
+
+Read top to bottom, this is the job state machine: claim, succeed, retry,
+bury, revive, release, heartbeat, recover, cancel. The modules that run
+these statements (transitions.py, failure_writes.py, recovery.py,
+cancel.py) bind their parameters and read their rows by column name. Every
+worker write after the claim carries the fence (docs/design.md#rule-3),
+read from this module when the statement is built, so a test's negative
+control can break it on purpose. Times are the database's
+(docs/design.md#rule-5). The fragments they share are in sql.py.
+"""
+
+from __future__ import annotations
+
+from django_jobretry.models import DeadReason
+from django_jobretry.policy import ErrorKind
+from django_jobretry.services.history import AttemptEnd
+from django_jobretry.services.sql import (
+    CLEAR_LEASE,
+    DEAD,
+    DEAD_COLUMNS,
+    DIED,
+    ELAPSED_SQL,
+    END_LEASE,
+    FENCE,
+    JOB,
+    REVIVED_COLUMNS,
+    counting_deaths,
+    dead_letter_select,
+    event_entry_sql,
+    lease_expired_entry_sql,
+    revived_job_select,
+    stamped,
+    trimmed,
+)
+
+# -- which rows a statement acts on ----------------------------------------------------------
+
+#: One attempt, fenced by id, attempt and lease token, with the history entry it ends with.
+ONE_ATTEMPT = (
+    "(SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token, "
+    "%(entry)s::jsonb AS entry) AS d"
+)
+#: Many attempts, fenced, as transitions.fence_arrays binds them.
+FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
+#: Many attempts, fenced, each with its history entry (bury_cancel_requested).
+FENCED_ENTRIES = (
+    "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(entries)s::jsonb[]) "
+    "AS d(id, attempts, token, entry)"
+)
+#: Rows this transaction already holds locked, each with one text value (recovery's delay or reason).
+LOCKED_ROWS = "unnest(%(ids)s::bigint[], %(values)s::text[]) AS d(id, value)"
+
+# -- claim -----------------------------------------------------------------------------------
+
+#: The first job id of the requeue chain: the claim must not fail on a row
+#: whose history was edited by hand, so anything but a plain id means "this job".
+ORIGINAL_JOB_ID = (
+    "CASE WHEN (j.requeue_history -> 0 ->> 'job_id') ~ '^[0-9]{1,18}$' "
+    "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
+)
+
+
+def pick_sql(filters: str = "") -> str:
+    """Lock the next due jobs, in claim order, skipping those other workers hold."""
+    return f"""
+        SELECT id FROM {JOB}
+        WHERE status = 'ready' AND run_at <= statement_timestamp() {filters}
+          AND attempts < max_attempts
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    """
+
+
+#: Claim the rows of ``picked``: the attempt is counted here (docs/design.md#rule-1).
+#: Its RETURNING columns are named like ClaimedJob's fields, plus the claim order's keys.
+CLAIM_PICKED = f"""
+    UPDATE {JOB} AS j
+    SET status = 'running', attempts = j.attempts + 1, lease_owner = %(owner)s,
+        lease_token = gen_random_uuid(),
+        lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
+        started_at = statement_timestamp(),
+        first_attempt_at = COALESCE(j.first_attempt_at, statement_timestamp())
+    FROM picked WHERE j.id = picked.id
+    RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args AS raw_args, j.kwargs AS raw_kwargs,
+              j.attempts AS attempt, j.max_attempts, j.lease_token AS token,
+              {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count,
+              j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
+"""
+
+#: Finished attempts succeeded, fenced; returns the ids that still held their lease.
+SUCCEED = f"""
+    UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(),
+        return_value = d.result::jsonb, {END_LEASE}
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(results)s::text[])
+        AS d(id, attempts, token, result)
+    WHERE j.id = d.id AND {FENCE}
+    RETURNING j.id
+"""
+
+
+def claim_sql(*, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False) -> str:
+    """The claim. Workers filter by queue only; the task and id filters serve ``testing.run_jobs``."""
+    filters = (
+        ("AND queue_name = ANY(%(queues)s) " if filter_queues else "")
+        + ("AND task_name = ANY(%(tasks)s) " if filter_tasks else "")
+        + ("AND id <> ALL(%(skip)s::bigint[])" if skip_ids else "")
+    )
+    return f"WITH picked AS ({pick_sql(filters)}) {CLAIM_PICKED}"
+
+
+def succeed_and_claim_sql(*, filter_queues: bool, with_retries: bool = False) -> str:
+    """SUCCEED, the retries (parameters prefixed ``retry_``) and the claim, as one statement.
+
+    One row always comes back: ``ids``, the array of the ids whose outcome was
+    written (NULL for none) and, beside it, one claimed job per row (NULLs
+    when none was due). The parts touch disjoint rows (running ones, ready
+    ones), so running them on one snapshot changes nothing any of them sees:
+    a job made ready again here is not claimed by this statement.
+    """
+    filters = "AND queue_name = ANY(%(queues)s)" if filter_queues else ""
+    retried = f", retried AS ({schedule_retries_sql('retry_')})" if with_retries else ""
+    kept = "SELECT id FROM done" + (" UNION ALL SELECT id FROM retried" if with_retries else "")
+    return f"""
+        WITH done AS ({SUCCEED}){retried}, picked AS ({pick_sql(filters)}), claimed AS ({CLAIM_PICKED})
+        SELECT d.ids, c.* FROM (SELECT array_agg(id) AS ids FROM ({kept}) AS k) AS d
+        LEFT JOIN claimed AS c ON TRUE
+    """
+
+
+# -- retry -----------------------------------------------------------------------------------
+
+
+def retry_sql(rows: str, where: str, *, entry: str, delay: str, history: str = "%(history)s") -> str:
+    """Back to ready after ``delay`` seconds (durable backoff), ``entry`` last in the history.
+
+    The one retry statement: the job rows ``j`` joined to ``rows`` that match
+    ``where``. Never a job an operator asked to cancel: the condition is
+    re-checked on the row's latest version, so a cancel committed while this
+    statement waited for the row is honoured too; such an attempt is missing
+    from what the statement returns, like a stale one, and
+    cancel.bury_cancel_requested buries it.
+    """
+    errors = trimmed(f"(j.errors || jsonb_build_array({entry}))", history)
+    return f"""
+        UPDATE {JOB} AS j
+        SET status = 'ready', run_at = statement_timestamp() + make_interval(secs => {delay}),
+            {CLEAR_LEASE}, errors = {errors}
+        FROM {rows}
+        WHERE {where} AND j.cancel_requested_at IS NULL
+        RETURNING j.id
+    """
+
+
+def schedule_retries_sql(prefix: str = "") -> str:
+    """The retries of failed attempts, fenced, each with its entry and delay (failure_writes.retry_params)."""
+    p = prefix
+    rows = (
+        f"unnest(%({p}ids)s::bigint[], %({p}attempts)s::int[], %({p}tokens)s::uuid[], "
+        f"%({p}entries)s::jsonb[], %({p}delays)s::float8[]) AS d(id, attempts, token, entry, delay)"
+    )
+    return retry_sql(
+        rows, f"j.id = d.id AND {FENCE}", entry=stamped("d.entry"), delay="d.delay", history=f"%({p}limit)s"
+    )
+
+
+def recovery_retry_sql() -> str:
+    """The retries of lost leases (LOCKED_ROWS, value: the delay), the lost attempt recorded."""
+    entry = f"({lease_expired_entry_sql('j')} || jsonb_build_object('delay', d.value::float8))"
+    return retry_sql(LOCKED_ROWS, "j.id = d.id", entry=entry, delay="d.value::float8")
+
+
+# -- bury and revive -------------------------------------------------------------------------
+
+
+def burial_sql(
+    rows: str, where: str, *, entry: str, reason: str, message: str, error_class: str = "''"
+) -> str:
+    """Into the dead letters: the one burial statement, for a failure, a lost lease and a cancel.
+
+    The job rows ``j`` joined to ``rows`` (a USING list, or "") that match
+    ``where`` are deleted and inserted as dead letters, ``entry`` last in their
+    history (trimmed to ``%(history)s``); ``reason``, ``message`` and
+    ``error_class`` may read ``j`` and ``d``. Each death is counted in the same
+    statement (counting_deaths). Returns, per burial: ``job_id``,
+    ``dead_letter_id``, ``requeue_count``, ``task_name``, ``queue_name``,
+    ``attempt`` and ``cancelled_by`` (who asked to cancel the job, "" if nobody).
+    """
+    errors = trimmed(f"(j.errors || jsonb_build_array({entry}))", "%(history)s")
+    values = dead_letter_select(
+        "gone",
+        errors="gone.dead_errors",
+        reason="gone.dead_reason",
+        error_class="gone.dead_error_class",
+        message="gone.dead_message",
+    )
+    return f"""
+        WITH gone AS (
+            DELETE FROM {JOB} AS j {f"USING {rows}" if rows else ""} WHERE {where}
+            RETURNING j.*, {errors} AS dead_errors, {reason} AS dead_reason,
+                      {error_class} AS dead_error_class, {message} AS dead_message
+        ), dead AS (
+            INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
+            RETURNING job_id, id, requeue_count, attempts, {DIED}
+        ), {counting_deaths("dead")}
+        SELECT dead.job_id, dead.id AS dead_letter_id, dead.requeue_count, dead.task_name,
+               dead.queue_name, dead.attempts AS attempt, gone.cancel_requested_by AS cancelled_by
+        FROM dead JOIN gone ON gone.id = dead.job_id
+    """
+
+
+def bury_sql() -> str:
+    """A failed attempt (ONE_ATTEMPT), fenced, for ``%(reason)s``, its error as the last error."""
+    return burial_sql(
+        ONE_ATTEMPT,
+        f"j.id = d.id AND {FENCE}",
+        entry=stamped("d.entry"),
+        reason="%(reason)s",
+        error_class="%(error_class)s",
+        message="%(message)s",
+    )
+
+
+def recovery_burial_sql() -> str:
+    """Lost leases (LOCKED_ROWS, value: the reason), the lost attempt recorded."""
+    cancelled = DeadReason.CANCELLED.value
+    message = (
+        f"CASE WHEN d.value = '{cancelled}' THEN 'cancelled by ' || j.cancel_requested_by "
+        "ELSE 'lease expired: worker ' || j.lease_owner || ' stopped heartbeating' END"
+    )
+    return burial_sql(
+        LOCKED_ROWS, "j.id = d.id", entry=lease_expired_entry_sql("j"), reason="d.value", message=message
+    )
+
+
+def cancel_burial_sql(*, ready: bool) -> str:
+    """Jobs as "cancelled" dead letters: ready ones by id (``ready``), or the refused retries.
+
+    A refused retry (FENCED_ENTRIES) is one whose lease is still held and
+    whose cancel was requested; its own entry is kept, without the delay.
+    """
+    if ready:
+        ended = {"kind": ErrorKind.FATAL.value, "ended": AttemptEnd.CANCELLED.value}
+        entry = event_entry_sql("j", message="%(message)s::text", worker="''", **ended)
+        rows, where, message = "", "j.id = ANY(%(ids)s) AND j.status = 'ready'", "%(message)s"
+    else:
+        entry = stamped("(d.entry - 'delay')")
+        rows, message = FENCED_ENTRIES, "'cancelled by ' || j.cancel_requested_by"
+        where = f"j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NOT NULL"
+    return burial_sql(rows, where, entry=entry, reason=f"'{DeadReason.CANCELLED.value}'", message=message)
+
+
+def revive_sql() -> str:
+    """The inverse of a burial: the dead letter ``%(id)s`` becomes a ready job."""
+    run_at = "statement_timestamp() + make_interval(secs => %(delay)s)"
+    values = revived_job_select("dead", run_at=run_at, max_attempts="%(max_attempts)s", actor="%(actor)s")
+    return f"""
+        WITH dead AS (DELETE FROM {DEAD} WHERE id = %(id)s RETURNING *)
+        INSERT INTO {JOB} ({REVIVED_COLUMNS}) SELECT {values} FROM dead
+        RETURNING id
+    """
+
+
+# -- locks, leases and cancel requests -------------------------------------------------------
+
+
+def lock_attempt_sql() -> str:
+    """Lock a running attempt (ONE_ATTEMPT without its entry), fenced, to read ``elapsed``."""
+    return f"""
+        SELECT {ELAPSED_SQL} AS elapsed FROM {JOB} AS j,
+               (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
+        WHERE j.id = d.id AND {FENCE}
+        FOR UPDATE OF j
+    """
+
+
+def release_sql() -> str:
+    """Claimed attempts never started: ready again, the attempt uncounted; not a cancel-requested job."""
+    return f"""
+        UPDATE {JOB} AS j
+        SET status = 'ready', attempts = j.attempts - 1, run_at = statement_timestamp(), {CLEAR_LEASE},
+            first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END
+        FROM {FENCED_ROWS}
+        WHERE j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NULL
+        RETURNING j.id
+    """
+
+
+def heartbeat_sql() -> str:
+    """Extend the leases still held; returns each id and who asked to cancel it."""
+    return f"""
+        UPDATE {JOB} AS j SET lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s)
+        FROM {FENCED_ROWS}
+        WHERE j.id = d.id AND {FENCE}
+        RETURNING j.id, j.cancel_requested_by
+    """
+
+
+#: Running jobs whose lease ran out, locked for this transaction (lease recovery).
+EXPIRED_LEASES = f"""
+    SELECT j.id, j.task_name, j.queue_name, j.policy_name, j.attempts, j.max_attempts,
+           {ELAPSED_SQL} AS elapsed, j.cancel_requested_at IS NOT NULL AS cancelled, j.cancel_requested_by
+    FROM {JOB} AS j
+    WHERE j.status = 'running' AND j.lease_expires_at < statement_timestamp()
+    ORDER BY j.lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+#: Lock the live jobs an operator cancels, in id order (two cancels cannot deadlock).
+LOCK_FOR_CANCEL = f"SELECT id, status FROM {JOB} WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE"
+
+#: Ask the workers of running jobs to stop them; the first request's time is kept.
+REQUEST_CANCEL = f"""
+    UPDATE {JOB} SET cancel_requested_by = %(actor)s,
+        cancel_requested_at = COALESCE(cancel_requested_at, statement_timestamp())
+    WHERE id = ANY(%(ids)s) AND status = 'running'
+"""
