@@ -4,8 +4,10 @@ Sent after the transition is committed; a failing receiver is logged (by
 :func:`send`, the one way this package sends them) and never disturbs the
 worker or the operator's action. The worker's signals have the Worker class
 as sender and the keyword arguments ``job_id``, ``task_name``,
-``queue_name``, ``attempt`` and, per signal, ``delay`` (timedelta),
-``reason`` and ``dead_letter_id``.
+``queue_name``, ``attempt`` and, per signal, ``reason`` (for a retry: how
+the attempt ended), ``delay`` (timedelta), ``dead_letter_id`` and
+``requeued_as``: one shape whoever retried or buried the job
+(services/job_lines.py, docs/worker.md#django-signals-for-metrics-and-alerts).
 """
 
 from __future__ import annotations

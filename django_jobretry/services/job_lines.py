@@ -4,7 +4,7 @@ Every transition logs the job id and attempt and never the arguments. Every
 retry and every dead letter, whoever made it (a worker's failure, lease
 recovery, an operator's cancel, the django-q2 adapter), is announced here:
 one log line and one signal with one keyword shape, the one
-docs/worker.md#signals documents.
+docs/worker.md#django-signals-for-metrics-and-alerts documents.
 """
 
 from __future__ import annotations

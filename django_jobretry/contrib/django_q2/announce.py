@@ -1,8 +1,9 @@
 """What the monitor says once a django-q2 task's retry or burial is committed: a log line, a signal.
 
-The same lines and signals as our own workers' (services/outcomes.py), so
-one log query and one signal receiver cover both: the message names the
-task, its queue, the attempt and how it ended.
+The same lines as our own workers', and the same signal shape
+(services/job_lines.py, docs/worker.md#django-signals-for-metrics-and-alerts), so one log query and one
+signal receiver cover both: the message names the task, its queue, the
+attempt and how it ended.
 """
 
 from __future__ import annotations
@@ -73,4 +74,11 @@ def announce(judged: Judgement, package: dict[str, Any], *, queue: str, dead: De
             seconds,
             extra={**logged, "outcome": "retry_scheduled", "delay": seconds},
         )
-        signals.send(signals.job_retry_scheduled, DjangoQ2Cluster, extra, delay=decision.delay, **common)
+        signals.send(
+            signals.job_retry_scheduled,
+            DjangoQ2Cluster,
+            extra,
+            reason=entry["ended"],
+            delay=decision.delay,
+            **common,
+        )
