@@ -1,13 +1,16 @@
-"""decide() and backoff_delay() on concrete examples, including the edges."""
+"""decide(), backoff_delay() and schedule() on concrete examples, including the edges and bad calls."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from django_jobretry import ErrorKind, GiveUp, GiveUpReason, InvalidPolicy, Retry, RetryPolicy
+from django_jobretry.policy import RetryableError, ScheduleRow
+from tests.unit.invalid_policy import NOT_SECONDS, check_invalid
 
 POLICY = RetryPolicy(max_attempts=5, base_delay=10, multiplier=3, max_delay=100, jitter=0.5)
 
@@ -36,6 +39,16 @@ def test_multiplier_one_is_a_constant_delay() -> None:
     policy = RetryPolicy(max_attempts=4, base_delay=7, multiplier=1, max_delay=60, jitter=0)
     assert [row.nominal for row in policy.schedule()] == [timedelta(seconds=7)] * 3
     assert policy.worst_case_total() == timedelta(seconds=21)
+
+
+def test_schedule_rows_are_complete() -> None:
+    policy = RetryPolicy(max_attempts=4, base_delay=10, multiplier=3, max_delay=100, jitter=0.5)
+    s = timedelta(seconds=1)
+    assert list(policy.schedule()) == [
+        ScheduleRow(attempt=1, nominal=10 * s, shortest=5 * s, longest=15 * s, cumulative_longest=15 * s),
+        ScheduleRow(attempt=2, nominal=30 * s, shortest=15 * s, longest=45 * s, cumulative_longest=60 * s),
+        ScheduleRow(attempt=3, nominal=90 * s, shortest=45 * s, longest=135 * s, cumulative_longest=195 * s),
+    ]
 
 
 def test_worst_case_total_matches_the_schedule_when_long() -> None:
@@ -73,9 +86,14 @@ def test_requested_delay_replaces_backoff_but_not_the_attempt_limit() -> None:
     )
 
 
-def test_a_negative_requested_delay_is_refused() -> None:
-    with pytest.raises(InvalidPolicy, match="requested_delay"):
-        POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, requested_delay=timedelta(seconds=-1))
+def test_a_zero_requested_delay_retries_at_once() -> None:
+    decision = POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, requested_delay=timedelta(0))
+    assert decision == Retry(timedelta(0))
+
+
+@pytest.mark.parametrize("zero", [0, 0.0, timedelta(0)])
+def test_retryable_error_may_ask_for_an_immediate_retry(zero: float | timedelta) -> None:
+    assert RetryableError("now", delay=zero).delay == timedelta(0)
 
 
 class TestDeadline:
@@ -117,9 +135,43 @@ def test_invalid_sample_is_refused(sample: object) -> None:
         POLICY.backoff_delay(1, sample)  # type: ignore[arg-type]
 
 
-def test_invalid_kind_is_refused() -> None:
-    with pytest.raises(InvalidPolicy, match="kind"):
+@pytest.mark.parametrize(
+    ("call", "field", "value", "allowed"),
+    [
+        (lambda: POLICY.decide(0, ErrorKind.RETRYABLE, 0.5), "attempt", 0, "attempts are numbered from 1"),
+        (lambda: POLICY.nominal(-2), "attempt", -2, "attempts are numbered from 1"),
+        (lambda: POLICY.backoff_delay(1, 1.5), "sample", 1.5, "a jitter sample in [0, 1]"),
+        (
+            lambda: POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, max_attempts=0),
+            "max_attempts",
+            0,
+            "must be an integer from 1 to 10000",
+        ),
+        (
+            lambda: POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, requested_delay=timedelta(seconds=-1)),
+            "requested_delay",
+            timedelta(seconds=-1),
+            "must be >= 0 seconds",
+        ),
+        (lambda: RetryableError("x", delay=-1), "delay", -1, "must be >= 0 seconds"),
+        (lambda: RetryableError("x", delay="soon"), "delay", "soon", NOT_SECONDS),  # type: ignore[arg-type]
+    ],
+)
+def test_call_error_carries_field_value_and_allowed(
+    call: Callable[[], object], field: str, value: object, allowed: str
+) -> None:
+    with pytest.raises(InvalidPolicy) as caught:
+        call()
+    check_invalid(caught.value, field, value, allowed)
+
+
+def test_invalid_kind_is_refused_naming_the_kinds() -> None:
+    with pytest.raises(InvalidPolicy) as caught:
         POLICY.decide(1, "retryable", 0.5)  # type: ignore[arg-type]
+    assert str(caught.value).startswith("kind=")
+    assert (caught.value.field, caught.value.value) == ("kind", "retryable")
+    assert caught.value.allowed.startswith("an ErrorKind: one of [")
+    assert all(kind.value in caught.value.allowed for kind in ErrorKind)
 
 
 def test_the_limit_frozen_on_a_job_wins_over_the_policy() -> None:
@@ -130,9 +182,16 @@ def test_the_limit_frozen_on_a_job_wins_over_the_policy() -> None:
 
 
 @pytest.mark.parametrize("elapsed", [timedelta(seconds=-1), 5])
-def test_invalid_elapsed_is_refused(elapsed: object) -> None:
-    with pytest.raises(InvalidPolicy, match="elapsed"):
+def test_invalid_elapsed_names_field_and_value(elapsed: object) -> None:
+    with pytest.raises(InvalidPolicy) as caught:
         POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, elapsed=elapsed)  # type: ignore[arg-type]
+    assert str(caught.value).startswith("elapsed=")
+    assert (caught.value.field, caught.value.value) == ("elapsed", elapsed)
+    assert caught.value.allowed == "a timedelta >= 0 (time since the first attempt), or None"
+
+
+def test_zero_elapsed_is_allowed() -> None:
+    assert isinstance(POLICY.decide(1, ErrorKind.RETRYABLE, 0.5, elapsed=timedelta(0)), Retry)
 
 
 @pytest.mark.parametrize(
