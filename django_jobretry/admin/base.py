@@ -188,7 +188,7 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
         return [field for field in fields if not touches_payload(field)]
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
-        """The row of a detail URL: an ASCII-digit id, timestamps read through the guard.
+        """The row of a detail URL: an ASCII-digit id.
 
         Anything else is "not found" (Django's redirect with a message), never a 500.
         ``to_field_allowed()`` admits only the primary key: no model points here.
@@ -196,7 +196,7 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
         pk = parse_id(object_id)
         if pk is None or from_field not in (None, self.opts.pk.name):
             return None
-        return timestamps.guard(self.get_queryset(request)).filter(pk=pk).first()
+        return self.get_queryset(request).filter(pk=pk).first()
 
     def response_action(
         self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
@@ -218,7 +218,7 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> type[ModelForm[Any]]:
-        # The guarded timestamps keep the help texts of the fields they stand for.
+        # The timestamps shown to the second keep the help texts of the fields they stand for.
         kwargs["help_texts"] = {**timestamps.help_texts(self.model), **kwargs.get("help_texts", {})}
         return super().get_form(request, obj, change, **kwargs)
 

@@ -30,9 +30,6 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.functional import cached_property
 
-from django_jobretry.admin import timestamps
-from django_jobretry.models.instants import holdable
-
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Paginator = Paginator[Any]
     _QuerySet = QuerySet[Any]
@@ -170,24 +167,6 @@ class IndexedDatesQuerySet(_QuerySet):
             found.append(start)
         return found if order == "ASC" else found[::-1]
 
-    def aggregate(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """Django's, with the datetime columns aggregated over values Python can hold.
-
-        The date hierarchy asks for the first and last date (and the probes
-        above for each bucket's first): a row dead at 'infinity' would fail to load.
-        """
-        # Min("dead_at") has the source F("dead_at"), whose name is the column's.
-        named = {
-            getattr(source, "name", None)
-            for a in (*args, *kwargs.values())
-            for source in a.get_source_expressions()
-        }
-        rows = self
-        for name in sorted(set(timestamps.datetime_fields(self.model)) & named):
-            rows = rows.filter(holdable(name))
-        result: dict[str, Any] = super(IndexedDatesQuerySet, rows).aggregate(*args, **kwargs)
-        return result
-
 
 class LightChangeList(ChangeList):
     """Leaves JSON columns (histories, arguments: up to megabytes a row) out of the list.
@@ -219,11 +198,11 @@ class LightChangeList(ChangeList):
             # A lookup Python cannot turn into SQL, like run_at__year=99999, fails
             # when the count query is compiled, before anything reaches the database.
             raise IncorrectLookupParameters(exc) from exc
-        # The rows are loaded only now: their timestamps through the guard, plus what the
-        # admin computes in SQL for this page only (never for the count).
-        page = timestamps.guard(self.result_list)
+        # The rows are loaded only now: plus what the admin computes in SQL for this
+        # page only (never for the count).
         list_page = getattr(self.model_admin, "list_page", None)
-        self.result_list = list_page(page) if list_page is not None else page
+        if list_page is not None:
+            self.result_list = list_page(self.result_list)
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset = super().get_queryset(request, exclude_parameters)

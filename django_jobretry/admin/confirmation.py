@@ -113,7 +113,7 @@ def page(
     selection); ``refused`` replaces the question when the action cannot run here.
     """
     listed = DeadLetter.objects.filter(pk__in=ids[:SHOWN]).only(*SHOWN_FIELDS)
-    shown = [] if refused else list(timestamps.guard(listed.order_by("-dead_at", "-pk")))
+    shown = [] if refused else list(listed.order_by("-dead_at", "-pk"))
     counts = count(ids, requeue=verb == "requeue") if ids and not refused else Counts(total=0)
     question, follows, button = _plural(verb, counts.total)
     context = {
@@ -129,7 +129,7 @@ def page(
         "items": [
             (
                 dead,
-                timestamps.text(timestamps.shown(dead, "dead_at")),
+                timestamps.text(dead.dead_at),
                 rendering.error_summary(dead.last_error_class, dead.last_error),
             )
             for dead in shown

@@ -72,7 +72,7 @@ class DeadLetterAdmin(DashboardPage, MatchingActions, ReadOnlyRecordAdmin):
     @admin.display(description="dead at", ordering="dead_at")
     def died(self, obj: DeadLetter) -> SafeString | str:
         # To the second: operators line this up with logs.
-        return timestamps.html(timestamps.shown(obj, "dead_at"))
+        return timestamps.html(obj.dead_at)
 
     @admin.display(description="last error")
     def last_error_line(self, obj: DeadLetter) -> SafeString:
@@ -130,7 +130,7 @@ class DeadLetterAdmin(DashboardPage, MatchingActions, ReadOnlyRecordAdmin):
             "rule": rendering.last_rule(dead.errors),
             "attempts": self.attempts_display(dead),
             "requeues": requeued_times(dead.requeue_count) if dead.requeue_count else "",
-            "died": timestamps.html(timestamps.shown(dead, "dead_at")),
+            "died": timestamps.html(dead.dead_at),
             "error_class": error_class,
             "error_name": error_class.rsplit(".", 1)[-1],
             "message": dead.last_error,

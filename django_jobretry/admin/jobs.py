@@ -74,7 +74,7 @@ class StatusFilter(admin.SimpleListFilter):
 def state_words(job: Job) -> tuple[str, str]:
     """The status as an operator reads it, and its detail: a ready job that failed before is retrying."""
     if job.status == JobStatus.READY and job.attempts > 0:
-        when = timestamps.clock(timestamps.shown(job, "run_at"))
+        when = timestamps.clock(job.run_at)
         return "retrying", f"attempt {job.attempts + 1} of {job.max_attempts}, next at {when}"
     if job.status == JobStatus.READY or not job.attempts:
         return job.status, ""
@@ -126,7 +126,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
     readonly_fields = flatten_fieldsets(fieldsets)
     change_form_template = "admin/django_jobretry/job/change_form.html"
 
-    # Timestamps through the guard (admin/timestamps.py): a run_at of 'infinity' must not break a page.
+    # Timestamps to the second (admin/timestamps.py).
     run_at_shown = timestamps.column("run_at", sortable=True)
     lease_expires_at_shown = timestamps.column("lease_expires_at")
     started_at_shown = timestamps.column("started_at")

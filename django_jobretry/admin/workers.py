@@ -5,9 +5,8 @@ deleting one here would not stop its worker, which would write it back at
 its next beat, so nothing can be added, changed or deleted. Live or lost is
 computed by the database clock in the query, like everywhere else, so the
 page and `manage.py jobstatus` agree. Nothing here touches a job, let alone
-its arguments. Every column a hand-edited row can make unloadable (times,
-the lease, the queues) is read through a guard, so one bad row shows as
-unreadable instead of failing the page.
+its arguments. Every column is one Python can load: the table refuses
+times, leases and queues a worker never writes (models/worker_process.py).
 """
 
 from __future__ import annotations
@@ -15,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Case, DurationField, F, QuerySet, TextField, When
-from django.db.models.functions import Cast, Now
+from django.db.models import DurationField, ExpressionWrapper, F, QuerySet
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Now
 from django.forms import ModelForm
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -26,8 +26,7 @@ from django_jobretry.admin import rendering, timestamps
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.humanize import humanize_delay
 from django_jobretry.models import WorkerProcess
-from django_jobretry.models.instants import holdable
-from django_jobretry.models.worker_process import IS_LIVE, LIVE, READABLE_LEASE, READABLE_QUEUES
+from django_jobretry.models.worker_process import IS_LIVE, LIVE
 from django_jobretry.services.workers import queue_list
 
 #: The URL filters of the list: the status filter's and the host filter's own parameters.
@@ -51,9 +50,9 @@ class StatusFilter(admin.SimpleListFilter):
         return queryset
 
 
-def _age(name: str) -> Case:
-    """Now minus column ``name`` on the database clock; NULL for a time Python cannot hold ('infinity')."""
-    return Case(When(holdable(name), then=Now() - F(name)), output_field=DurationField())
+def _age(name: str) -> ExpressionWrapper[CombinedExpression]:
+    """Now minus column ``name`` on the database clock."""
+    return ExpressionWrapper(Now() - F(name), output_field=DurationField())
 
 
 class WorkerProcessAdmin(NoWritesAdmin):
@@ -90,16 +89,10 @@ class WorkerProcessAdmin(NoWritesAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WorkerProcess]:
         # Annotated before the ordering applies: the order is by ``live``.
-        queryset = WorkerProcess.objects.defer("lease", "queues").annotate(
-            live=IS_LIVE,
-            heartbeat_age=_age("last_heartbeat_at"),
-            up_for=_age("started_at"),
-            readable_lease=READABLE_LEASE,
-            lease_text=Cast("lease", TextField()),
-            readable_queues=READABLE_QUEUES,
+        queryset = WorkerProcess.objects.annotate(
+            live=IS_LIVE, heartbeat_age=_age("last_heartbeat_at"), up_for=_age("started_at")
         )
-        guarded: QuerySet[WorkerProcess] = timestamps.guard(queryset)
-        return guarded.order_by(*self.get_ordering(request))
+        return queryset.order_by(*self.get_ordering(request))
 
     def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
         return ("-live", "started_at", "id")
@@ -130,25 +123,21 @@ class WorkerProcessAdmin(NoWritesAdmin):
         return f"{obj.running_jobs} of {obj.concurrency}"
 
     @admin.display(description="up")
-    def up(self, obj: WorkerProcess) -> str | timestamps.Shown:
-        """How long since it started; its start time as PostgreSQL writes it when Python cannot hold it."""
-        age = obj.up_for  # type: ignore[attr-defined]
-        return timestamps.shown(obj, "started_at") if age is None else humanize_delay(age)
+    def up(self, obj: WorkerProcess) -> str:
+        """How long since it started."""
+        return humanize_delay(obj.up_for)  # type: ignore[attr-defined]
 
     @admin.display(description="queues")
     def queue_list(self, obj: WorkerProcess) -> str:
-        return queue_list(obj.readable_queues)  # type: ignore[attr-defined]
+        return queue_list(obj.queues)
 
     @admin.display(description="lease")
     def lease_shown(self, obj: WorkerProcess) -> str:
-        """The lease; PostgreSQL's own text for one Python cannot hold (a million years)."""
-        lease = obj.readable_lease  # type: ignore[attr-defined]
-        return obj.lease_text if lease is None else str(lease)  # type: ignore[attr-defined]
+        return str(obj.lease)
 
     @admin.display(description="last heartbeat")
-    def heartbeat(self, obj: WorkerProcess) -> str | timestamps.Shown:
-        age = obj.heartbeat_age  # type: ignore[attr-defined]
-        return timestamps.shown(obj, "last_heartbeat_at") if age is None else f"{humanize_delay(age)} ago"
+    def heartbeat(self, obj: WorkerProcess) -> str:
+        return f"{humanize_delay(obj.heartbeat_age)} ago"  # type: ignore[attr-defined]
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         """The page's own filters only, and never a NUL (PostgreSQL stores none: the query could only fail).

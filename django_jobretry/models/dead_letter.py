@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
-from django_jobretry.models.fields import StoredJSONField
+from django_jobretry.models.fields import StoredJSONField, json_shapes
+from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job import ORIGIN_JOB_ID, provenance_index
 
 
@@ -99,6 +100,11 @@ class DeadLetter(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(source__in=DeadLetterSource.values), name="jobretry_dead_source_valid"
+            ),
+            # What a reader can load, as on the jobs table.
+            *holdable_times("jobretry_dead", "enqueued_at", "first_attempt_at", "dead_at"),
+            *json_shapes(
+                "jobretry_dead", args="array", kwargs="object", errors="array", requeue_history="array"
             ),
         ]
 

@@ -1,10 +1,11 @@
-"""The JSON columns of jobs and dead letters."""
+"""The JSON columns of jobs and dead letters, and the CHECKs on their shape."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.db import models
+from django.db.models.lookups import Exact
 
 
 class StoredJSONField(models.JSONField):
@@ -22,6 +23,35 @@ class StoredJSONField(models.JSONField):
             return super().from_db_value(value, expression, connection)
         except RecursionError:
             return value
+
+
+class JSONType(models.Func):
+    """``jsonb_typeof(column)``: 'array', 'object', 'string', 'number', 'boolean' or 'null'."""
+
+    function = "jsonb_typeof"
+    output_field = models.TextField()
+
+
+def json_shapes(table: str, **kinds: str) -> list[models.CheckConstraint]:
+    """One CHECK per ``column=kind``: the column's top-level JSON type, named ``<table>_<column>_<kind>``.
+
+    A CHECK cannot see inside: entries of a history may still be anything,
+    and a value nested past Python's recursion limit still loads as text.
+    """
+    return [
+        models.CheckConstraint(condition=Exact(JSONType(name), kind), name=f"{table}_{name}_{kind}")
+        for name, kind in kinds.items()
+    ]
+
+
+class JSONStringArray(models.Func):
+    """Whether a jsonb value is an array of strings (nothing nested, so Python always loads it)."""
+
+    template = (
+        "(jsonb_typeof(%(expressions)s) = 'array' AND NOT jsonb_path_exists("
+        "%(expressions)s, 'strict $[*] ? (@.type() != \"string\")'))"
+    )
+    output_field = models.BooleanField()
 
 
 class GinPathIndex(models.Index):

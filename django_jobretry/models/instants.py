@@ -1,37 +1,40 @@
-"""The instants Python can hold, and reading a timestamp only when it can.
+"""The instants Python can hold: what the tables accept, and what enqueue and requeue accept.
 
 A ``timestamptz`` column accepts far more than Python's ``datetime``:
-'infinity', '-infinity', years up to 294276. Nothing this package writes
-leaves Python's range (enqueue refuses such a ``run_after``), but a
-hand-written UPDATE or a restore can, and psycopg refuses to load the whole
-row (``DataError: timestamp too large``). Every reader that must stay total
-(the admin, the workers table, task results) bounds its times by these two
-instants: a day inside years 1 to 9999, so that showing them in any time
-zone cannot overflow either.
+'infinity', '-infinity', years up to 294276, which psycopg refuses to load
+(``DataError: timestamp too large``, the whole row with it). So every
+timestamp column carries a CHECK constraint (:func:`holdable_times`) to
+these two instants: a day inside years 1 to 9999, so that showing them in
+any time zone cannot overflow either. Readers then load times as they are.
+Enqueue and requeue check a ``run_after`` first (:func:`check_run_after`),
+so a caller hears which value is wrong rather than the constraint's name.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Case, DateTimeField, F, Q, When
+from django.db.models import CheckConstraint, Q
 from django.utils import timezone
 
 from django_jobretry.exceptions import InvalidJob
 
-#: The earliest and latest instants any reader loads as a datetime, and enqueue accepts as a run_at.
+#: The earliest and latest instants a timestamp column holds, and enqueue accepts as a run_at.
 EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 LATEST = datetime(9999, 12, 30, tzinfo=UTC)
 
 
-def holdable(name: str) -> Q:
-    """Rows whose ``name`` Python can hold (NULLs and out-of-range values excluded)."""
-    return Q(**{f"{name}__gte": EARLIEST, f"{name}__lte": LATEST})
+def holdable_times(table: str, *names: str) -> list[CheckConstraint]:
+    """One CHECK per column in ``names``: NULL or within EARLIEST..LATEST, named ``<table>_<name>_holdable``.
 
-
-def held(name: str) -> Case:
-    """Column ``name`` where Python can hold its time, else NULL."""
-    return Case(When(holdable(name), then=F(name)), output_field=DateTimeField())
+    Added NOT VALID and validated in a second migration (docs/install.md#upgrading-big-tables).
+    """
+    return [
+        CheckConstraint(
+            condition=Q(**{f"{name}__gte": EARLIEST, f"{name}__lte": LATEST}), name=f"{table}_{name}_holdable"
+        )
+        for name in names
+    ]
 
 
 def check_run_after(run_after: datetime | timedelta | None) -> None:

@@ -6,7 +6,8 @@ from django.db import models
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Now
 
-from django_jobretry.models.fields import GinPathIndex, StoredJSONField
+from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_shapes
+from django_jobretry.models.instants import holdable_times
 from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
 
 #: The id of the first job of a requeue chain, for rows that were requeued
@@ -193,6 +194,20 @@ class Job(models.Model):
                 fields=["unique_key"],
                 condition=models.Q(status__in=LIVE_STATUSES, unique_key__isnull=False),
                 name="jobretry_job_unique_live_key",
+            ),
+            # What a reader can load: times Python holds, arguments and histories of the right shape.
+            *holdable_times(
+                "jobretry_job",
+                "run_at",
+                "lease_expires_at",
+                "enqueued_at",
+                "first_attempt_at",
+                "started_at",
+                "finished_at",
+                "cancel_requested_at",
+            ),
+            *json_shapes(
+                "jobretry_job", args="array", kwargs="object", errors="array", requeue_history="array"
             ),
         ]
 

@@ -14,51 +14,23 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import models
-from django.db.models import Case, ExpressionWrapper, F, Func, Q, Value, When
-from django.db.models.functions import Greatest, Least, Now
+from django.db.models import ExpressionWrapper, F, Q
+from django.db.models.functions import Now
 
+from django_jobretry.models.fields import JSONStringArray
+from django_jobretry.models.instants import holdable_times
 from django_jobretry.settings_schema import LIMITS
 
 #: The longest lease a worker can have (LEASE_SECONDS' range, and ``runworker --lease``).
 LONGEST_LEASE = timedelta(seconds=LIMITS["LEASE_SECONDS"].maximum)
 
-#: Each row's lease as a worker could have written it: from 0 to LONGEST_LEASE. A
-#: hand-written lease of a million years would take ``now() - lease`` out of
-#: PostgreSQL's timestamp range, and the error would fail every page, command
-#: and heartbeat that reads the table, for one bad row.
-BOUNDED_LEASE = Least(
-    Greatest(F("lease"), Value(timedelta(0))), Value(LONGEST_LEASE), output_field=models.DurationField()
-)
-
 #: A worker whose last heartbeat is older than its lease is lost: by then its
 #: jobs' leases have run out too, and lease recovery may take them.
-LIVE = Q(last_heartbeat_at__gte=ExpressionWrapper(Now() - BOUNDED_LEASE, output_field=models.DateTimeField()))
+LIVE = Q(last_heartbeat_at__gte=ExpressionWrapper(Now() - F("lease"), output_field=models.DateTimeField()))
 
 
 #: ``LIVE`` as a column: ``.annotate(live=IS_LIVE)``.
 IS_LIVE = ExpressionWrapper(LIVE, output_field=models.BooleanField())
-
-#: ``lease`` where Python can hold it as a timedelta, else NULL: psycopg refuses to
-#: load a longer interval, and the whole row with it.
-READABLE_LEASE = Case(
-    When(lease__range=(timedelta.min, timedelta.max), then=F("lease")), output_field=models.DurationField()
-)
-
-
-class _StringArray(Func):
-    """Whether a jsonb value is an array of strings (nothing nested, so Python always loads it)."""
-
-    template = (
-        "(jsonb_typeof(%(expressions)s) = 'array' AND NOT jsonb_path_exists("
-        "%(expressions)s, 'strict $[*] ? (@.type() != \"string\")'))"
-    )
-    output_field = models.BooleanField()
-
-
-#: ``queues`` when it is a list of queue names, else NULL. Any JSON fits the
-#: column; a number cannot be listed and an array nested deeper than Python's
-#: recursion limit cannot even be loaded.
-READABLE_QUEUES = Case(When(_StringArray(F("queues")), then=F("queues")), output_field=models.JSONField())
 
 
 class WorkerProcessQuerySet(models.QuerySet["WorkerProcess"]):
@@ -96,6 +68,17 @@ class WorkerProcess(models.Model):
 
     class Meta:
         verbose_name = "worker"
+        # What a reader can load and list, and what keeps ``now() - lease`` within PostgreSQL's range.
+        constraints = [
+            *holdable_times("jobretry_worker", "started_at", "last_heartbeat_at"),
+            models.CheckConstraint(
+                condition=Q(lease__gt=timedelta(0), lease__lte=LONGEST_LEASE),
+                name="jobretry_worker_lease_range",
+            ),
+            models.CheckConstraint(
+                condition=JSONStringArray(F("queues")), name="jobretry_worker_queues_names"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.worker_id

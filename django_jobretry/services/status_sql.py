@@ -34,9 +34,9 @@ def _is_queue(alias: str) -> str:
 
 
 def _age(column: str) -> str:
-    """Seconds from ``column`` to now; NULL for a time not in the past or not finite (a hand-edited row)."""
+    """Seconds from ``column`` to now; NULL for a time not yet come."""
     return (
-        f"CASE WHEN isfinite({column}) AND {column} <= statement_timestamp() "
+        f"CASE WHEN {column} <= statement_timestamp() "
         f"THEN extract(epoch FROM statement_timestamp() - {column})::float8 END"
     )
 

@@ -26,8 +26,7 @@ from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 
 from django_jobretry.models import WorkerProcess
-from django_jobretry.models.instants import held
-from django_jobretry.models.worker_process import IS_LIVE, LONGEST_LEASE, READABLE_LEASE, READABLE_QUEUES
+from django_jobretry.models.worker_process import IS_LIVE
 
 WORKERS = WorkerProcess._meta.db_table
 
@@ -68,10 +67,9 @@ class Beat:
 #: Insert or refresh this worker's row; delete the rows of workers lost more than
 #: LOST_KEPT ago (never this worker's own: a worker back from a long stall
 #: refreshes its row instead). The DELETE sees the table as it was before the
-#: statement, so it cannot touch the row the INSERT writes. It subtracts from
-#: the clock, with each lease bounded as in LIVE (models/worker_process.py),
-#: and never adds to a stored time: another worker's hand-edited heartbeat or
-#: lease cannot overflow the arithmetic and stop this worker registering.
+#: statement, so it cannot touch the row the INSERT writes. Leases and times
+#: are within the table's CHECK constraints (models/worker_process.py), so
+#: ``now() - kept - lease`` stays within PostgreSQL's range.
 _BEAT = f"""
     WITH me AS (
         INSERT INTO {WORKERS} AS w (worker_id, host, pid, queues, concurrency, pool, version, lease,
@@ -86,8 +84,7 @@ _BEAT = f"""
     ), gone AS (
         DELETE FROM {WORKERS}
         WHERE worker_id <> %(worker_id)s
-          AND last_heartbeat_at < statement_timestamp() - %(kept)s
-                                  - LEAST(GREATEST(lease, interval '0'), %(longest_lease)s)
+          AND last_heartbeat_at < statement_timestamp() - %(kept)s - lease
         RETURNING worker_id
     )
     SELECT (SELECT started_at FROM me), ARRAY(SELECT worker_id FROM gone ORDER BY worker_id)
@@ -113,7 +110,6 @@ def beat(registration: Registration, running: int, started_at: datetime | None =
         "started_at": started_at,
         "running": running,
         "kept": LOST_KEPT,
-        "longest_lease": LONGEST_LEASE,
     }
     with connection.cursor() as cursor:
         cursor.execute(_BEAT, params)
@@ -130,29 +126,37 @@ def unregister(worker_id: str) -> bool:
 
 @dataclass(frozen=True)
 class WorkerState:
-    """A row of the workers table as operators see it: live or lost, by the database clock.
-
-    A value Python cannot hold or list (a hand-written 'infinity', a lease
-    of a million years, queues that are not a list of names) is None, so one
-    such row cannot break the pages and commands that list workers.
-    """
+    """A row of the workers table as operators see it: live or lost, by the database clock."""
 
     worker_id: str
     host: str
     pid: int
-    queues: list[str] | None
+    queues: list[str]
     concurrency: int
     pool: str
     version: str
-    lease: timedelta | None
-    started_at: datetime | None
-    last_heartbeat_at: datetime | None
+    lease: timedelta
+    started_at: datetime
+    last_heartbeat_at: datetime
     running_jobs: int
     live: bool
-    heartbeat_age: timedelta | None
+    heartbeat_age: timedelta
 
 
-_COLUMNS = ("worker_id", "host", "pid", "concurrency", "pool", "version", "running_jobs")
+#: The columns a WorkerState reads as they are (``live`` and ``heartbeat_age`` are computed).
+_COLUMNS = (
+    "worker_id",
+    "host",
+    "pid",
+    "queues",
+    "concurrency",
+    "pool",
+    "version",
+    "lease",
+    "started_at",
+    "last_heartbeat_at",
+    "running_jobs",
+)
 
 
 def listing(limit: int = 200) -> list[WorkerState]:
@@ -160,39 +164,14 @@ def listing(limit: int = 200) -> list[WorkerState]:
     rows = (
         WorkerProcess.objects.annotate(
             live=IS_LIVE,
-            held_started_at=held("started_at"),
-            held_heartbeat_at=held("last_heartbeat_at"),
-            held_lease=READABLE_LEASE,
-            held_queues=READABLE_QUEUES,
-        )
-        .annotate(
-            heartbeat_age=ExpressionWrapper(Now() - F("held_heartbeat_at"), output_field=DurationField())
+            heartbeat_age=ExpressionWrapper(Now() - F("last_heartbeat_at"), output_field=DurationField()),
         )
         .order_by("-live", "started_at", "id")
-        .values(
-            *_COLUMNS,
-            "live",
-            "heartbeat_age",
-            "held_started_at",
-            "held_heartbeat_at",
-            "held_lease",
-            "held_queues",
-        )
+        .values(*_COLUMNS, "live", "heartbeat_age")
     )
-    return [
-        WorkerState(
-            **{name: row[name] for name in (*_COLUMNS, "live", "heartbeat_age")},
-            started_at=row["held_started_at"],
-            last_heartbeat_at=row["held_heartbeat_at"],
-            lease=row["held_lease"],
-            queues=row["held_queues"],
-        )
-        for row in rows[:limit]
-    ]
+    return [WorkerState(**row) for row in rows[:limit]]
 
 
-def queue_list(queues: list[str] | None) -> str:
-    """A worker's queues as operators read them: "all" for none named, "unreadable" for a bad row."""
-    if queues is None:
-        return "unreadable"
+def queue_list(queues: list[str]) -> str:
+    """A worker's queues as operators read them: "all" for none named."""
     return ", ".join(queues) or "all"

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from django.db import IntegrityError, transaction
 from django.db.models import DurationField, Value
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from django_jobretry import signals
@@ -159,15 +158,6 @@ class TestRecovery:
         [recovered] = recovery.recover_expired(10, 100)
         assert (recovered.buried, recovered.reason) == (True, "deadline")
         assert DeadLetter.objects.get().reason == "deadline"
-
-    def test_a_first_attempt_time_that_is_not_finite_skips_the_deadline(self) -> None:
-        jobs.record.using(policy="emails").enqueue("a")  # retry_for 2 h
-        claim_one()
-        Job.objects.update(first_attempt_at=RawSQL("'infinity'::timestamptz", []))
-        expire_leases()
-        [recovered] = recovery.recover_expired(10, 100)
-        assert not recovered.buried
-        assert Job.objects.values_list("status", flat=True).get() == JobStatus.READY
 
     def test_live_leases_are_left_alone(self) -> None:
         jobs.record.enqueue("a")

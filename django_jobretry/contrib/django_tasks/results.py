@@ -12,13 +12,12 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from django.db.models import DateTimeField, Model, Q, QuerySet
+from django.db.models import Q
 from django.tasks.base import Task, TaskError, TaskResult, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.models.instants import held
 from django_jobretry.models.job import ORIGIN_JOB_ID
 from django_jobretry.validation import INT_MAX
 
@@ -49,29 +48,14 @@ def find_row(result_id: object) -> Job | DeadLetter:
     """The one row holding this result now: the live or finished job, or its dead letter."""
     origin = parse_result_id(result_id)
     chain = Q(requeue_count__gt=0, origin=str(origin))
-    job = read_row(Job.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(id=origin, requeue_count=0) | chain))
+    job = Job.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(id=origin, requeue_count=0) | chain).first()
     if job is not None:
         return job
     dead = DeadLetter.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(job_id=origin, requeue_count=0) | chain)
-    found = read_row(dead)
+    found = dead.first()
     if found is None:
         raise TaskResultDoesNotExist(f"no task result {result_id!r}: never enqueued, or pruned since")
     return found
-
-
-def read_row[M: Model](rows: QuerySet[M]) -> M | None:
-    """The first of ``rows``, with every time Python cannot hold read as None, so reading is total.
-
-    Only a hand-edited row has such a time ('infinity', the year 20000: a
-    ``timestamptz`` holds them, and everything this package writes is
-    within models.instants' EARLIEST..LATEST). Loaded as it is, psycopg fails
-    the whole row with DataError; a result reports the time as None instead.
-    """
-    names = [field.attname for field in rows.model._meta.concrete_fields if isinstance(field, DateTimeField)]
-    row: M | None = rows.defer(*names).annotate(**{f"held_{name}": held(name) for name in names}).first()
-    for name in names if row is not None else ():
-        setattr(row, name, getattr(row, f"held_{name}"))
-    return row
 
 
 def enqueued_task(row: Job | DeadLetter, registered: Task[..., Any]) -> Task[..., Any]:
@@ -127,6 +111,8 @@ def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> Task
         started_at=started_at,
         finished_at=finished_at,
         last_attempted_at=last_attempted_at,
+        # The table makes them an array and an object; one nested past Python's recursion
+        # limit loads as its text (models/fields.py), which a TaskResult cannot carry.
         args=row.args if isinstance(row.args, list) else [],
         kwargs=row.kwargs if isinstance(row.kwargs, dict) else {},
         backend=backend,
@@ -138,9 +124,12 @@ def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> Task
     return result
 
 
-def _entries(value: Any) -> list[dict[str, Any]]:
-    # A hand-edited row may hold anything: only well-formed entries count.
-    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
+def _entries(value: list[Any] | str) -> list[dict[str, Any]]:
+    """The well-formed entries of a history: the table makes it an array, but its entries may be anything.
+
+    One nested past Python's recursion limit loads as its text (models/fields.py): no entries.
+    """
+    return [entry for entry in value if isinstance(entry, dict)]
 
 
 def _task_error(entry: dict[str, Any]) -> TaskError:

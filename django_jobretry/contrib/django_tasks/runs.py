@@ -110,13 +110,13 @@ def task_of(task_name: str) -> Task[..., Any] | None:
 
 def running_result(task: Task[..., Any]) -> TaskResult[..., Any]:
     """The result of the attempt this worker thread runs now, read from its row."""
-    from django_jobretry.contrib.django_tasks.results import enqueued_task, read_row, result_of
+    from django_jobretry.contrib.django_tasks.results import enqueued_task, result_of
     from django_jobretry.models import Job
 
     context = current_job()
     if context is None:
         raise RuntimeError(f"task {task.module_path!r} ran outside a worker; call it with .call()")
-    row = read_row(Job.objects.filter(id=context.job_id))
+    row = Job.objects.filter(id=context.job_id).first()
     if row is None:  # pragma: no cover - the worker holds the job's lease
         raise Job.DoesNotExist(f"job {context.job_id} is gone while it runs")
     return result_of(row, enqueued_task(row, task), task.backend)
@@ -154,12 +154,11 @@ def _finished(row: Any) -> None:
 
 
 def _on_succeeded(sender: type, *, task_name: str = "", job_id: int | None = None, **kwargs: Any) -> None:
-    from django_jobretry.contrib.django_tasks.results import read_row
     from django_jobretry.models import Job
 
     if task_of(task_name) is None or job_id is None:
         return
-    if (row := read_row(Job.objects.filter(id=job_id))) is not None:
+    if (row := Job.objects.filter(id=job_id).first()) is not None:
         _finished(row)
 
 
@@ -176,13 +175,12 @@ def _on_dead_lettered(
     Not when the policy's ``requeue_budget`` revived it at once (``requeued_as``):
     the task runs again and finishes later.
     """
-    from django_jobretry.contrib.django_tasks.results import read_row
     from django_jobretry.models import DeadLetter
 
     if dead_letter_id is None or requeued_as is not None or (task_name and task_of(task_name) is None):
         return
     # None: the dead letter was requeued or discarded before this receiver ran.
-    if (row := read_row(DeadLetter.objects.filter(id=dead_letter_id))) is not None:
+    if (row := DeadLetter.objects.filter(id=dead_letter_id).first()) is not None:
         _finished(row)
 
 
