@@ -21,6 +21,29 @@ DEATHS = Death._meta.db_table
 #: still running, same attempt, same lease token.
 FENCE = "j.status = 'running' AND j.attempts = d.attempts AND j.lease_token = d.token"
 
+# Which rows a statement of statements.py acts on, as the table ``d`` beside the job rows ``j``.
+#: One attempt, fenced by id, attempt and lease token, with the history entry it ends with.
+ONE_ATTEMPT = (
+    "(SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token, "
+    "%(entry)s::jsonb AS entry) AS d"
+)
+#: Many attempts, fenced, as transitions.fence_arrays binds them.
+FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
+#: Many attempts, fenced, each with its history entry (bury_cancel_requested).
+FENCED_ENTRIES = (
+    "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(entries)s::jsonb[]) "
+    "AS d(id, attempts, token, entry)"
+)
+#: Rows this transaction already holds locked, each with one text value (recovery's delay or reason).
+LOCKED_ROWS = "unnest(%(ids)s::bigint[], %(values)s::text[]) AS d(id, value)"
+
+#: The first job id of the requeue chain: the claim must not fail on a row
+#: whose history was edited by hand, so anything but a plain id means "this job".
+ORIGINAL_JOB_ID = (
+    "CASE WHEN (j.requeue_history -> 0 ->> 'job_id') ~ '^[0-9]{1,18}$' "
+    "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
+)
+
 #: SQL for "time since the job's first attempt", NULL when that time is not a
 #: finite moment in the past (only a hand-edited row has one): the deadline
 #: check is then skipped rather than the worker stopped.

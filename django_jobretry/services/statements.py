@@ -1,13 +1,12 @@
 """Every statement that moves a job between states, each written once and named for what it does.
 
 Read top to bottom, this is the job state machine: claim, succeed, retry,
-bury, revive, release, heartbeat, recover, cancel. The modules that run
-these statements (transitions.py, failure_writes.py, recovery.py,
-cancel.py) bind their parameters and read their rows by column name. Every
-worker write after the claim carries the fence (docs/design.md#rule-3),
-read from this module when the statement is built, so a test's negative
-control can break it on purpose. Times are the database's
-(docs/design.md#rule-5). The fragments they share are in sql.py.
+bury, revive, release, heartbeat, recover, cancel. transitions.py,
+failure_writes.py, recovery.py and cancel.py run them and read their rows
+by column name. Every worker write after the claim carries the fence
+(docs/design.md#rule-3), read when the statement is built, so a test's
+negative control can break it; times are the database's
+(docs/design.md#rule-5). Shared fragments are in sql.py.
 """
 
 from __future__ import annotations
@@ -23,7 +22,12 @@ from django_jobretry.services.sql import (
     ELAPSED_SQL,
     END_LEASE,
     FENCE,
+    FENCED_ENTRIES,
+    FENCED_ROWS,
     JOB,
+    LOCKED_ROWS,
+    ONE_ATTEMPT,
+    ORIGINAL_JOB_ID,
     REVIVED_COLUMNS,
     counting_deaths,
     dead_letter_select,
@@ -34,31 +38,7 @@ from django_jobretry.services.sql import (
     trimmed,
 )
 
-# -- which rows a statement acts on ----------------------------------------------------------
-
-#: One attempt, fenced by id, attempt and lease token, with the history entry it ends with.
-ONE_ATTEMPT = (
-    "(SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token, "
-    "%(entry)s::jsonb AS entry) AS d"
-)
-#: Many attempts, fenced, as transitions.fence_arrays binds them.
-FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
-#: Many attempts, fenced, each with its history entry (bury_cancel_requested).
-FENCED_ENTRIES = (
-    "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(entries)s::jsonb[]) "
-    "AS d(id, attempts, token, entry)"
-)
-#: Rows this transaction already holds locked, each with one text value (recovery's delay or reason).
-LOCKED_ROWS = "unnest(%(ids)s::bigint[], %(values)s::text[]) AS d(id, value)"
-
 # -- claim -----------------------------------------------------------------------------------
-
-#: The first job id of the requeue chain: the claim must not fail on a row
-#: whose history was edited by hand, so anything but a plain id means "this job".
-ORIGINAL_JOB_ID = (
-    "CASE WHEN (j.requeue_history -> 0 ->> 'job_id') ~ '^[0-9]{1,18}$' "
-    "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
-)
 
 
 def pick_sql(filters: str = "") -> str:
