@@ -1,4 +1,4 @@
-"""Human-readable renderings shared by the commands, the admin and the log lines."""
+"""Human-readable renderings shared by the commands, the admin, the worker's log lines and testing."""
 
 from __future__ import annotations
 
