@@ -4,8 +4,10 @@ Layers (docs/design.md#layers): the pure policy; then models, registry and
 settings; then the services that change job state; then the worker; then
 the adapters (``@job``, admin, management commands, the public API). A
 module may import its own layer or any layer below it. The graph is built
-from the source with ``ast``: every import a module runs, at the top or
-inside a function, counts; imports under ``if TYPE_CHECKING:`` do not.
+from the source with ``ast``: every import counts, at the top, inside a
+function or under ``if TYPE_CHECKING:``. A cycle closed by a type-only
+import still marks a type living in the wrong module, and an upward
+type-only import still ties a lower layer to a higher one.
 """
 
 from __future__ import annotations
@@ -69,28 +71,17 @@ def layer_of(module: str) -> int:
     return LAYERS[max(matches, key=len)]
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _runtime_imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child.test):
-            for branch in child.orelse:
-                yield from _runtime_imports(branch)
-            continue
+def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    for child in ast.walk(node):
         if isinstance(child, ast.Import | ast.ImportFrom):
             yield child
-        yield from _runtime_imports(child)
 
 
 def imported_modules(path: Path, module: str, known: set[str]) -> set[str]:
     """The package modules ``module`` imports (``from pkg import sub`` counts as ``pkg.sub``)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in _runtime_imports(ast.parse(path.read_text(), str(path))):
+    for node in _imports(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         else:
@@ -203,7 +194,7 @@ def test_a_planted_upward_import_is_found(tmp_path: Path) -> None:
     ]
 
 
-def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
+def test_a_planted_type_only_cycle_is_found(tmp_path: Path) -> None:
     root = _plant(
         tmp_path,
         {
@@ -215,9 +206,29 @@ def test_type_checking_imports_are_not_edges(tmp_path: Path) -> None:
             "decorators.py": "from django_jobretry import registry\n",
         },
     )
-    graph = import_graph(root)
-    assert graph["django_jobretry.registry"] == set()
-    assert find_cycle(graph) is None
+    assert find_cycle(import_graph(root)) == [
+        "django_jobretry.decorators",
+        "django_jobretry.registry",
+        "django_jobretry.decorators",
+    ]
+
+
+def test_a_planted_type_only_upward_import_is_found(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "services/__init__.py": "",
+            "services/enqueue.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from django_jobretry.decorators import JobDefinition\n"
+            ),
+            "decorators.py": "",
+        },
+    )
+    assert upward_imports(import_graph(root)) == [
+        "django_jobretry.services.enqueue (services) imports django_jobretry.decorators (adapters)"
+    ]
 
 
 @pytest.mark.parametrize(
