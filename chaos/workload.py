@@ -114,11 +114,11 @@ def poison(name: str, deadline: float) -> None:
 
 #: Rows enqueue() would refuse, written by raw SQL: (label, column values).
 #: Every one must still end as a succeeded job or a dead letter, and stop no worker.
+#: Rows the table's CHECK constraints refuse (a time Python cannot hold, arguments
+#: or histories of the wrong JSON type) are not here: tests/integration/test_readable_rows.py.
 HOSTILE: list[tuple[str, dict[str, Any]]] = [
     ("unknown task", {"task_name": "chaos.no_such_task", "max_attempts": 2}),
     ("task name of odd characters", {"task_name": "chaos.\u00e9\u2603 " + "x" * 180, "max_attempts": 1}),
-    ("args an object", {"args": '{"not": "a list"}', "max_attempts": 1}),
-    ("kwargs a list", {"kwargs": "[1, 2]", "max_attempts": 1}),
     ("args nested 3000 deep", {"args": "[" * 3000 + "]" * 3000, "max_attempts": 1}),
     ("too many args", {"args": "[1, 2, 3, 4]", "max_attempts": 2}),
     ("1 MB argument", {"args": '["' + "y" * 1_000_000 + '"]'}),
@@ -126,9 +126,6 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
     ("extreme priority", {"priority": 100}),
     ("lowest priority", {"priority": -100}),
     ("run_at in 1970", {"run_at": "1970-01-01T00:00:00Z"}),
-    ("first_attempt_at -infinity", {"first_attempt_at": "-infinity", "task_name": "chaos.fatal"}),
-    ("garbage requeue history", {"requeue_history": '"not a list"'}),
-    ("errors not a list", {"errors": '{"x": 1}', "task_name": "chaos.fatal"}),
     # Once stopped every claim that picked it (the original job id was cast to bigint).
     ("requeue history with a non-numeric job id", {"requeue_history": '[{"job_id": "seven"}]'}),
 ]
