@@ -51,11 +51,7 @@ class ClaimedJob:
                 f"the arguments of job {self.id} cannot be decoded ({type(exc).__name__}); "
                 "they were not written by enqueue()"
             ) from None
-        if not isinstance(args, list) or not isinstance(kwargs, dict):
-            raise UndecodableArguments(
-                f"the arguments of job {self.id} are a {type(args).__name__} and a "
-                f"{type(kwargs).__name__}, not a list and an object; they were not written by enqueue()"
-            )
+        # A list and an object: the jobretry_job_args_array and _kwargs_object constraints.
         return args, kwargs
 
     @property

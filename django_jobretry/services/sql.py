@@ -44,13 +44,10 @@ ORIGINAL_JOB_ID = (
     "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
 )
 
-#: SQL for "time since the job's first attempt", NULL when that time is not a
-#: finite moment in the past (only a hand-edited row has one): the deadline
-#: check is then skipped rather than the worker stopped.
-ELAPSED_SQL = (
-    "CASE WHEN isfinite(j.first_attempt_at) "
-    "THEN GREATEST(statement_timestamp() - j.first_attempt_at, interval '0') END"
-)
+#: SQL for "time since the job's first attempt", never negative; NULL before a
+#: first attempt. The column holds only instants Python can read (the
+#: jobretry_job_first_attempt_at_holdable constraint).
+ELAPSED_SQL = "GREATEST(statement_timestamp() - j.first_attempt_at, interval '0')"
 
 
 #: Leaving "running" ends the lease, and with it any cancel request for that run.
