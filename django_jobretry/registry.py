@@ -46,6 +46,10 @@ class TaskDefinition(Protocol):
     @property
     def timeout(self) -> timedelta | None: ...
 
+    #: The queue its jobs go to unless an enqueue says otherwise.
+    @property
+    def queue_name(self) -> str: ...
+
     #: Whether the worker stores what ``func`` returns (django.tasks results); ``@job`` does not.
     @property
     def keeps_result(self) -> bool: ...

@@ -79,11 +79,11 @@ QUEUE_CANDIDATES = 1000
 
 def warn_unknown_queues(queues: Sequence[str]) -> list[str]:
     """Warn about each queue in ``queues`` no job has and no registered task declares; the warnings."""
+    from django_jobretry.settings_schema import did_you_mean
     from django_jobretry.models import Job
     from django_jobretry.registry import registry
-    from django_jobretry.settings_schema import did_you_mean
 
-    declared = {str(getattr(registry.get(name), "queue_name", "default")) for name in registry.names()}
+    declared = {definition.queue_name for name in registry.names() if (definition := registry.get(name))}
     warnings: list[str] = []
     for queue in dict.fromkeys(queues):
         if queue in declared or Job.objects.filter(queue_name=queue).exists():

@@ -248,3 +248,17 @@ class TestSignals:
         assert DeadLetter.objects.get().requeue_count == 1
         finished = [event[2:] for event in received.events if event[0] == "finished"]
         assert finished == [(TaskResultStatus.FAILED, 2, TaskResultStatus.FAILED)]
+
+
+def test_runworker_knows_the_queue_a_django_tasks_task_declares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`runworker --queue other` is quiet when only an @task declares "other"; a typo gets a hint."""
+    from django_jobretry.worker.startup import warn_unknown_queues
+
+    name = "tests.jobs_app.tasks.other_queue"
+    definition = registry.get(name)
+    assert definition is not None
+    assert definition.queue_name == "other"
+    monkeypatch.setattr(registry, "names", lambda: [name])
+    assert warn_unknown_queues(["other"]) == []
+    [warning] = warn_unknown_queues(["othr"])
+    assert warning.endswith("Did you mean 'other'?")

@@ -57,6 +57,11 @@ class TaskRun:
         return self.task.takes_context
 
     @property
+    def queue_name(self) -> str:
+        """The queue of the decorated task (``@task(queue_name=...)``)."""
+        return self.task.queue_name
+
+    @property
     def policy(self) -> str:
         """The policy the task's backend enqueues it under now (settings may have changed since)."""
         try:
