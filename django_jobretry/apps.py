@@ -13,9 +13,11 @@ class JobRetryConfig(AppConfig):
     def ready(self) -> None:
         import sys
 
-        from django_jobretry import checks  # noqa: F401 - registers the system checks
-        from django_jobretry.conf import jobretry_settings
-        from django_jobretry.task_modules import import_startup_modules
+        from django_jobretry.conf import (
+            checks,  # noqa: F401 - registers the system checks
+            jobretry_settings,
+        )
+        from django_jobretry.conf.task_modules import import_startup_modules
         from django_jobretry.worker.startup import is_worker_process, remember_stop_requests
 
         # Before the (possibly slow) jobs.py imports: a SIGTERM meanwhile must

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
+from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.policy.base import InvalidPolicy, JobRetryError
 from django_jobretry.policy.errors import FatalError, RetryableError
-from django_jobretry.settings_schema import did_you_mean
 
 __all__ = [
     "AttemptLost",

@@ -24,8 +24,8 @@ from django.db import connection, transaction
 
 from django_jobretry import signals
 from django_jobretry.decorators import JobDefinition
+from django_jobretry.display.humanize import count_of
 from django_jobretry.exceptions import TooManyRuns, UnknownTask
-from django_jobretry.humanize import count_of
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.policy import ErrorKind, RetryPolicy
 from django_jobretry.registry import policy_for, registry

@@ -3,7 +3,7 @@
 Histories are stored as JSON lists; shown raw they are unreadable at 3 a.m.,
 so they become tables. Arguments may hold personal data: they are shown only
 to holders of ``view_job_payload`` and always pass the project's redactor
-(django_jobretry.redaction).
+(django_jobretry.display.redaction).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from django.utils.safestring import SafeString
 
 from django_jobretry.admin import timestamps
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.humanize import humanize_delay
+from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display.redaction import redacted_payload
 from django_jobretry.models import Job
 from django_jobretry.models.instants import EARLIEST, LATEST
-from django_jobretry.redaction import redacted_payload
 
 #: "app_label.codename" of the right to see arguments (Job.Meta.permissions).
 PAYLOAD_PERMISSION = "django_jobretry.view_job_payload"

@@ -18,10 +18,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from django_jobretry.deadletters import filtered
-from django_jobretry.humanize import count_of, humanize_delay
+from django_jobretry.display.humanize import count_of, humanize_delay
+from django_jobretry.display.redaction import redacted_payload
 from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import DeadLetter
-from django_jobretry.redaction import redacted_payload
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1

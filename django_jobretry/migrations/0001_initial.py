@@ -3,7 +3,7 @@
 import django.db.models.functions.datetime
 from django.db import migrations, models
 
-from django_jobretry.database_engine import RequirePostgreSQL
+from django_jobretry.conf.database_engine import RequirePostgreSQL
 
 
 class Migration(migrations.Migration):
@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     dependencies = []
 
     operations = [
-        # On SQLite or MySQL, stop before any table exists (django_jobretry/database_engine.py).
+        # On SQLite or MySQL, stop before any table exists (django_jobretry/conf/database_engine.py).
         RequirePostgreSQL(),
         migrations.CreateModel(
             name="DeadLetter",

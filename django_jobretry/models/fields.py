@@ -15,7 +15,7 @@ class StoredJSONField(models.JSONField):
     stops at its recursion limit. Django's JSONField already returns the raw
     text of a value that is not JSON; this does the same for one nested too
     deep, so one hand-written row cannot make every page and command that
-    loads it fail. Readers check the type (django_jobretry.redaction).
+    loads it fail. Readers check the type (django_jobretry.display.redaction).
     """
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:

@@ -3,7 +3,7 @@
 The jobs table says which worker holds a job (``lease_owner``), not which
 workers exist: an idle worker, or one that died holding nothing, leaves no
 trace there. Each worker therefore keeps a row of its own here, written by
-its heartbeat thread (services/workers.py), and deletes it on a clean exit.
+its heartbeat thread (services/console/workers.py), and deletes it on a clean exit.
 Whether a worker is live or lost is decided by the database's clock
 (docs/design.md#rule-5), never stored: a stored flag would need the dead
 worker to update it.
@@ -17,9 +17,9 @@ from django.db import models
 from django.db.models import ExpressionWrapper, F, Q
 from django.db.models.functions import Now
 
+from django_jobretry.conf.schema import LIMITS
 from django_jobretry.models.fields import JSONStringArray
 from django_jobretry.models.instants import holdable_times
-from django_jobretry.settings_schema import LIMITS
 
 #: The longest lease a worker can have (LEASE_SECONDS' range, and ``runworker --lease``).
 LONGEST_LEASE = timedelta(seconds=LIMITS["LEASE_SECONDS"].maximum)

@@ -23,7 +23,8 @@ from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource, DeadReason, Job
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.registry import policy_for
-from django_jobretry.services import counters, transitions
+from django_jobretry.services import transitions
+from django_jobretry.services.console import counters
 from django_jobretry.services.deadletter_events import announce_discard, announced_requeue
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
 from django_jobretry.services.history import recorded_actor

@@ -19,7 +19,7 @@ once per definition, not a new ``Model.__init__``.
   constants, the same ``run_at``).
 
 Each statement also appends the count of its rows to the counters
-(services/counters.py) and sends one NOTIFY for the queue. In
+(services/console/counters.py) and sends one NOTIFY for the queue. In
 autocommit the statement is its own transaction; inside the caller's
 ``transaction.atomic()`` PostgreSQL delivers the NOTIFY only at commit, and
 not at all on rollback. ``pre_save`` and ``post_save`` are not sent, as for
@@ -40,7 +40,7 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
 from django_jobretry.models import CounterEvent, Job
-from django_jobretry.services.counters import COUNTERS
+from django_jobretry.services.console.counters import COUNTERS
 from django_jobretry.validation import Arguments
 
 if TYPE_CHECKING:

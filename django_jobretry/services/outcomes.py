@@ -24,7 +24,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import CounterEvent, DeadReason
 from django_jobretry.policy import Classification, ErrorKind, GiveUp
 from django_jobretry.registry import policy_for
-from django_jobretry.services import counters, transitions
+from django_jobretry.services import transitions
 from django_jobretry.services.cancel import announce_cancelled
 from django_jobretry.services.claimed import (
     ClaimedJob,
@@ -34,6 +34,7 @@ from django_jobretry.services.claimed import (
     Outcome,
     Succeeded,
 )
+from django_jobretry.services.console import counters
 from django_jobretry.services.deadletter_events import announce_requeue
 from django_jobretry.services.decisions import classify_failure, dead_reason
 from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify

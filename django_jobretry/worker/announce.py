@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from django_jobretry.humanize import count_of
+from django_jobretry.display.humanize import count_of
 from django_jobretry.worker.options import WorkerOptions
 
 logger = logging.getLogger("django_jobretry")

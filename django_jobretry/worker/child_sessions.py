@@ -20,7 +20,7 @@ import logging
 
 from django.db import DatabaseError, InterfaceError, connections
 
-from django_jobretry.pooling import transaction_pooled
+from django_jobretry.conf.pooling import transaction_pooled
 from django_jobretry.services.sql import loggable
 
 logger = logging.getLogger("django_jobretry")

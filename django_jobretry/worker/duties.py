@@ -8,13 +8,13 @@ dropped, and the beat goes on. A periodic duty of a later capability joins
 this list rather than the lease loop.
 
 - :class:`WorkerRow` keeps the worker's row in the workers table
-  (services/workers.py): registered at once, refreshed with each beat (one
+  (services/console/workers.py): registered at once, refreshed with each beat (one
   statement, whatever the number of jobs), deleted after the drain.
 - :class:`EventCounts` writes the process's event counts for the metrics
   (worker/counting.py) with one statement a beat and once more at a clean
   exit; a failed write keeps the counts for the next beat.
 - :class:`StatusSample` takes the dashboard's sample for the current minute
-  unless another worker already has (services/status_samples.py): a missing
+  unless another worker already has (services/console/status_samples.py): a missing
   sample only leaves a gap in a chart.
 """
 
@@ -24,8 +24,8 @@ import logging
 from datetime import datetime
 from typing import Protocol
 
-from django_jobretry.humanize import humanize_delay
-from django_jobretry.services import counters, status_samples, workers
+from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.services.console import counters, status_samples, workers
 from django_jobretry.worker import counting
 
 logger = logging.getLogger("django_jobretry")

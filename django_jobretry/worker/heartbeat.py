@@ -23,8 +23,9 @@ from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError
 
-from django_jobretry.services import transitions, workers
+from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.console import workers
 from django_jobretry.services.job_lines import log_extra
 from django_jobretry.worker import duties as duty_list
 from django_jobretry.worker.duties import Duty

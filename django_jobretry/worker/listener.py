@@ -4,7 +4,7 @@ Only a wake-up (docs/design.md#rule-9): if the listener is down the worker still
 polls every POLL_SECONDS, and the listener reconnects with backoff. It connects
 with the DATABASES entry ``JOBRETRY["LISTEN_DATABASE"]`` names (by default the
 worker's own): behind a transaction pooler that alias must reach PostgreSQL
-directly (django_jobretry/pooling.py).
+directly (django_jobretry/conf/pooling.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from django_jobretry.pooling import listen_alias
+from django_jobretry.conf.pooling import listen_alias
 from django_jobretry.services.enqueue import CHANNEL
 from django_jobretry.worker.session import Backoff
 

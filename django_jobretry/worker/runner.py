@@ -19,8 +19,8 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from django_jobretry import signals, task_modules
-from django_jobretry.conf import jobretry_settings
+from django_jobretry import signals
+from django_jobretry.conf import jobretry_settings, task_modules
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import InvalidJob, StaleArguments, UnknownTask, UnstorableResult
 from django_jobretry.policy import Classification, ErrorKind

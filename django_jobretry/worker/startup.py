@@ -79,7 +79,7 @@ QUEUE_CANDIDATES = 1000
 
 def warn_unknown_queues(queues: Sequence[str]) -> list[str]:
     """Warn about each queue in ``queues`` no job has and no registered task declares; the warnings."""
-    from django_jobretry.settings_schema import did_you_mean
+    from django_jobretry.display.suggestions import did_you_mean
     from django_jobretry.models import Job
     from django_jobretry.registry import registry
 

@@ -14,11 +14,11 @@ from django.conf import settings
 from django.test import override_settings
 
 from django_jobretry.backends import JobRetryBackend
-from django_jobretry.checks import check_settings
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf.checks import check_settings
+from django_jobretry.conf.pooling import check_transaction_pooling
 from django_jobretry.contrib.django_q2.checks import check_django_q2, cluster_problems
 from django_jobretry.exceptions import UnknownPolicy
-from django_jobretry.pooling import check_transaction_pooling
 
 EVERY_MISTAKE: dict[str, Any] = {
     "POLICY": {},
@@ -52,7 +52,9 @@ def test_pooling_hints_name_the_installed_modules_help(monkeypatch: pytest.Monke
     monkeypatch.setitem(settings.DATABASES["default"], "DISABLE_SERVER_SIDE_CURSORS", True)
     hints = [w.hint or "" for w in check_transaction_pooling()]
     assert len(hints) == 2
-    assert all("python -m pydoc django_jobretry.pooling" in hint and "docs/" not in hint for hint in hints)
+    assert all(
+        "python -m pydoc django_jobretry.conf.pooling" in hint and "docs/" not in hint for hint in hints
+    )
 
 
 def test_e006_suggests_a_close_exception_class_of_the_same_module() -> None:

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from django_jobretry.checks import check_heartbeat, check_job_policies, check_settings
+from django_jobretry.conf.checks import check_heartbeat, check_job_policies, check_settings
 from tests.jobs_app import jobs
 from tests.manage_py import manage_py
 
@@ -204,11 +204,12 @@ def test_manage_py_check_fails_naming_the_bad_key() -> None:
 def test_check_ids_are_unique_and_documented() -> None:
     """Every error id of the core checks, from the modules that report them, is one of a known list.
 
-    Some ids are shared on purpose by two modules: E012 (LISTEN's type in settings_schema.py,
+    Some ids are shared on purpose by two modules: E012 (LISTEN's type in conf/schema.py,
     its alias in pooling.py) and E014 (TASK_MODULES' type, and a module of it that does not import).
     """
-    package = Path(__file__).parents[2] / "django_jobretry"
-    modules = ("settings_schema.py", "pooling.py", "checks.py", "database_engine.py", "task_module_checks.py")
+    root = Path(__file__).parents[2]
+    package = root / "django_jobretry" / "conf"
+    modules = ("schema.py", "pooling.py", "checks.py", "database_engine.py", "task_module_checks.py")
     found = {
         found
         for module in modules
@@ -217,7 +218,7 @@ def test_check_ids_are_unique_and_documented() -> None:
         )
     }
     assert sorted(found) == [*(f"E{n:03}" for n in range(1, 16)), "E025"]
-    docs = (package.parent / "docs" / "settings.md").read_text()
+    docs = (root / "docs" / "settings.md").read_text()
     assert [i for i in sorted(found) if f"django_jobretry.{i}" not in docs] == []
 
 

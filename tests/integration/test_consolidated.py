@@ -14,9 +14,9 @@ from django.test import override_settings
 
 from django_jobretry import FatalError, RetryPolicy, current_job, deadletters, job, signals
 from django_jobretry.context import JobContext
+from django_jobretry.display.redaction import redacted_payload
 from django_jobretry.exceptions import UnknownPolicy
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.redaction import redacted_payload
 from django_jobretry.registry import INLINE_POLICY, policy_for, resolve_policy
 from django_jobretry.services.claimed import Failed
 from django_jobretry.worker.runner import Runner

@@ -17,7 +17,7 @@ from django.db import connections, transaction
 
 from django_jobretry import deadletters
 from django_jobretry.models import CounterEvent, EventCounter
-from django_jobretry.services import counters
+from django_jobretry.services.console import counters
 from tests.factories import DeadLetterFactory
 from tests.jobs_app import jobs
 

@@ -17,7 +17,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_jobretry import deadletters
-from django_jobretry.checks import check_metrics_view, check_settings
+from django_jobretry.conf.checks import check_metrics_view, check_settings
 from django_jobretry.models import DeadLetter
 from tests.factories import WorkerProcessFactory
 from tests.inprocess import run_until_settled

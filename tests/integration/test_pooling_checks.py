@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from django_jobretry.checks import check_settings
-from django_jobretry.pooling import check_listen_database, check_transaction_pooling, listen_alias
+from django_jobretry.conf.checks import check_settings
+from django_jobretry.conf.pooling import check_listen_database, check_transaction_pooling, listen_alias
 from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.session import apply_timeouts
 

@@ -1,7 +1,7 @@
 """The dashboard and `manage.py jobstatus` stay index walks that stop early, at any table size.
 
 Their figures are read in an incident, when the jobs table may hold a
-million rows. Each statement of services/status.py runs here under
+million rows. Each statement of services/console/status.py runs here under
 ``EXPLAIN ANALYZE`` on a skewed table - a backlog in one queue, a few jobs
 in another that most of the finished history belongs to, a rare dead-letter
 queue - after ANALYZE, with the count limit lowered to 100: no table is read
@@ -21,7 +21,7 @@ from django.db import connection
 from django.utils import timezone
 
 from django_jobretry.models import DeadReason
-from django_jobretry.services import deaths, status, status_samples, status_sql
+from django_jobretry.services.console import deaths, status, status_samples, status_sql
 from django_jobretry.services.sql import DEAD, DEATHS, JOB
 
 pytestmark = pytest.mark.django_db

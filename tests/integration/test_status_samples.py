@@ -1,4 +1,4 @@
-"""Status samples: one a minute from the workers' heartbeats, however many (services/status_samples.py).
+"""Status samples: one a minute from the workers' heartbeats, however many (console/status_samples.py).
 
 Real PostgreSQL throughout: the heartbeat threads run for real, each on its
 own connection, with a scripted number of beats (as in test_heartbeat.py)
@@ -20,8 +20,8 @@ from django.db import connection
 from django.db.models.functions import Now
 
 from django_jobretry.models import Job, StatusSample
-from django_jobretry.services import status, status_samples
 from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.console import status, status_samples
 from django_jobretry.worker.heartbeat import Heartbeat
 from tests.attempts import LEASE, OWNER, claim_one
 from tests.factories import DeadLetterFactory, JobFactory, StatusSampleFactory

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_jobretry.humanize import humanize_delay
+from django_jobretry.display.humanize import humanize_delay
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import router
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.settings_schema import did_you_mean, validate
+from django_jobretry.conf.schema import validate
+from django_jobretry.display.suggestions import did_you_mean
 
 APP = "django_jobretry.contrib.django_q2"
 EXAMPLE = 'JOBRETRY["DJANGO_Q2"] = {"POLICY": "default"}'

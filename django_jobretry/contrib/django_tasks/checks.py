@@ -14,8 +14,8 @@ from django.tasks import DEFAULT_TASK_QUEUE_NAME
 from django.tasks.exceptions import InvalidTask
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob, JobRetryError
-from django_jobretry.settings_schema import did_you_mean
 from django_jobretry.validation import check_queue_name
 
 if TYPE_CHECKING:

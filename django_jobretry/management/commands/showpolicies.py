@@ -11,8 +11,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.exceptions import UnknownPolicy
-from django_jobretry.humanize import count_of, humanize_delay
 from django_jobretry.management.arguments import add_showpolicies_arguments
 from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.policy import ErrorKind, RetryPolicy

@@ -16,10 +16,16 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 # Imported to register their checks: PostgreSQL (E013); LISTEN and pooling (E012, W002, W003);
 # the modules workers import (E014, E015, E025).
-from django_jobretry import database_engine, pooling, task_module_checks  # noqa: F401
-from django_jobretry.conf import HEARTBEATS_PER_LEASE, jobretry_settings
+from django_jobretry.conf import (  # noqa: F401
+    HEARTBEATS_PER_LEASE,
+    database_engine,
+    jobretry_settings,
+    pooling,
+    task_module_checks,
+)
+from django_jobretry.conf.schema import validate
+from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.registry import registry
-from django_jobretry.settings_schema import did_you_mean, validate
 
 
 @register()

@@ -26,7 +26,7 @@ import logging
 from django.apps import apps
 from django.utils.module_loading import module_has_submodule
 
-from django_jobretry.settings_schema import task_modules
+from django_jobretry.conf.schema import task_modules
 
 logger = logging.getLogger("django_jobretry")
 

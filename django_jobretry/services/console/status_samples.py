@@ -11,7 +11,7 @@ row is written). The worker that wrote the minute also deletes the samples,
 and the deaths the charts count (models/death.py), older than
 ``SAMPLES_KEPT``, in the same statement.
 
-The counts are the dashboard's index walks (services/status_sql.py) over
+The counts are the dashboard's index walks (services/console/status_sql.py) over
 the whole tables, each stopping after COUNT_LIMIT + 1 rows, so a sample
 costs the same on a million jobs as on ten; it runs with bitmap and
 sequential scans off, as the dashboard's do. Minutes use the database clock
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django_jobretry.models import StatusSample
-from django_jobretry.services import status
+from django_jobretry.services.console import status
+from django_jobretry.services.console.status_sql import RETRYING, _capped
 from django_jobretry.services.sql import DEAD, DEATHS, JOB
-from django_jobretry.services.status_sql import RETRYING, _capped
 
 SAMPLES = StatusSample._meta.db_table
 

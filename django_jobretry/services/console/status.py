@@ -3,7 +3,7 @@
 The admin dashboard and `manage.py jobstatus` read it. Both are opened in an
 incident, when the jobs table may hold millions of rows, so every figure
 comes from an index and costs the same whatever the table's size
-(services/status_sql.py has the statements, tests/integration/test_status_plans.py
+(services/console/status_sql.py has the statements, tests/integration/test_status_plans.py
 checks their plans):
 
 - counts stop at ``COUNT_LIMIT`` (shown as "10,000+"), each a ``LIMIT``ed
@@ -16,7 +16,7 @@ checks their plans):
   lists them.
 
 Succeeded jobs, most of the table, are counted only for the last hour, in
-their own index, never per queue. The workers are in services/workers.py.
+their own index, never per queue. The workers are in services/console/workers.py.
 All ages are measured on the database clock (docs/design.md#rule-5).
 """
 
@@ -31,11 +31,12 @@ from typing import Any
 from django.db import connection, transaction
 
 from django_jobretry.models import DeadReason
-from django_jobretry.services.status_sql import QUEUES_SQL, TOTALS_SQL
+from django_jobretry.services.console.status_sql import QUEUES_SQL, TOTALS_SQL
 
 #: Counts stop here: past it, a figure says "more than 10,000", as the admin lists do.
 COUNT_LIMIT = 10_000
-#: A chart bar stops here (services/deaths.py): 31 bars at 10,000 would cost more than the rest of the page.
+#: A chart bar stops here (services/console/deaths.py): 31 bars at 10,000 would cost more
+#: than the rest of the page.
 BAR_LIMIT = 1_000
 
 

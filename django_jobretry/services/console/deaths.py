@@ -4,7 +4,7 @@ The dashboard's answer to "what is dying, and why". Deaths are counted from
 the Death rows each burial appends (models/death.py), not from the dead
 letters kept: a requeue or a discard does not bring the dead back to life,
 so an hour's count never falls. Like the rest of the dashboard
-(services/status.py), every figure is an index walk that stops early:
+(services/console/status.py), every figure is an index walk that stops early:
 
 - a bucket counts the ``jobretry_death_at`` range of its hour or day, up to
   BAR_LIMIT + 1 entries;
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django_jobretry.services import status
+from django_jobretry.services.console import status
+from django_jobretry.services.console.status_sql import RETRYING
 from django_jobretry.services.sql import DEATHS, JOB
-from django_jobretry.services.status_sql import RETRYING
 
 #: Deaths with ``starts[i] <= died_at < stops[i]``, each bucket counted up to %(bar)s entries.
 BUCKETS_SQL = f"""

@@ -32,7 +32,8 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import DEFAULT_DB_ALIAS
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.settings_schema import did_you_mean, validate
+from django_jobretry.conf.schema import validate
+from django_jobretry.display.suggestions import did_you_mean
 
 #: The engines whose connections can LISTEN (Django's PostgreSQL backend and subclasses of it).
 POSTGRESQL = "django.db.backends.postgresql"
@@ -97,7 +98,7 @@ def check_transaction_pooling(app_configs: Sequence[Any] | None = None, **kwargs
                 "notifications would not reach them, and they would only poll every POLL_SECONDS.",
                 hint='Add an alias that connects straight to PostgreSQL and set JOBRETRY["LISTEN_DATABASE"] '
                 'to it, or set JOBRETRY["LISTEN"] = False to poll only '
-                "(python -m pydoc django_jobretry.pooling says why).",
+                "(python -m pydoc django_jobretry.conf.pooling says why).",
                 id="django_jobretry.W002",
             )
         )
@@ -109,7 +110,7 @@ def check_transaction_pooling(app_configs: Sequence[Any] | None = None, **kwargs
                 f"pooler such as PgBouncer): workers do not set {timeouts} on their sessions there, "
                 "where the settings would leak into other clients' transactions.",
                 hint="Set them on the role the workers log in as, e.g. ALTER ROLE jobs_worker SET "
-                "statement_timeout = '30s' (python -m pydoc django_jobretry.pooling says why); then add "
+                "statement_timeout = '30s' (python -m pydoc django_jobretry.conf.pooling says why); then add "
                 '"django_jobretry.W003" to SILENCED_SYSTEM_CHECKS.',
                 id="django_jobretry.W003",
             )

@@ -1,5 +1,9 @@
 """The one settings object: typed, validated, read lazily from settings.JOBRETRY.
 
+This package is the settings room: the schema (schema.py), the system
+checks (checks.py, pooling.py, database_engine.py, task_module_checks.py)
+and the modules imported at start-up (task_modules.py).
+
 Values are read at access time (cached until a `setting_changed` signal) so
 `override_settings` works in tests and nothing is read at import.
 """
@@ -14,9 +18,9 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from django_jobretry.conf.schema import LIMITS, validate
 from django_jobretry.exceptions import InvalidSettings, UnknownPolicy
 from django_jobretry.policy import RetryPolicy
-from django_jobretry.settings_schema import LIMITS, validate
 
 #: Heartbeats a lease must have room for; see heartbeat_every().
 HEARTBEATS_PER_LEASE = 3

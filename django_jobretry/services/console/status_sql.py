@@ -1,4 +1,4 @@
-"""The statements behind services/status.py: index walks that stop early, whatever the table's size.
+"""The statements behind services/console/status.py: index walks that stop early, whatever the table's size.
 
 Each count reads at most ``%(cap)s`` (COUNT_LIMIT + 1) entries of the index
 its ORDER BY names; queues are found by skipping through an index that

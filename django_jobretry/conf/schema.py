@@ -6,15 +6,15 @@ project that passes `manage.py check` can never fail differently at run time.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.utils.module_loading import import_string
 
+from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
 from django_jobretry.policy.durations import MAX_DELAY
 
@@ -99,11 +99,11 @@ DEFAULTS: dict[str, Any] = {
     # The bearer token of the metrics view (docs/metrics.md); None: staff users only.
     "METRICS_TOKEN": None,
     # Workers LISTEN for wake-ups (False: poll only), on this DATABASES alias
-    # (None: the worker's own, "default"); django_jobretry/pooling.py.
+    # (None: the worker's own, "default"); django_jobretry/conf/pooling.py.
     "LISTEN": True,
     "LISTEN_DATABASE": None,
     # Modules every process imports at start-up besides each app's jobs.py and tasks.py
-    # (django_jobretry/task_modules.py): where a project keeps tasks elsewhere.
+    # (django_jobretry/conf/task_modules.py): where a project keeps tasks elsewhere.
     "TASK_MODULES": [],
 }
 
@@ -215,20 +215,6 @@ def _invalid(where: str, exc: InvalidPolicy) -> Problem:
     return Problem("E005", msg, hint)
 
 
-def did_you_mean(names: Iterable[str], known: Iterable[str], *, prefix: str = "") -> str:
-    """' Did you mean ...?' for names close to a known one, or '' (for messages and hints).
-
-    ``prefix`` is put before each suggestion: a module path before a class name, say.
-    """
-    choices = sorted(known)
-    close = [
-        f"{prefix + match!r}"
-        for name in names
-        for match in difflib.get_close_matches(str(name), choices, n=1)
-    ]
-    return f" Did you mean {', '.join(dict.fromkeys(close))}?" if close else ""
-
-
 def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[type], list[Problem]]:
     if isinstance(paths, str) or not isinstance(paths, list | tuple):
         msg = f'{where}["{key}"] must be a list of dotted paths to exception classes, got {paths!r}.'
@@ -314,7 +300,7 @@ def _listen_problems(raw: Mapping[str, Any]) -> list[Problem]:
 _LISTEN_HINT = (
     'e.g. JOBRETRY["LISTEN_DATABASE"] = "direct", a DATABASES entry that connects to PostgreSQL '
     "without PgBouncer's transaction pooling, which delivers no notifications "
-    "(python -m pydoc django_jobretry.pooling says why)."
+    "(python -m pydoc django_jobretry.conf.pooling says why)."
 )
 
 _IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'smtplib.SMTPRecipientsRefused'."

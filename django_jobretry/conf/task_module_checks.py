@@ -17,9 +17,9 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 from django.urls import get_resolver
 
-from django_jobretry import task_modules
+from django_jobretry.conf import task_modules
+from django_jobretry.conf.schema import TASK_MODULES_EXAMPLE
 from django_jobretry.registry import registry
-from django_jobretry.settings_schema import TASK_MODULES_EXAMPLE
 
 
 @register()
