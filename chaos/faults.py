@@ -66,7 +66,8 @@ class Injector:
         if pid is None:
             return
         started = now()
-        os.kill(pid, signal.SIGSTOP)
+        if not _stop(pid):
+            return
         time.sleep(self.lease + 2.0)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
@@ -78,7 +79,8 @@ class Injector:
         if pid is None:
             return
         started = now()
-        os.kill(pid, signal.SIGSTOP)
+        if not _stop(pid):
+            return
         try:
             detail = cancel_pause.cancel_one(pid, self.rng)
             time.sleep(max(self.lease + 2.0 - (now() - started).total_seconds(), 0))
@@ -122,3 +124,12 @@ class Injector:
         """SIGTERM a process-pool worker whose child ignores SIGTERM (chaos/stubborn.py)."""
         target, started, ended, detail = stubborn.run(self.pool, self.url, f"stubborn-{len(self.log)}")
         self.log.append(Fault("stubborn_child", target, started, ended, detail))
+
+
+def _stop(pid: int) -> bool:
+    """SIGSTOP ``pid``; False when it already ended (another fault killed it since it was chosen)."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return False
+    return True
