@@ -13,7 +13,6 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from django_jobretry.backends import JobRetryBackend
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.checks import check_settings
 from django_jobretry.conf.pooling import check_transaction_pooling
@@ -70,15 +69,6 @@ def test_e006_suggests_nothing_when_the_module_does_not_import() -> None:
     with override_settings(JOBRETRY={"POLICIES": {"emails": {"fatal_errors": ["no_such_module.Error"]}}}):
         [error] = check_settings()
     assert "Did you mean" not in error.msg
-
-
-def test_e021_suggests_the_option_key() -> None:
-    backend = JobRetryBackend("default", {"BACKEND": "x", "OPTIONS": {"polcy": "three"}})
-    [error] = backend.check()
-    assert error.id == "django_jobretry.E021"
-    assert "unknown key(s) ['polcy']. Did you mean 'policy'?" in error.msg
-    assert '"policy" (the JOBRETRY policy name of every task of this backend)' in (error.hint or "")
-    assert "docs/" not in (error.hint or "")
 
 
 def test_e031_suggests_the_policy() -> None:

@@ -167,3 +167,12 @@ class TestNoDatabaseAtLoad:
 def test_retry_policy_takes_a_policy_name() -> None:
     with pytest.raises(InvalidJob, match="retry_policy"):
         retry_policy(3)  # type: ignore[arg-type]
+
+
+def test_e021_suggests_the_option_key() -> None:
+    backend = JobRetryBackend("default", {"BACKEND": "x", "OPTIONS": {"polcy": "three"}})
+    [error] = backend.check()
+    assert error.id == "django_jobretry.E021"
+    assert "unknown key(s) ['polcy']. Did you mean 'policy'?" in error.msg
+    assert '"policy" (the JOBRETRY policy name of every task of this backend)' in (error.hint or "")
+    assert "docs/" not in (error.hint or "")
