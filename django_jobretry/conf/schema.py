@@ -6,7 +6,6 @@ project that passes `manage.py check` can never fail differently at run time.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +13,8 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
+from django_jobretry.conf.error_classes import import_error_classes
+from django_jobretry.conf.problems import Problem
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
 from django_jobretry.policy.durations import MAX_DELAY
@@ -114,15 +115,6 @@ POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _ERROR_LISTS = ("fatal_errors", "retryable_errors")
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with JOBRETRY: a stable check id, what, and how to fix it."""
-
-    id: str
-    msg: str
-    hint: str
-
-
 def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
     """Build every configured policy; report each problem instead of stopping at one."""
     if not isinstance(raw, Mapping):
@@ -172,7 +164,7 @@ def _build_policy(name: object, fields: object) -> tuple[RetryPolicy | None, lis
         problems.append(Problem("E004", msg, hint))
     values = {**POLICY_DEFAULTS, **{key: value for key, value in fields.items() if key in POLICY_DEFAULTS}}
     for key in _ERROR_LISTS:
-        values[key], found = _import_error_classes(where, key, values[key])
+        values[key], found = import_error_classes(where, key, values[key])
         problems += found
     overlap = set(values["fatal_errors"]) & set(values["retryable_errors"])
     if overlap:
@@ -213,42 +205,6 @@ def _invalid(where: str, exc: InvalidPolicy) -> Problem:
         "Once the settings are valid, manage.py showpolicies prints each policy's schedule."
     )
     return Problem("E005", msg, hint)
-
-
-def _import_error_classes(where: str, key: str, paths: object) -> tuple[list[type], list[Problem]]:
-    if isinstance(paths, str) or not isinstance(paths, list | tuple):
-        msg = f'{where}["{key}"] must be a list of dotted paths to exception classes, got {paths!r}.'
-        return [], [Problem("E006", msg, 'e.g. ["smtplib.SMTPRecipientsRefused"]')]
-    classes: list[type] = []
-    problems: list[Problem] = []
-    for path in paths:
-        try:
-            klass = import_string(path) if isinstance(path, str) else path
-        except Exception as exc:  # a module failing to import for any reason is E006
-            msg = f'{where}["{key}"]: cannot import {path!r} ({type(exc).__name__}: {exc}).'
-            problems.append(Problem("E006", msg + _close_exception_classes(path), _IMPORT_HINT))
-            continue
-        if not (isinstance(klass, type) and issubclass(klass, BaseException)):
-            msg = f'{where}["{key}"]: {path!r} is not an exception class.'
-            problems.append(Problem("E006", msg, _IMPORT_HINT))
-            continue
-        classes.append(klass)
-    return classes, problems
-
-
-def _close_exception_classes(path: str) -> str:
-    """' Did you mean ...?' for an exception class of the same module close to the missing name, or ''."""
-    module_path, _, name = path.rpartition(".")
-    try:
-        module = importlib.import_module(module_path)
-    except Exception:  # the module itself does not import: nothing to suggest from
-        return ""
-    known = {
-        attribute
-        for attribute, value in vars(module).items()
-        if isinstance(value, type) and issubclass(value, BaseException)
-    }
-    return did_you_mean([name], known, prefix=f"{module_path}.")
 
 
 def _token_problem(token: object) -> Problem | None:
@@ -302,9 +258,6 @@ _LISTEN_HINT = (
     "without PgBouncer's transaction pooling, which delivers no notifications "
     "(python -m pydoc django_jobretry.conf.pooling says why)."
 )
-
-_IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'smtplib.SMTPRecipientsRefused'."
-
 
 #: A dotted module path: identifiers joined by dots.
 MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

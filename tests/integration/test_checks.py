@@ -209,7 +209,14 @@ def test_check_ids_are_unique_and_documented() -> None:
     """
     root = Path(__file__).parents[2]
     package = root / "django_jobretry" / "conf"
-    modules = ("schema.py", "pooling.py", "checks.py", "database_engine.py", "task_module_checks.py")
+    modules = (
+        "schema.py",
+        "error_classes.py",
+        "pooling.py",
+        "checks.py",
+        "database_engine.py",
+        "task_module_checks.py",
+    )
     found = {
         found
         for module in modules
