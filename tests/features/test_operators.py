@@ -64,12 +64,13 @@ def queue(report: dict[str, Any], name: str) -> dict[str, Any]:
     return next(row for row in report["queues"] if row["queue"] == name)
 
 
-def dashboard(admin_user: Any) -> str:
+def dashboard_page(admin_user: Any) -> Any:
+    """The dashboard as ``admin_user`` gets it (the response: its ``text`` and ``context``)."""
     client = Client()
     client.force_login(admin_user)
     response = client.get(reverse("admin:django_jobretry_deadletter_dashboard"))
     assert response.status_code == 200
-    return response.text
+    return response
 
 
 @given(parsers.parse('a retrying job and a dead letter in queue "{name}"'))
@@ -135,7 +136,7 @@ def queue_latency(name: str, seconds: int) -> None:
 
 @then(parsers.parse("the dashboard shows both workers as live, and {retrying:d} retrying job"))
 def dashboard_live(admin_user: Any, console: Console, retrying: int) -> None:
-    html = dashboard(admin_user)
+    html = dashboard_page(admin_user).text
     assert "Workers: 2 live, 0 lost" in html
     for worker_id in console.worker_ids():
         assert worker_id in html
@@ -166,6 +167,6 @@ def one_lost(console: Console) -> None:
 
 @then("the dashboard shows 1 live and 1 lost worker")
 def dashboard_lost(admin_user: Any, console: Console) -> None:
-    html = dashboard(admin_user)
+    html = dashboard_page(admin_user).text
     assert "Workers: 1 live, 1 lost" in html
     assert console.killed in html

@@ -6,13 +6,12 @@ import subprocess
 from typing import Any
 
 import pytest
-from django.test import Client
-from django.urls import reverse
 from pytest_bdd import given, parsers, scenarios, then, when
 
 from django_jobretry import deadletters as service
 from django_jobretry.models import DeadLetter
 from tests.features.test_dead_letters import run_until_idle
+from tests.features.test_operators import dashboard_page
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -20,14 +19,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 scenarios("what_is_dying.feature")
 
 TASK = "tests.jobs_app.jobs.fatal"
-
-
-def dashboard(admin_user: Any) -> Any:
-    client = Client()
-    client.force_login(admin_user)
-    response = client.get(reverse("admin:django_jobretry_deadletter_dashboard"))
-    assert response.status_code == 200
-    return response.context
 
 
 @given(parsers.parse("{count:d} jobs that fail fatally have died under a worker"))
@@ -53,13 +44,13 @@ def requeue_and_discard(requeued: int, discarded: int) -> None:
     )
 )
 def counted(admin_user: Any, count: int) -> None:
-    rows = {row["name"]: row for row in dashboard(admin_user)["dying"]["tasks"]["rows"]}
+    rows = {row["name"]: row for row in dashboard_page(admin_user).context["dying"]["tasks"]["rows"]}
     assert (str(rows[TASK]["last_hour"].count), str(rows[TASK]["last_day"].count)) == (str(count), str(count))
 
 
 @then(parsers.parse("its chart of deaths per hour, last 24 hours, shows {count:d} in all"))
 def charted(admin_user: Any, count: int) -> None:
-    assert str(dashboard(admin_user)["hourly"].total) == str(count)
+    assert str(dashboard_page(admin_user).context["hourly"].total) == str(count)
 
 
 @then(parsers.parse("{count:d} of their dead letters is kept"))
