@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, overload
 
+from django_jobretry.conf.schedules import InvalidSchedule, declare_job_schedule
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.registry import registry
+from django_jobretry.signatures import check_call
 from django_jobretry.validation import (
     check_priority,
     check_queue_name,
@@ -133,6 +135,10 @@ class JobDefinition[**P]:
         )
 
 
+#: The keywords of ``@job`` that tune its schedule, beside ``schedule``, ``every`` and ``tz``.
+SCHEDULE_OPTIONS = ("overlap", "catch_up", "catch_up_limit", "retry_until_next_slot")
+
+
 @overload
 def job[**P](func: Callable[P, Any], /) -> JobDefinition[P]: ...
 
@@ -145,6 +151,10 @@ def job[**P](
     policy: str | RetryPolicy = "default",
     priority: int = 0,
     timeout: float | timedelta | None = None,
+    schedule: str | None = None,
+    every: float | timedelta | None = None,
+    tz: str | None = None,
+    **schedule_options: Any,
 ) -> Callable[[Callable[P, Any]], JobDefinition[P]]: ...
 
 
@@ -157,6 +167,10 @@ def job[**P](
     policy: str | RetryPolicy = "default",
     priority: int = 0,
     timeout: float | timedelta | None = None,
+    schedule: str | None = None,
+    every: float | timedelta | None = None,
+    tz: str | None = None,
+    **schedule_options: Any,
 ) -> JobDefinition[P] | Callable[[Callable[P, Any]], JobDefinition[P]]:
     """Declare a job: ``@job`` or ``@job(name=..., queue_name=..., policy=..., priority=..., timeout=...)``.
 
@@ -164,7 +178,19 @@ def job[**P](
     each job and looked up by workers, so keep it stable across deploys.
     ``timeout`` (seconds or a timedelta) limits one attempt; it wins over the
     policy's ``timeout``.
+
+    ``schedule`` (a cron expression, read in ``tz``, UTC by default) or
+    ``every`` (seconds or a timedelta) also runs the job periodically, with
+    no arguments, under the schedule named like the task; ``overlap``,
+    ``catch_up``, ``catch_up_limit`` and ``retry_until_next_slot`` tune it
+    (docs/schedules.md).
     """
+    unknown = set(schedule_options) - set(SCHEDULE_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"job() got an unexpected keyword argument {sorted(unknown)[0]!r}; "
+            f"its schedule options are {', '.join(SCHEDULE_OPTIONS)}"
+        )
 
     def decorate(function: Callable[P, Any]) -> JobDefinition[P]:
         definition = JobDefinition(
@@ -176,6 +202,14 @@ def job[**P](
             timeout=check_timeout(timeout),
         )
         registry.register(definition)
+        if schedule is not None or every is not None or tz is not None or schedule_options:
+            try:
+                check_call(definition.name, function, (), {}, takes_context=False)
+            except InvalidJob as exc:
+                raise InvalidSchedule(
+                    definition.name, "schedule", schedule or every, f"a call with no arguments ({exc})"
+                ) from None
+            declare_job_schedule(definition.name, cron=schedule, every=every, tz=tz, **schedule_options)
         return definition
 
     return decorate if func is None else decorate(func)

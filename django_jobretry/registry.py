@@ -46,6 +46,10 @@ class TaskDefinition(Protocol):
     @property
     def timeout(self) -> timedelta | None: ...
 
+    #: The priority its jobs get unless an enqueue says otherwise.
+    @property
+    def priority(self) -> int: ...
+
     #: The queue its jobs go to unless an enqueue says otherwise.
     @property
     def queue_name(self) -> str: ...

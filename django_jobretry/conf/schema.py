@@ -106,6 +106,8 @@ DEFAULTS: dict[str, Any] = {
     # Modules every process imports at start-up besides each app's jobs.py and tasks.py
     # (django_jobretry/conf/task_modules.py): where a project keeps tasks elsewhere.
     "TASK_MODULES": [],
+    # Periodic schedules by name (django_jobretry/conf/schedules.py; checks E040-E046).
+    "SCHEDULES": {},
 }
 
 #: A metrics token shorter than this is guessable (a 128-bit secret is 22+ characters).

@@ -10,6 +10,7 @@ from django_jobretry.models.death import Death
 from django_jobretry.models.event_counter import CounterEvent, EventCounter
 from django_jobretry.models.imported_failure import ImportedFailure
 from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
+from django_jobretry.models.schedule import Schedule
 from django_jobretry.models.status_sample import StatusSample
 from django_jobretry.models.worker_process import WorkerProcess, WorkerProcessQuerySet
 
@@ -26,6 +27,7 @@ __all__ = [
     "Job",
     "JobQuerySet",
     "JobStatus",
+    "Schedule",
     "StatusSample",
     "WorkerProcess",
     "WorkerProcessQuerySet",

@@ -15,7 +15,7 @@ class DeadReason(models.TextChoices):
 
     FATAL = "fatal", "Fatal error"
     EXHAUSTED = "exhausted", "Attempts exhausted"
-    DEADLINE = "deadline", "retry_for deadline passed"
+    DEADLINE = "deadline", "Deadline passed (retry_for, or its schedule's next slot)"
     LEASE_EXPIRED = "lease_expired", "Last attempt lost (lease expired)"
     CANCELLED = "cancelled", "Cancelled by an operator"
 
@@ -65,6 +65,9 @@ class DeadLetter(models.Model):
     external_group = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     #: What replay needs, as the other system signed it (django-q2: its SignedPackage).
     external_payload = models.TextField(null=True, blank=True)  # noqa: DJ001
+    #: The schedule and slot of a periodic run that died (NULL for every other dead letter).
+    schedule_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    schedule_slot = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "dead letter"
@@ -102,7 +105,7 @@ class DeadLetter(models.Model):
                 condition=models.Q(source__in=DeadLetterSource.values), name="jobretry_dead_source_valid"
             ),
             # What a reader can load, as on the jobs table.
-            *holdable_times("jobretry_dead", "enqueued_at", "first_attempt_at", "dead_at"),
+            *holdable_times("jobretry_dead", "enqueued_at", "first_attempt_at", "dead_at", "schedule_slot"),
             *json_shapes(
                 "jobretry_dead", args="array", kwargs="object", errors="array", requeue_history="array"
             ),

@@ -93,6 +93,11 @@ class Job(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     #: What a django.tasks task returned, as JSON; NULL for ``@job`` jobs, which keep no result.
     return_value = StoredJSONField(null=True, blank=True)
+    #: A run of a periodic schedule: its name and slot (NULL for every other job).
+    schedule_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    schedule_slot = models.DateTimeField(null=True, blank=True)
+    #: A schedule's run retries only until its schedule's next slot (docs/schedules.md#retries).
+    retry_until = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -151,6 +156,12 @@ class Job(models.Model):
             ),
         ]
         constraints = [
+            # One run per slot of a schedule, whichever worker inserts it (services/schedules.py).
+            models.UniqueConstraint(
+                fields=["schedule_name", "schedule_slot"],
+                condition=models.Q(schedule_name__isnull=False),
+                name="jobretry_job_one_run_per_slot",
+            ),
             models.CheckConstraint(
                 condition=models.Q(status__in=JobStatus.values), name="jobretry_job_status_valid"
             ),
@@ -205,6 +216,8 @@ class Job(models.Model):
                 "started_at",
                 "finished_at",
                 "cancel_requested_at",
+                "schedule_slot",
+                "retry_until",
             ),
             *json_shapes(
                 "jobretry_job", args="array", kwargs="object", errors="array", requeue_history="array"

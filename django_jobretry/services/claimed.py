@@ -8,8 +8,9 @@ The recorder (services/outcomes.py) turns a failure into one
 
 from __future__ import annotations
 
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -41,6 +42,12 @@ class ClaimedJob:
     #: The job id the requeue chain started from; ``id`` when never requeued.
     original_job_id: int
     requeue_count: int
+    #: The schedule this job is a run of (services/schedules.py), if any.
+    schedule_name: str | None = None
+    #: Seconds from the claim to the moment its retries stop (its schedule's next slot); None: never.
+    retry_window: float | None = None
+    #: When this worker claimed it (time.monotonic()): what is left of ``retry_window`` is measured from it.
+    claimed_at: float = field(default_factory=time.monotonic, init=False, compare=False)
 
     def arguments(self) -> tuple[list[Any], dict[str, Any]]:
         """(args, kwargs) decoded; :class:`UndecodableArguments` says why they cannot be."""

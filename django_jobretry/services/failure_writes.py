@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
@@ -23,7 +24,7 @@ from typing import Any
 
 from django.db import DataError, connection, transaction
 
-from django_jobretry.policy import GiveUp, Retry
+from django_jobretry.policy import GiveUp, GiveUpReason, Retry
 from django_jobretry.services import statements, transitions
 from django_jobretry.services.cancel import bury_cancel_requested
 from django_jobretry.services.claimed import FailedAttempt
@@ -44,12 +45,22 @@ def decided(attempt: FailedAttempt, *, elapsed: timedelta | None) -> FailedAttem
         requested_delay=attempt.classification.requested_delay,
         max_attempts=attempt.job.max_attempts,
     )
+    if isinstance(decision, Retry) and past_retry_window(attempt, decision):
+        decision = GiveUp(GiveUpReason.DEADLINE)
     if isinstance(decision, Retry):
         seconds = decision.delay.total_seconds()
         entry: AttemptEntry = {**attempt.entry, "delay": seconds}
         fallback: AttemptEntry = {**attempt.fallback, "delay": seconds}
         return replace(attempt, decision=decision, entry=entry, fallback=fallback)
     return replace(attempt, decision=decision)
+
+
+def past_retry_window(attempt: FailedAttempt, retry: Retry) -> bool:
+    """Whether the retry would start after the job's retries must stop (a schedule's next slot)."""
+    window = attempt.job.retry_window
+    if window is None:
+        return False
+    return time.monotonic() - attempt.job.claimed_at + retry.delay.total_seconds() >= window
 
 
 def write_failures(attempts: Sequence[FailedAttempt], history_limit: int) -> Iterator[FailedAttempt]:

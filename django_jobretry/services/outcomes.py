@@ -17,14 +17,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.db import DataError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import CounterEvent, DeadReason
 from django_jobretry.policy import Classification, ErrorKind, GiveUp
 from django_jobretry.registry import policy_for
-from django_jobretry.services import transitions
+from django_jobretry.services import schedules, transitions
 from django_jobretry.services.cancel import announce_cancelled
 from django_jobretry.services.claimed import (
     ClaimedJob,
@@ -64,7 +64,7 @@ from django_jobretry.services.job_lines import (
     log_extra,
     send_job_signal,
 )
-from django_jobretry.services.sql import violates
+from django_jobretry.services.sql import loggable, violates
 
 __all__ = ["Failed", "FailedAttempt", "Interrupted", "Outcome", "Recorder", "Succeeded"]
 
@@ -155,6 +155,12 @@ class Recorder:
                 continue
             logger.info(f"{JOB_LINE} succeeded", *job_line_args(job), extra=log_extra(job, "succeeded"))
             send_job_signal(self.sender, signals.job_succeeded, job)
+        runs = [job.schedule_name for job in jobs if job.schedule_name and job.id in recorded]
+        if runs:
+            try:
+                schedules.record_successes(runs)
+            except DatabaseError as exc:  # only what an alert reads: the successes are recorded
+                logger.warning("could not note the success of a schedule's run", extra=loggable(exc))
 
     def record_failure(self, outcome: Failed | Interrupted) -> None:
         self.record_failures([self.failed(outcome)])

@@ -59,7 +59,10 @@ CLEAR_LEASE = f"lease_owner = '', {END_LEASE}"
 
 #: What a job is, whichever table it is in: copied as-is when a job dies
 #: (bury) and when its dead letter is requeued (revive).
-CARRIED_COLUMNS = ("task_name", "queue_name", "policy_name", "priority", "args", "kwargs", "unique_key")
+CARRIED_COLUMNS = (
+    *("task_name", "queue_name", "policy_name", "priority", "args", "kwargs", "unique_key"),
+    *("schedule_name", "schedule_slot"),
+)
 
 #: A DeadLetter row, in the order :func:`dead_letter_select` gives its values.
 DEAD_COLUMNS = ", ".join(

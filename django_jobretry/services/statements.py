@@ -65,7 +65,8 @@ CLAIM_PICKED = f"""
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args AS raw_args, j.kwargs AS raw_kwargs,
               j.attempts AS attempt, j.max_attempts, j.lease_token AS token,
-              {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count,
+              {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count, j.schedule_name,
+              extract(epoch FROM j.retry_until - statement_timestamp())::float8 AS retry_window,
               j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
 """
 

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: The columns of a claimed row that are ClaimedJob's fields (the rest order the claim).
-CLAIMED_FIELDS = tuple(field.name for field in fields(ClaimedJob))
+CLAIMED_FIELDS = tuple(field.name for field in fields(ClaimedJob) if field.init)
 
 
 @dataclass(frozen=True)

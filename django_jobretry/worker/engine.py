@@ -1,8 +1,9 @@
 """The worker: a loop that claims due jobs, hands them to runner threads and records outcomes.
 
 Threads: the main loop (claim, record, recover), N runners (user code only),
-a heartbeat thread and a LISTEN thread. Only the main loop and the heartbeat
-write job state, on connections with worker timeouts.
+a heartbeat thread, a LISTEN thread and, with schedules, a scheduler thread
+(which only inserts runs). Only the main loop and the heartbeat write job
+state, on connections with worker timeouts.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf.schedules import declared as declared_schedules
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Succeeded
 from django_jobretry.services.outcomes import Recorder
@@ -31,6 +33,7 @@ from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.process_pool import ChildSlot
 from django_jobretry.worker.runner import Runner
+from django_jobretry.worker.scheduler import Scheduler
 from django_jobretry.worker.session import (
     Backoff,
     drop_connection,
@@ -106,6 +109,8 @@ class Worker:
         threads.append(heartbeat)
         if self.options.listen:
             threads.append(Listener(self.wake, self.stopping, self.options.queues))
+        if self.options.schedules and not self.options.burst and declared_schedules():
+            threads.append(Scheduler(self.id, declared_schedules, self.stopping))
         for thread in threads:
             thread.start()
         announce.started(self.id, self.options)

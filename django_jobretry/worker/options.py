@@ -41,6 +41,8 @@ class WorkerOptions:
     pool: Literal["thread", "process"] = "thread"
     max_jobs_per_child: int | None = None
     max_memory_mb: int | None = None
+    #: Look for due schedule slots (worker/scheduler.py); never in burst mode. ``runworker --no-schedules``.
+    schedules: bool = True
 
     def __post_init__(self) -> None:
         # Checked here, before the worker makes one runner per unit of concurrency.

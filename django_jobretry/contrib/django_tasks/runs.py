@@ -57,6 +57,11 @@ class TaskRun:
         return self.task.takes_context
 
     @property
+    def priority(self) -> int:
+        """The priority of the decorated task (``@task(priority=...)``)."""
+        return self.task.priority
+
+    @property
     def queue_name(self) -> str:
         """The queue of the decorated task (``@task(queue_name=...)``)."""
         return self.task.queue_name

@@ -1,0 +1,175 @@
+"""Periodic schedules as declared: on a ``@job``, in ``JOBRETRY["SCHEDULES"]``, in a task backend's OPTIONS.
+
+Three front doors, one value: each declaration becomes a :class:`ScheduleSpec`.
+``@job(schedule=...)`` and the django.tasks backend call :func:`declare`
+when they are imported; the settings are read when asked, so an
+``override_settings`` takes effect at once. Workers run the schedules
+:func:`declared` returns (services/schedules.py); ``manage.py check``
+reports every declaration that cannot run (schedule_checks.py), naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.policy import InvalidPolicy
+from django_jobretry.policy.slots import DEFAULT_CATCH_UP_LIMIT, Cadence, CatchUp, Overlap
+
+#: The keys of one schedule's mapping, in settings and in a task backend's OPTIONS.
+KEYS = (
+    *("task", "cron", "every", "tz", "args", "kwargs", "queue"),
+    *("overlap", "catch_up", "catch_up_limit", "retry_until_next_slot"),
+)
+#: The most runs one look may start for one schedule (``catch_up="all"``'s cap).
+MAX_CATCH_UP_LIMIT = 1_000
+SETTINGS_SOURCE = 'JOBRETRY["SCHEDULES"]'
+
+
+class InvalidSchedule(InvalidPolicy):
+    """A schedule declaration is wrong: ``schedule`` names it, ``field`` the part that is."""
+
+    def __init__(self, schedule: str, field: str, value: object, allowed: str) -> None:
+        super().__init__(field, value, allowed)
+        self.schedule = schedule
+        self.args = (f"schedule {schedule!r}: {field}={value!r} is invalid: {allowed}",)
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """One declared schedule: what runs, when, and what happens to slots that cannot run on time."""
+
+    name: str
+    task_name: str
+    cadence: Cadence
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: None: the task's own queue.
+    queue_name: str | None = None
+    overlap: Overlap = Overlap.SKIP
+    catch_up: CatchUp = CatchUp.LATEST
+    catch_up_limit: int = DEFAULT_CATCH_UP_LIMIT
+    #: A run's retries stop before the schedule's next slot, so runs never overlap through retries.
+    retry_until_next_slot: bool = True
+    #: Where it was declared, for messages: "@job", 'JOBRETRY["SCHEDULES"]', 'TASKS["default"]'.
+    source: str = "@job"
+
+
+#: Declared in code, by name: ``@job(schedule=...)`` and task backends' OPTIONS.
+_declared: dict[str, ScheduleSpec] = {}
+#: Names declared twice in code with different values: check E041 reports them.
+conflicts: dict[str, list[str]] = {}
+
+
+def declare(spec: ScheduleSpec) -> None:
+    """Remember a schedule declared in code; the same name declared again differently is a conflict."""
+    earlier = _declared.get(spec.name)
+    if earlier is not None and earlier != spec:
+        conflicts.setdefault(spec.name, [earlier.source]).append(spec.source)
+    _declared[spec.name] = spec
+
+
+def declared() -> dict[str, ScheduleSpec]:
+    """Every schedule of this process, by name; the declarations that are wrong are left out (checked)."""
+    specs = dict(_declared)
+    for name, mapping in settings_mappings().items():
+        try:
+            specs[name] = from_mapping(name, mapping, SETTINGS_SOURCE)
+        except InvalidSchedule:
+            continue
+    return specs
+
+
+def settings_mappings() -> dict[str, Any]:
+    """``JOBRETRY["SCHEDULES"]`` as configured ({} when absent or not a dict, which E040 reports)."""
+    raw = jobretry_settings.raw
+    configured = raw.get("SCHEDULES", {}) if isinstance(raw, Mapping) else {}
+    return dict(configured) if isinstance(configured, Mapping) else {}
+
+
+def cadence_of(schedule: str, *, cron: object = None, every: object = None, tz: object = None) -> Cadence:
+    """The cadence of ``schedule``: a cron expression (in ``tz``) or an interval (seconds or timedelta)."""
+    if (cron is None) == (every is None):
+        raise InvalidSchedule(schedule, "cron", cron, "give exactly one of cron (with tz) and every")
+    if every is not None and tz is not None:
+        raise InvalidSchedule(schedule, "tz", tz, "only for cron: an interval is the same in every zone")
+    if isinstance(every, int | float) and not isinstance(every, bool):
+        every = timedelta(seconds=every)
+    if cron is not None and not isinstance(cron, str):
+        raise InvalidSchedule(schedule, "cron", cron, "a cron expression as a string, e.g. '0 3 * * *'")
+    try:
+        return Cadence(cron=cron, tz="UTC" if tz is None else str(tz), every=every)  # type: ignore[arg-type]
+    except InvalidPolicy as exc:
+        raise InvalidSchedule(schedule, exc.field, exc.value, exc.allowed) from None
+
+
+def from_mapping(name: object, mapping: object, source: str) -> ScheduleSpec:
+    """One schedule of a settings mapping, validated; InvalidSchedule names the schedule and the key."""
+    if not isinstance(name, str) or not name or len(name) > 200:
+        raise InvalidSchedule(str(name), "name", name, "a non-empty string of at most 200 characters")
+    if not isinstance(mapping, Mapping):
+        raise InvalidSchedule(
+            name, "schedule", mapping, 'a dict, e.g. {"task": "app.jobs.f", "cron": "0 3 * * *"}'
+        )
+    for key in mapping:
+        if key not in KEYS:
+            raise InvalidSchedule(
+                name, str(key), mapping[key], f"not a key.{did_you_mean([key], KEYS)} Keys: {', '.join(KEYS)}"
+            )
+    task = mapping.get("task")
+    if not isinstance(task, str) or not task:
+        raise InvalidSchedule(name, "task", task, "the registered name of a task, e.g. 'reports.jobs.build'")
+    cadence = cadence_of(name, cron=mapping.get("cron"), every=mapping.get("every"), tz=mapping.get("tz"))
+    args, kwargs = mapping.get("args", ()), mapping.get("kwargs", {})
+    if not isinstance(args, list | tuple):
+        raise InvalidSchedule(name, "args", args, "a list")
+    if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+        raise InvalidSchedule(name, "kwargs", kwargs, "a dict with string keys")
+    queue = mapping.get("queue")
+    if queue is not None and not isinstance(queue, str):
+        raise InvalidSchedule(name, "queue", queue, "a queue name, or None for the task's own")
+    return ScheduleSpec(
+        name=name,
+        task_name=task,
+        cadence=cadence,
+        args=tuple(args),
+        kwargs=dict(kwargs),
+        queue_name=queue,
+        source=source,
+        **options(name, mapping),
+    )
+
+
+def declare_job_schedule(task_name: str, *, cron: object, every: object, tz: object, **chosen: Any) -> None:
+    """``@job(schedule=..., every=..., tz=...)``: the job's own schedule, named after the task.
+
+    Its runs take no arguments. Raises InvalidSchedule at decoration, so a
+    typo fails the import that declares it.
+    """
+    cadence = cadence_of(task_name, cron=cron, every=every, tz=tz)
+    declare(ScheduleSpec(name=task_name, task_name=task_name, cadence=cadence, **options(task_name, chosen)))
+
+
+def options(name: str, mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """The overlap and catch-up options of a declaration, validated (also for ``@job``'s keywords)."""
+    found: dict[str, Any] = {}
+    for key, kind in (("overlap", Overlap), ("catch_up", CatchUp)):
+        if key in mapping:
+            try:
+                found[key] = kind(mapping[key])
+            except ValueError:
+                allowed = ", ".join(repr(member.value) for member in kind)
+                raise InvalidSchedule(name, key, mapping[key], f"one of {allowed}") from None
+    limit = mapping.get("catch_up_limit", DEFAULT_CATCH_UP_LIMIT)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_CATCH_UP_LIMIT:
+        raise InvalidSchedule(name, "catch_up_limit", limit, f"an integer from 1 to {MAX_CATCH_UP_LIMIT}")
+    found["catch_up_limit"] = limit
+    until = mapping.get("retry_until_next_slot", True)
+    if not isinstance(until, bool):
+        raise InvalidSchedule(name, "retry_until_next_slot", until, "True or False")
+    found["retry_until_next_slot"] = until
+    return found

@@ -1,0 +1,67 @@
+"""The statements on schedule rows, and the one that inserts a slot's run: each written once, named.
+
+Times are the database's (docs/design.md#rule-5): a slot is due when
+``statement_timestamp()`` has passed it, whatever a worker's own clock says.
+"""
+
+from __future__ import annotations
+
+from django_jobretry.models import Schedule
+from django_jobretry.services.sql import JOB
+
+SCHEDULE = Schedule._meta.db_table
+
+#: The database's clock, which slots are compared with.
+NOW = "SELECT statement_timestamp() AS now"
+
+#: Declare this process's schedules: new ones start at their first slot after now; one whose
+#: cadence changed starts over there; an unchanged one keeps its next slot and its counts.
+DECLARE = f"""
+    INSERT INTO {SCHEDULE} AS s (name, task_name, cadence, next_slot, declared_at,
+                                 runs, skipped, missed, refused, paused_by, pause_reason)
+    SELECT d.name, d.task_name, d.cadence, d.next_slot, statement_timestamp(), 0, 0, 0, 0, '', ''
+    FROM unnest(%(names)s::text[], %(tasks)s::text[], %(cadences)s::text[], %(nexts)s::timestamptz[])
+        AS d(name, task_name, cadence, next_slot)
+    ON CONFLICT (name) DO UPDATE SET
+        task_name = EXCLUDED.task_name, declared_at = EXCLUDED.declared_at, cadence = EXCLUDED.cadence,
+        next_slot = CASE WHEN s.cadence = EXCLUDED.cadence THEN s.next_slot ELSE EXCLUDED.next_slot END
+"""
+
+#: Lock the due schedules of this process, oldest slot first, skipping those another worker holds:
+#: whoever holds a row decides its due slots, and moves ``next_slot`` past them before it commits.
+LOCK_DUE = f"""
+    SELECT name, cadence, next_slot, statement_timestamp() AS now FROM {SCHEDULE}
+    WHERE name = ANY(%(names)s) AND paused_at IS NULL AND next_slot <= statement_timestamp()
+    ORDER BY next_slot
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+#: One slot's run: an ordinary ready job. A conflict inserts nothing: the schedule's live run
+#: holds its unique key (overlap "skip" and "queue"), or the slot has its run already.
+INSERT_RUN = f"""
+    INSERT INTO {JOB} (task_name, queue_name, policy_name, priority, max_attempts, args, kwargs,
+                       unique_key, schedule_name, schedule_slot, retry_until,
+                       status, attempts, lease_owner, errors, requeue_count, requeue_history)
+    VALUES (%(task)s, %(queue)s, %(policy)s, %(priority)s, %(max_attempts)s, %(args)s::jsonb,
+            %(kwargs)s::jsonb, %(key)s, %(name)s, %(slot)s, %(until)s, 'ready', 0, '', '[]', 0, '[]')
+    ON CONFLICT DO NOTHING
+    RETURNING id
+"""
+
+#: What one look decided for a schedule: where it continues, and what became of its due slots.
+ADVANCE = f"""
+    UPDATE {SCHEDULE} SET next_slot = %(next_slot)s, runs = runs + %(runs)s, skipped = skipped + %(skipped)s,
+        missed = missed + %(missed)s, refused = refused + %(refused)s,
+        last_slot = COALESCE(%(last_slot)s, last_slot), last_job_id = COALESCE(%(last_job)s, last_job_id)
+    WHERE name = %(name)s
+"""
+
+#: Seconds until the next slot of this process's schedules comes due (negative: due already).
+UNTIL_NEXT = f"""
+    SELECT extract(epoch FROM min(next_slot) - statement_timestamp())::float8 FROM {SCHEDULE}
+    WHERE name = ANY(%(names)s) AND paused_at IS NULL
+"""
+
+#: Runs of these schedules succeeded just now: the time a "did not run" alert reads.
+SUCCEEDED = f"UPDATE {SCHEDULE} SET last_success_at = statement_timestamp() WHERE name = ANY(%(names)s)"

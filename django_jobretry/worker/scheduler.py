@@ -1,0 +1,85 @@
+"""The scheduler thread: every worker looks for due schedule slots; no leader, no beat process.
+
+Each worker process that declares schedules runs one, on a connection of
+its own. It writes the process's declarations to their rows at start, then
+sleeps until the next slot is due (by the database clock, read at each
+look) and looks (services/schedules.py). Any number of workers may look at
+once: a slot is decided by whoever holds its schedule's row lock, once.
+
+Not in the heartbeat thread: a look at a thousand schedules must never
+delay a lease extension. A look that fails (the database restarting, a
+table not migrated yet) is logged, once per failing stretch, and retried
+after a pause; it never stops the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from django.db import DatabaseError
+
+from django_jobretry.conf.schedules import ScheduleSpec
+from django_jobretry.services import schedules
+from django_jobretry.worker.session import (
+    drop_connection,
+    log_database_error,
+    mark_bookkeeping_thread,
+    unmark_bookkeeping_thread,
+)
+
+logger = logging.getLogger("django_jobretry")
+
+#: The longest the thread sleeps between looks: a schedule declared or resumed by another
+#: process, or a paused one resumed, is seen within this.
+MAX_SLEEP = 30.0
+#: The shortest: a slot due already (a schedule waiting for its live run, overlap "queue")
+#: is looked at again after this, not in a busy loop.
+MIN_SLEEP = 0.5
+#: After a failed look.
+RETRY_AFTER = 5.0
+
+
+class Scheduler(threading.Thread):
+    """Declares this process's schedules, then inserts their due runs until ``stop`` is set."""
+
+    def __init__(
+        self, worker_id: str, specs: Callable[[], Mapping[str, ScheduleSpec]], stop: threading.Event
+    ) -> None:
+        super().__init__(name="jobretry-scheduler", daemon=True)
+        self.worker_id, self.specs, self.stop = worker_id, specs, stop
+        self.declared = False
+        #: Looks made so far.
+        self.looks = 0
+
+    def run(self) -> None:
+        mark_bookkeeping_thread()
+        failing = False
+        try:
+            while not self.stop.is_set():
+                try:
+                    wait = self.look()
+                except DatabaseError as exc:
+                    level = logging.DEBUG if failing else logging.WARNING
+                    log_database_error(level, "could not look at the schedules", exc, self.worker_id)
+                    drop_connection()
+                    failing, wait = True, RETRY_AFTER
+                else:
+                    failing = False
+                self.stop.wait(wait)
+        finally:
+            unmark_bookkeeping_thread()
+            drop_connection()
+
+    def look(self) -> float:
+        """Declare once, then one look; how long to sleep before the next."""
+        specs = self.specs()
+        if not self.declared:
+            schedules.declare_rows(specs)
+            self.declared = True
+        until = schedules.run_due(specs)
+        self.looks += 1
+        if until is None:
+            return MAX_SLEEP
+        return min(MAX_SLEEP, max(MIN_SLEEP if until <= 0 else 0.0, until))

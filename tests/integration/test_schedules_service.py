@@ -1,0 +1,92 @@
+"""Due slots become runs: catch-up after downtime and overlap, on the real database clock.
+
+Downtime is made by moving a schedule's ``next_slot`` back by whole slots
+(an hourly schedule), so what is due is decided by counting slots, never by
+waiting for them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from django_jobretry.conf.schedules import declared
+from django_jobretry.models import Job, JobStatus, Schedule
+from django_jobretry.services import schedules
+
+pytestmark = pytest.mark.django_db
+
+HOURLY = {"task": "tests.jobs_app.jobs.record", "every": 3600, "args": ["tick"]}
+
+
+def db_now() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        now: datetime = cursor.fetchone()[0]
+    return now.astimezone(UTC)
+
+
+def down_for(name: str, slots: int) -> list[datetime]:
+    """Move ``name`` back as though no worker looked for ``slots`` slots; those slots, oldest first."""
+    spec = declared()[name]
+    missed = []
+    for slot in spec.cadence.slots_before(db_now()):
+        missed.append(slot)
+        if len(missed) == slots:
+            break
+    Schedule.objects.filter(name=name).update(next_slot=missed[-1])
+    return missed[::-1]
+
+
+def look(**options: Any) -> Schedule:
+    with override_settings(
+        JOBRETRY={"POLICIES": {"three": {"max_attempts": 3}}, "SCHEDULES": {"s": {**HOURLY, **options}}}
+    ):
+        specs = declared()
+        schedules.declare_rows(specs)
+        missed = down_for("s", 10)
+        schedules.run_due(specs)
+    row = Schedule.objects.get(name="s")
+    row.missed_slots = missed  # type: ignore[attr-defined]
+    return row
+
+
+def test_latest_runs_the_newest_slot_once_and_counts_nine_collapsed() -> None:
+    row = look()
+    runs = list(Job.objects.filter(schedule_name="s"))
+    assert [job.schedule_slot for job in runs] == [row.missed_slots[-1]]  # type: ignore[attr-defined]
+    assert (row.runs, row.missed, row.skipped) == (1, 9, 0)
+    assert row.next_slot > db_now()
+    assert row.last_job_id == runs[0].pk
+    assert runs[0].unique_key == "schedule:s"
+    assert runs[0].status == JobStatus.READY
+
+
+def test_all_with_a_limit_of_five_runs_the_five_newest_and_counts_five() -> None:
+    row = look(catch_up="all", catch_up_limit=5, overlap="allow")
+    slots = sorted(job.schedule_slot for job in Job.objects.filter(schedule_name="s") if job.schedule_slot)
+    assert slots == row.missed_slots[5:]  # type: ignore[attr-defined]
+    assert (row.runs, row.missed) == (5, 5)
+
+
+def test_none_runs_nothing_late_and_counts_ten() -> None:
+    row = look(catch_up="none")
+    assert not Job.objects.filter(schedule_name="s").exists()
+    assert (row.runs, row.missed) == (0, 10)
+
+
+def test_skip_runs_one_of_five_while_the_first_is_live() -> None:
+    row = look(catch_up="all", catch_up_limit=5)
+    assert Job.objects.filter(schedule_name="s").count() == 1
+    assert (row.runs, row.skipped, row.missed) == (1, 4, 5)
+
+
+def test_queue_keeps_the_next_slot_waiting_for_the_live_run() -> None:
+    row = look(catch_up="all", catch_up_limit=5, overlap="queue")
+    assert Job.objects.filter(schedule_name="s").count() == 1
+    assert (row.runs, row.skipped, row.missed) == (1, 0, 5)
+    assert row.next_slot == row.missed_slots[6]  # type: ignore[attr-defined]
