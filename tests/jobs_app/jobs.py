@@ -124,3 +124,17 @@ def ignores_sigterm(key: str, seconds: float) -> None:
     if _record(key) == 1:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         time.sleep(seconds)
+
+
+@job(policy="three")
+def record_run() -> None:
+    """A schedule's run: records itself under its job id, so a test counts runs per slot."""
+    context = current_job()
+    _record(f"run-{context.job_id if context else 0}")
+
+
+@job(policy="until-next-slot")
+def always_fails_retryably() -> None:
+    """A schedule's run that never succeeds: its retries go on until its schedule's next slot."""
+    _record(f"doomed-{current_job().job_id if current_job() else 0}")
+    raise RetryableError("the partner is down")
