@@ -100,6 +100,9 @@ REVIVED_COLUMNS = ", ".join(
 )
 
 
+#: Seconds from now until the job ``j``'s retries must stop (its schedule's next slot); NULL: never.
+RETRY_WINDOW = "extract(epoch FROM j.retry_until - statement_timestamp())::float8 AS retry_window"
+
 #: What a burial's INSERT INTO the dead letters returns, besides what its caller reads,
 #: for :func:`counting_deaths`.
 DIED = "task_name, queue_name, reason, last_error_class, dead_at"

@@ -28,6 +28,7 @@ from django_jobretry.services.sql import (
     LOCKED_ROWS,
     ONE_ATTEMPT,
     ORIGINAL_JOB_ID,
+    RETRY_WINDOW,
     REVIVED_COLUMNS,
     counting_deaths,
     dead_letter_select,
@@ -38,9 +39,8 @@ from django_jobretry.services.sql import (
     trimmed,
 )
 
+
 # -- claim -----------------------------------------------------------------------------------
-
-
 def pick_sql(filters: str = "") -> str:
     """Lock the next due jobs, in claim order, skipping those other workers hold."""
     return f"""
@@ -65,8 +65,7 @@ CLAIM_PICKED = f"""
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args AS raw_args, j.kwargs AS raw_kwargs,
               j.attempts AS attempt, j.max_attempts, j.lease_token AS token,
-              {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count, j.schedule_name,
-              extract(epoch FROM j.retry_until - statement_timestamp())::float8 AS retry_window,
+              {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count, j.schedule_name, {RETRY_WINDOW},
               j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
 """
 
@@ -111,8 +110,6 @@ def succeed_and_claim_sql(*, filter_queues: bool, with_retries: bool = False) ->
 
 
 # -- retry -----------------------------------------------------------------------------------
-
-
 def retry_sql(rows: str, where: str, *, entry: str, delay: str, history: str = "%(history)s") -> str:
     """Back to ready after ``delay`` seconds (durable backoff), ``entry`` last in the history.
 
@@ -153,8 +150,6 @@ def recovery_retry_sql() -> str:
 
 
 # -- bury and revive -------------------------------------------------------------------------
-
-
 def burial_sql(
     rows: str, where: str, *, entry: str, reason: str, message: str, error_class: str = "''"
 ) -> str:
@@ -244,8 +239,6 @@ def revive_sql() -> str:
 
 
 # -- locks, leases and cancel requests -------------------------------------------------------
-
-
 def lock_attempt_sql() -> str:
     """Lock a running attempt (ONE_ATTEMPT without its entry), fenced, to read ``elapsed``."""
     return f"""
@@ -281,7 +274,8 @@ def heartbeat_sql() -> str:
 #: Running jobs whose lease ran out, locked for this transaction (lease recovery).
 EXPIRED_LEASES = f"""
     SELECT j.id, j.task_name, j.queue_name, j.policy_name, j.attempts, j.max_attempts,
-           {ELAPSED_SQL} AS elapsed, j.cancel_requested_at IS NOT NULL AS cancelled, j.cancel_requested_by
+           {ELAPSED_SQL} AS elapsed, j.cancel_requested_at IS NOT NULL AS cancelled, j.cancel_requested_by,
+           {RETRY_WINDOW}
     FROM {JOB} AS j
     WHERE j.status = 'running' AND j.lease_expires_at < statement_timestamp()
     ORDER BY j.lease_expires_at

@@ -7,7 +7,8 @@ waiting for them.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,8 +16,9 @@ from django.db import connection
 from django.test import override_settings
 
 from django_jobretry.conf.schedules import declared
-from django_jobretry.models import Job, JobStatus, Schedule
+from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, Schedule
 from django_jobretry.services import schedules
+from django_jobretry.services.recovery import recover_expired
 
 pytestmark = pytest.mark.django_db
 
@@ -90,3 +92,26 @@ def test_queue_keeps_the_next_slot_waiting_for_the_live_run() -> None:
     assert Job.objects.filter(schedule_name="s").count() == 1
     assert (row.runs, row.skipped, row.missed) == (1, 0, 5)
     assert row.next_slot == row.missed_slots[6]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("window", "status"), [(timedelta(hours=1), JobStatus.READY), (timedelta(0), None)])
+def test_a_lost_run_is_retried_only_if_the_retry_starts_before_the_next_slot(
+    window: timedelta, status: JobStatus | None
+) -> None:
+    """Lease recovery keeps a run's window too: at the next slot or after, it dies ("deadline")."""
+    look()
+    run = Job.objects.get(schedule_name="s")
+    Job.objects.filter(pk=run.pk).update(
+        status=JobStatus.RUNNING,
+        attempts=1,
+        lease_token=uuid.uuid4(),
+        lease_owner="gone",
+        lease_expires_at=db_now() - timedelta(seconds=1),
+        retry_until=db_now() + window,
+    )
+    recover_expired(limit=10, history_limit=10)
+    if status is None:
+        assert not Job.objects.filter(pk=run.pk).exists()
+        assert DeadLetter.objects.get(job_id=run.pk).reason == DeadReason.DEADLINE
+    else:
+        assert Job.objects.get(pk=run.pk).status == status
