@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.policy import InvalidPolicy
@@ -28,6 +30,11 @@ KEYS = (
 #: The most runs one look may start for one schedule (``catch_up="all"``'s cap).
 MAX_CATCH_UP_LIMIT = 1_000
 SETTINGS_SOURCE = 'JOBRETRY["SCHEDULES"]'
+#: The paths ``TASKS`` may name our django.tasks backend by.
+TASK_BACKEND_PATHS = (
+    "django_jobretry.backends.JobRetryBackend",
+    "django_jobretry.contrib.django_tasks.backend.JobRetryBackend",
+)
 
 
 class InvalidSchedule(InvalidPolicy):
@@ -76,12 +83,32 @@ def declare(spec: ScheduleSpec) -> None:
 def declared() -> dict[str, ScheduleSpec]:
     """Every schedule of this process, by name; the declarations that are wrong are left out (checked)."""
     specs = dict(_declared)
-    for name, mapping in settings_mappings().items():
-        try:
-            specs[name] = from_mapping(name, mapping, SETTINGS_SOURCE)
-        except InvalidSchedule:
-            continue
+    for source, mappings in (*task_backend_mappings().items(), (SETTINGS_SOURCE, settings_mappings())):
+        for name, mapping in mappings.items():
+            try:
+                specs[name] = from_mapping(name, mapping, source)
+            except InvalidSchedule:
+                continue
     return specs
+
+
+def task_backend_mappings() -> dict[str, dict[str, Any]]:
+    """Each JobRetryBackend's ``OPTIONS["schedules"]`` in ``TASKS``, by where it is declared.
+
+    Read from the settings, not from the backend object: Django creates a
+    task backend only when a task or a caller first asks for it, and a worker
+    must run these schedules even when no ``@task`` is imported.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    configured = getattr(settings, "TASKS", {})
+    for alias, backend in configured.items() if isinstance(configured, Mapping) else ():
+        if not isinstance(backend, Mapping) or backend.get("BACKEND") not in TASK_BACKEND_PATHS:
+            continue
+        options = backend.get("OPTIONS", {})
+        mappings = options.get("schedules", {}) if isinstance(options, Mapping) else {}
+        if isinstance(mappings, Mapping):
+            found[f'TASKS["{alias}"]["OPTIONS"]["schedules"]'] = dict(mappings)
+    return found
 
 
 def settings_mappings() -> dict[str, Any]:

@@ -14,6 +14,7 @@ from django.tasks import DEFAULT_TASK_QUEUE_NAME
 from django.tasks.exceptions import InvalidTask
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf.schedules import InvalidSchedule, from_mapping
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob, JobRetryError
 from django_jobretry.validation import check_queue_name
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from django.tasks.base import Task
 
 #: The keys OPTIONS may hold.
-OPTION_KEYS = ("policy", "task_policies")
+OPTION_KEYS = ("policy", "task_policies", "schedules")
 
 
 class UndeclaredQueue(InvalidTask):
@@ -61,6 +62,7 @@ def check_backend(backend: BaseTaskBackend) -> list[CheckMessage]:
         message = f'{where}["OPTIONS"] has unknown key(s) {unknown}.{did_you_mean(unknown, OPTION_KEYS)}'
         problems.append(_options_error(where, message))
     problems += _policy_problems(where, options)
+    problems += _schedule_problems(where, options.get("schedules", {}))
     for queue in sorted(backend.queues, key=str):
         try:
             check_queue_name(queue)
@@ -69,12 +71,29 @@ def check_backend(backend: BaseTaskBackend) -> list[CheckMessage]:
     return problems
 
 
+def _schedule_problems(where: str, mappings: object) -> list[CheckMessage]:
+    """E026: ``OPTIONS["schedules"]`` is not a dict of name -> schedule, or one of them is invalid."""
+    label = f'{where}["OPTIONS"]["schedules"]'
+    example = '{"nightly": {"task": "reports.tasks.build", "cron": "0 3 * * *", "tz": "Europe/Berlin"}}'
+    if not isinstance(mappings, dict):
+        return [
+            Error(f"{label} = {mappings!r} is not a dict.", hint=f"e.g. {example}", id="django_jobretry.E026")
+        ]
+    problems: list[CheckMessage] = []
+    for name, mapping in mappings.items():
+        try:
+            from_mapping(name, mapping, label)
+        except InvalidSchedule as exc:
+            problems.append(Error(f"{label}: {exc}", hint=f"e.g. {example}", id="django_jobretry.E026"))
+    return problems
+
+
 def _options_error(where: str, message: str) -> Error:
     return Error(
         message,
         hint='OPTIONS may hold "policy" (the JOBRETRY policy name of every task of this backend) and '
-        '"task_policies" (task path -> policy name), e.g. {"policy": "default", "task_policies": '
-        '{"billing.tasks.send_invoice": "emails"}}.',
+        '"task_policies" (task path -> policy name) and "schedules" (name -> schedule, docs/schedules.md), '
+        'e.g. {"policy": "default", "task_policies": {"billing.tasks.send_invoice": "emails"}}.',
         id="django_jobretry.E021",
     )
 
