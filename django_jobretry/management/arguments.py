@@ -181,6 +181,11 @@ def add_runworker_arguments(parser: CommandParser) -> None:
         help="poll only, without LISTEN/NOTIFY (default: JOBRETRY LISTEN, which is True)",
     )
     parser.add_argument(
+        "--no-schedules",
+        action="store_true",
+        help="never insert the runs of periodic schedules (other workers do); --burst never does",
+    )
+    parser.add_argument(
         "--pool",
         choices=("thread", "process"),
         default="thread",

@@ -55,6 +55,7 @@ class Command(DatabaseCommand):
                 lease_seconds=options["lease"],
                 shutdown_timeout=options["shutdown_timeout"],
                 listen=jobretry_settings.listen and not options["no_listen"],
+                schedules=not options["no_schedules"],
                 pool=options["pool"],
                 max_jobs_per_child=options["max_jobs_per_child"],
                 max_memory_mb=options["max_memory_mb"],
