@@ -111,6 +111,7 @@ bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python -m bench.sidebyside $(BENCH_PEERS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/deadletters.py $(BENCH_DEADLETTER_ARGS)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/schedules.py $(BENCH_SCHEDULE_ARGS)
 
 # Large tables and memory (issue 12; docs/performance.md), each in a scratch database it drops:
 # options in BENCH_LARGE_ARGS (e.g. "--succeeded 100000") and BENCH_MEMORY_ARGS (e.g. "--jobs 300000").

@@ -22,7 +22,7 @@ from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.services import schedule_sql as sql
 from django_jobretry.services.console import counters
 from django_jobretry.services.enqueue import notify
-from django_jobretry.services.schedules import declare_rows, log_fields, run_columns
+from django_jobretry.services.schedules import as_arrays, declare_rows, log_fields, retry_until, run_columns
 
 logger = logging.getLogger("django_jobretry")
 
@@ -88,8 +88,8 @@ def run_now(name: str, *, actor: str) -> int:
         row = Schedule.objects.select_for_update().get(name=name)
         cursor.execute(sql.NOW)
         now = cursor.fetchone()[0]
-        until = row.next_slot if spec.retry_until_next_slot else None
-        cursor.execute(sql.INSERT_RUN, {**vars(run), "name": name, "slot": now, "until": until})
+        until = retry_until(spec, row.next_slot)
+        cursor.execute(sql.INSERT_RUNS, as_arrays([{**vars(run), "name": name, "slot": now, "until": until}]))
         created = cursor.fetchone()
         if created is None:
             live = Job.objects.live().filter(unique_key=run.key).values_list("pk", flat=True).first()

@@ -37,24 +37,35 @@ LOCK_DUE = f"""
     FOR UPDATE SKIP LOCKED
 """
 
-#: One slot's run: an ordinary ready job. A conflict inserts nothing: the schedule's live run
-#: holds its unique key (overlap "skip" and "queue"), or the slot has its run already.
-INSERT_RUN = f"""
+#: The runs of one look (or one run now), in one statement: ordinary ready jobs, in slot order, so
+#: under overlap "skip" and "queue" a schedule's oldest due slot is the one that gets its unique key.
+#: A conflict inserts nothing: the schedule's live run holds the key, or the slot has its run already.
+INSERT_RUNS = f"""
     INSERT INTO {JOB} (task_name, queue_name, policy_name, priority, max_attempts, args, kwargs,
                        unique_key, schedule_name, schedule_slot, retry_until,
                        status, attempts, lease_owner, errors, requeue_count, requeue_history)
-    VALUES (%(task)s, %(queue)s, %(policy)s, %(priority)s, %(max_attempts)s, %(args)s::jsonb,
-            %(kwargs)s::jsonb, %(key)s, %(name)s, %(slot)s, %(until)s, 'ready', 0, '', '[]', 0, '[]')
+    SELECT r.task, r.queue, r.policy, r.priority, r.max_attempts, r.args::jsonb, r.kwargs::jsonb,
+           r.key, r.name, r.slot, r.until, 'ready', 0, '', '[]', 0, '[]'
+    FROM unnest(%(task)s::text[], %(queue)s::text[], %(policy)s::text[], %(priority)s::int[],
+                %(max_attempts)s::int[], %(args)s::text[], %(kwargs)s::text[], %(key)s::text[],
+                %(name)s::text[], %(slot)s::timestamptz[], %(until)s::timestamptz[])
+        WITH ORDINALITY
+        AS r(task, queue, policy, priority, max_attempts, args, kwargs, key, name, slot, until, n)
+    ORDER BY r.n
     ON CONFLICT DO NOTHING
-    RETURNING id
+    RETURNING id, schedule_name, schedule_slot
 """
 
-#: What one look decided for a schedule: where it continues, and what became of its due slots.
+#: What one look decided for each schedule: where it continues, and what became of its due slots.
 ADVANCE = f"""
-    UPDATE {SCHEDULE} SET next_slot = %(next_slot)s, runs = runs + %(runs)s, skipped = skipped + %(skipped)s,
-        missed = missed + %(missed)s, refused = refused + %(refused)s,
-        last_slot = COALESCE(%(last_slot)s, last_slot), last_job_id = COALESCE(%(last_job)s, last_job_id)
-    WHERE name = %(name)s
+    UPDATE {SCHEDULE} AS s SET next_slot = d.next_slot, runs = s.runs + d.runs,
+        skipped = s.skipped + d.skipped, missed = s.missed + d.missed, refused = s.refused + d.refused,
+        last_slot = COALESCE(d.last_slot, s.last_slot), last_job_id = COALESCE(d.last_job, s.last_job_id)
+    FROM unnest(%(name)s::text[], %(next_slot)s::timestamptz[], %(runs)s::bigint[], %(skipped)s::bigint[],
+                %(missed)s::bigint[], %(refused)s::bigint[], %(last_slot)s::timestamptz[],
+                %(last_job)s::bigint[])
+        AS d(name, next_slot, runs, skipped, missed, refused, last_slot, last_job)
+    WHERE s.name = d.name
 """
 
 #: Seconds until the next slot of this process's schedules comes due (negative: due already).

@@ -41,3 +41,10 @@ def test_the_dead_letter_admin_benchmark_runs_as_make_bench_runs_it() -> None:
     pages = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
     assert {"list, first page", "detail page", "dashboard"} <= set(pages), out
     assert "jobs table: 0 succeeded jobs" in out
+
+
+def test_the_schedules_benchmark_measures_every_look() -> None:
+    out = run_bench("bench/schedules.py", "--schedules", "20", "--repeat", "1", timeout=DEADLINE)
+    looks = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| look,")]
+    assert looks == ["look, nothing due", "look, 1 due", "look, 2 due", "look, all 20 due"], out
+    assert "runs a minute" in out
