@@ -69,14 +69,14 @@ CLAIM_PICKED = f"""
               j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
 """
 
-#: Finished attempts succeeded, fenced; returns the ids that still held their lease.
+#: Finished attempts succeeded, fenced; returns the ids that still held their lease, and when.
 SUCCEED = f"""
     UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(),
         return_value = d.result::jsonb, {END_LEASE}
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(results)s::text[])
         AS d(id, attempts, token, result)
     WHERE j.id = d.id AND {FENCE}
-    RETURNING j.id
+    RETURNING j.id, j.finished_at
 """
 
 
@@ -94,18 +94,18 @@ def succeed_and_claim_sql(*, filter_queues: bool, with_retries: bool = False) ->
     """SUCCEED, the retries (parameters prefixed ``retry_``) and the claim, as one statement.
 
     One row always comes back: ``ids``, the array of the ids whose outcome was
-    written (NULL for none) and, beside it, one claimed job per row (NULLs
-    when none was due). The parts touch disjoint rows (running ones, ready
-    ones), so running them on one snapshot changes nothing any of them sees:
-    a job made ready again here is not claimed by this statement.
+    written (NULL for none), the ``finished_at`` SUCCEED wrote and, beside
+    them, one claimed job per row (NULLs when none was due). The parts touch
+    disjoint rows (running ones, ready ones), so running them on one snapshot
+    changes nothing any of them sees: a job made ready again here is not claimed.
     """
     filters = "AND queue_name = ANY(%(queues)s)" if filter_queues else ""
     retried = f", retried AS ({schedule_retries_sql('retry_')})" if with_retries else ""
     kept = "SELECT id FROM done" + (" UNION ALL SELECT id FROM retried" if with_retries else "")
     return f"""
         WITH done AS ({SUCCEED}){retried}, picked AS ({pick_sql(filters)}), claimed AS ({CLAIM_PICKED})
-        SELECT d.ids, c.* FROM (SELECT array_agg(id) AS ids FROM ({kept}) AS k) AS d
-        LEFT JOIN claimed AS c ON TRUE
+        SELECT d.ids, statement_timestamp() AS finished_at, c.*
+        FROM (SELECT array_agg(id) AS ids FROM ({kept}) AS k) AS d LEFT JOIN claimed AS c ON TRUE
     """
 
 

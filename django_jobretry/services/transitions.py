@@ -12,9 +12,9 @@ failure_writes.py, lease recovery in recovery.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -29,6 +29,7 @@ from django_jobretry.services.sql import named_rows
 __all__ = [
     "Burial",
     "ClaimedJob",
+    "Written",
     "bury",
     "claim",
     "claimed_jobs",
@@ -42,6 +43,15 @@ __all__ = [
 
 #: The columns of a claimed row that are ClaimedJob's fields (the rest order the claim).
 CLAIMED_FIELDS = tuple(field.name for field in fields(ClaimedJob) if field.init)
+
+
+class Written(set[int]):
+    """The ids a statement wrote the outcome of (they still held their lease), and its time: the
+    ``finished_at`` of every success it wrote, which a django.tasks result carries (None: no statement)."""
+
+    def __init__(self, ids: Iterable[int] = (), finished_at: datetime | None = None) -> None:
+        super().__init__(ids)
+        self.finished_at = finished_at
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,7 @@ def _succeed_params(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | Non
     return {**fence_arrays(jobs), "results": [results.get(job.id) for job in jobs]}
 
 
-def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> set[int]:
+def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> Written:
     """Mark finished attempts succeeded in one statement; returns the ids that still held their lease.
 
     ``results`` maps a job id to the JSON text its task returned (django.tasks
@@ -109,10 +119,11 @@ def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None
     and a task result lists it.
     """
     if not jobs:
-        return set()
+        return Written()
     with connection.cursor() as cursor:
         cursor.execute(statements.SUCCEED, _succeed_params(jobs, results))
-        return {row[0] for row in cursor.fetchall()}
+        rows = cursor.fetchall()
+    return Written((row[0] for row in rows), rows[0][1] if rows else None)
 
 
 def succeed_and_claim(
@@ -124,7 +135,7 @@ def succeed_and_claim(
     lease_seconds: float,
     queues: Sequence[str] | None,
     retries: Mapping[str, Any] | None = None,
-) -> tuple[set[int], list[ClaimedJob]]:
+) -> tuple[Written, list[ClaimedJob]]:
     """:func:`succeed`, the ``retries`` and then :func:`claim`, in one statement: one round trip, one commit.
 
     ``retries`` are the parameters of statements.schedule_retries_sql, prefixed
@@ -140,8 +151,8 @@ def succeed_and_claim(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = named_rows(cursor)
-    succeeded = set(rows[0]["ids"] or ()) if rows else set()
-    return succeeded, claimed_jobs([row for row in rows if row["id"] is not None])
+    written = Written(rows[0]["ids"] or (), rows[0]["finished_at"]) if rows else Written()
+    return written, claimed_jobs([row for row in rows if row["id"] is not None])
 
 
 def release(jobs: Sequence[ClaimedJob]) -> set[int]:
