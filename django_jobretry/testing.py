@@ -181,7 +181,7 @@ def _run_one(job: ClaimedJob, recorder: Recorder) -> Outcome:
         send_job_signal(recorder.sender, signals.job_started, job)
         outcome = _call(job)
     if isinstance(outcome, Succeeded):
-        recorder.record_successes([job], {job.id: outcome.result} if outcome.result is not None else None)
+        recorder.record_successes([outcome])
     else:
         recorder.record_failure(outcome)
     # Read back, not assumed: an attempt whose lease was lost changes nothing.

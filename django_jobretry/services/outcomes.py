@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import DatabaseError, DataError, IntegrityError, transaction
@@ -104,14 +104,13 @@ class Recorder:
         attempt = FailedAttempt(job, policy, classification, entry, fallback)
         return attempt if policy.retry_for is not None else decided(attempt, elapsed=None)
 
-    def record_successes(self, jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> None:
-        """Record finished attempts in one statement; ``results``: job id -> returned JSON text."""
-        self._announce_successes(jobs, transitions.succeed(jobs, results))
+    def record_successes(self, outcomes: Sequence[Succeeded]) -> None:
+        """Record finished attempts in one statement, with the values they keep."""
+        self._announce_successes(outcomes, transitions.succeed(*_written(outcomes)))
 
     def record_successes_and_claim(
         self,
-        jobs: Sequence[ClaimedJob],
-        results: Mapping[int, str] | None,
+        outcomes: Sequence[Succeeded],
         *,
         retries: Sequence[FailedAttempt] = (),
         limit: int,
@@ -122,11 +121,10 @@ class Recorder:
         ``limit`` jobs, in the same statement."""
         history = jobretry_settings.error_history_limit
 
-        def claim(with_retries: bool) -> tuple[set[int], list[ClaimedJob]]:
+        def claim(with_retries: bool) -> tuple[transitions.Written, list[ClaimedJob]]:
             params = retry_params(retries, history, prefix="retry_") if with_retries and retries else None
             return transitions.succeed_and_claim(
-                jobs,
-                results,
+                *_written(outcomes),
                 owner=self.worker_id,
                 limit=limit,
                 lease_seconds=lease_seconds,
@@ -143,19 +141,20 @@ class Recorder:
         else:
             with statement_guard():
                 done = honour_cancels(written(retries, recorded), history)
-        self._announce_successes(jobs, recorded)
+        self._announce_successes(outcomes, recorded)
         for attempt in done:
             self._announce_failure(attempt)
         return claimed
 
-    def _announce_successes(self, jobs: Sequence[ClaimedJob], recorded: set[int]) -> None:
-        for job in jobs:
+    def _announce_successes(self, outcomes: Sequence[Succeeded], recorded: transitions.Written) -> None:
+        for outcome in outcomes:
+            job = outcome.job
             if job.id not in recorded:
                 self._stale(job, "succeeded")
                 continue
             logger.info(f"{JOB_LINE} succeeded", *job_line_args(job), extra=log_extra(job, "succeeded"))
             send_job_signal(self.sender, signals.job_succeeded, job)
-        runs = [job.schedule_name for job in jobs if job.schedule_name and job.id in recorded]
+        runs = [o.job.schedule_name for o in outcomes if o.job.schedule_name and o.job.id in recorded]
         if runs:
             try:
                 schedules.record_successes(runs)
@@ -269,3 +268,8 @@ class Recorder:
             what,
             extra=log_extra(job, "stale_ignored", stale_outcome=what),
         )
+
+
+def _written(outcomes: Sequence[Succeeded]) -> tuple[list[ClaimedJob], dict[int, str]]:
+    """The jobs of ``outcomes`` and the values they keep (job id -> JSON text), as statements take them."""
+    return [o.job for o in outcomes], {o.job.id: o.result for o in outcomes if o.result is not None}

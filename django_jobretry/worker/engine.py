@@ -71,8 +71,7 @@ class Worker:
         self.outbox: queue.Queue[Succeeded | Failed] = queue.Queue()
         self.running: dict[int, ClaimedJob] = {}  # claimed, outcome not yet recorded
         # Outcomes taken from the outbox, kept until recorded (across a reconnect).
-        self.succeeded: list[ClaimedJob] = []
-        self.results: dict[int, str] = {}  # job id -> returned JSON, for tasks that keep results
+        self.succeeded: list[Succeeded] = []
         self.failed: list[FailedAttempt] = []  # decided to die, or to be decided under the row lock
         self.retrying: list[FailedAttempt] = []  # decided as retries, written with the next claim
         self.recorder = Recorder(self.id, type(self))
@@ -218,10 +217,8 @@ class Worker:
             if self.time_limits.release_if_abandoned(outcome.job):
                 continue
             if isinstance(outcome, Succeeded):
-                self.succeeded.append(outcome.job)
+                self.succeeded.append(outcome)
                 self.running.pop(outcome.job.id, None)
-                if outcome.result is not None:
-                    self.results[outcome.job.id] = outcome.result
             else:
                 self._take_failure(outcome)
         while self.failed:  # each leaves the list once written, so a database error keeps the rest
@@ -248,18 +245,17 @@ class Worker:
         if (self.succeeded and limit) or self.retrying:
             claimed = self.recorder.record_successes_and_claim(
                 self.succeeded,
-                self.results,
                 retries=self.retrying,
                 limit=limit,
                 lease_seconds=self.lease,
                 queues=self.options.queues,
             )
         elif self.succeeded:
-            self.recorder.record_successes(self.succeeded, self.results)
+            self.recorder.record_successes(self.succeeded)
         elif limit:
             claimed = transitions.claim(self.id, limit, self.lease, self.options.queues)
-        self._forget(self.succeeded)
-        self.succeeded, self.results, self.retrying = [], {}, []
+        self._forget([outcome.job for outcome in self.succeeded])
+        self.succeeded, self.retrying = [], []
         for job in claimed:
             self.running[job.id] = job
             self.inbox.put(job)

@@ -13,7 +13,7 @@ from typing import Any
 
 from django_jobretry.backends import JobRetryBackend
 from django_jobretry.services import transitions
-from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.claimed import ClaimedJob, Succeeded
 from django_jobretry.services.outcomes import Recorder
 from tests.attempts import LEASE, record_failure
 
@@ -41,5 +41,5 @@ def fail(owner: str, error: BaseException) -> ClaimedJob:
 def succeed(owner: str, value: Any) -> ClaimedJob:
     """One attempt by worker ``owner`` that returned ``value``, recorded as the worker records it."""
     claimed = claim_due(owner)
-    Recorder(owner, JobRetryBackend).record_successes([claimed], {claimed.id: json.dumps(value)})
+    Recorder(owner, JobRetryBackend).record_successes([Succeeded(claimed, json.dumps(value))])
     return claimed

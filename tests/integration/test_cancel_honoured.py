@@ -89,7 +89,7 @@ class TestTheRetryHonoursTheRequest:
         retries = [recorder.failed(Failed(claimed, ConnectionResetError("reset")))]
         assert retries[0].retry is not None
         taken = recorder.record_successes_and_claim(
-            [], None, retries=retries, limit=10, lease_seconds=30, queues=None
+            [], retries=retries, limit=10, lease_seconds=30, queues=None
         )
         assert [job.args for job in taken] == [["next"]]
         assert_cancelled(claimed.id, ended="error")

@@ -20,7 +20,7 @@ from django_jobretry import FatalError
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import transitions
-from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted
+from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
 from django_jobretry.services.failure_writes import retry_params, write_failures
 from django_jobretry.services.history import AttemptEnd
 from django_jobretry.services.outcomes import Recorder
@@ -170,7 +170,7 @@ def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> N
     assert [retry.job.id for retry in retries] == [held.id, lost.id]
     with CaptureQueriesContext(connection) as captured:
         claimed = Recorder(OWNER, object).record_successes_and_claim(
-            [succeeded], None, retries=retries, limit=10, lease_seconds=LEASE, queues=None
+            [Succeeded(succeeded)], retries=retries, limit=10, lease_seconds=LEASE, queues=None
         )
     # One statement, and one more only because a retry was refused: it tells a stale
     # attempt from one whose cancel was requested (services/cancel.py).
@@ -191,7 +191,7 @@ def test_a_refused_retry_on_the_claim_statement_falls_back_alone_and_the_claim_s
     retries = take([failed(good, "one"), failed(poisoned, "two")])
     retries[1] = refused(poisoned, "two")
     claimed = Recorder(OWNER, object).record_successes_and_claim(
-        [], None, retries=retries, limit=10, lease_seconds=LEASE, queues=None
+        [], retries=retries, limit=10, lease_seconds=LEASE, queues=None
     )
     assert [job.args for job in claimed] == [["next"]]
     stored = dict(Job.objects.filter(status=JobStatus.READY).values_list("pk", "errors__0__message"))

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 import pytest
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.claimed import Succeeded
 from django_jobretry.services.outcomes import Recorder
+from django_jobretry.services.transitions import Written
 from tests.inprocess import run_burst
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
@@ -84,9 +85,9 @@ def test_the_budget_catches_a_planted_query_per_job(monkeypatch: pytest.MonkeyPa
     """Negative control: one extra statement per success must break the budget above."""
     announce = Recorder._announce_successes
 
-    def one_more_query_per_job(self: Recorder, finished: Sequence[ClaimedJob], recorded: set[int]) -> None:
-        for job in finished:
-            Job.objects.filter(pk=job.id).exists()
+    def one_more_query_per_job(self: Recorder, finished: Sequence[Succeeded], recorded: Written) -> None:
+        for outcome in finished:
+            Job.objects.filter(pk=outcome.job.id).exists()
         announce(self, finished, recorded)
 
     monkeypatch.setattr(Recorder, "_announce_successes", one_more_query_per_job)
