@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from django_jobretry.conf.schedules import InvalidSchedule, declare_job_schedule
 from django_jobretry.exceptions import InvalidJob
@@ -48,8 +48,6 @@ class JobDefinition[**P]:
     #: Whether ``func``'s first parameter is django.tasks' context, which the worker passes:
     #: the arguments of an enqueue bind to the parameters after it.
     takes_context: bool = False
-    #: ``@job`` functions' return values are not stored (django.tasks results are).
-    keeps_result: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))

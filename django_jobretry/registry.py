@@ -37,6 +37,7 @@ class TaskDefinition(Protocol):
     @property
     def name(self) -> str: ...
 
+    #: Runs one attempt; what it returns is dropped unless it is a ``Kept`` (services/claimed.py).
     @property
     def func(self) -> Callable[..., Any]: ...
 
@@ -53,10 +54,6 @@ class TaskDefinition(Protocol):
     #: The queue its jobs go to unless an enqueue says otherwise.
     @property
     def queue_name(self) -> str: ...
-
-    #: Whether the worker stores what ``func`` returns (django.tasks results); ``@job`` does not.
-    @property
-    def keeps_result(self) -> bool: ...
 
     #: Whether ``func``'s first parameter is django.tasks' context: the job's arguments bind after it.
     @property

@@ -1,17 +1,18 @@
 """A claimed job, as the worker holds it from its claim until its outcome is recorded, and its outcomes.
 
-An attempt ends as one of three values - :class:`Succeeded`, :class:`Failed`
-(the handler raised) or :class:`Interrupted` (the worker shut down first).
-The recorder (services/outcomes.py) turns a failure into one
-:class:`FailedAttempt`, which carries it until it is announced.
+An attempt ends as one of three values - :class:`Succeeded`, :class:`Failed` (the handler
+raised) or :class:`Interrupted` (the worker shut down first). The recorder (services/outcomes.py)
+turns a failure into one :class:`FailedAttempt`, which carries it until it is announced; a
+success carries what its announcement needs (:class:`Kept`): nothing is read again.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django_jobretry.exceptions import UndecodableArguments
@@ -70,12 +71,27 @@ class ClaimedJob:
         return self.arguments()[1]
 
 
+#: Announces a success once written, given the time the statement wrote (a django.tasks task's end).
+type Finish = Callable[[Succeeded, datetime], None]
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What a django.tasks task's ``func`` returns (``@job`` values are not kept): the JSON text stored
+    as the job's return value, and what the main loop calls once the success is written (picklable: it
+    comes back from a child process)."""
+
+    result: str
+    finish: Finish
+
+
 @dataclass(frozen=True)
 class Succeeded:
-    """The handler returned; ``result`` is the JSON text to keep, for tasks that keep one."""
+    """The handler returned; ``result`` and ``finish`` are what a :class:`Kept` gave, if anything."""
 
     job: ClaimedJob
     result: str | None = None
+    finish: Finish | None = None
 
 
 @dataclass(frozen=True)

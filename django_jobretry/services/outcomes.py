@@ -154,6 +154,8 @@ class Recorder:
                 continue
             logger.info(f"{JOB_LINE} succeeded", *job_line_args(job), extra=log_extra(job, "succeeded"))
             send_job_signal(self.sender, signals.job_succeeded, job)
+            if outcome.finish is not None and recorded.finished_at is not None:  # it is: the id was written
+                outcome.finish(outcome, recorded.finished_at)
         runs = [o.job.schedule_name for o in outcomes if o.job.schedule_name and o.job.id in recorded]
         if runs:
             try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from django_jobretry.policy import ErrorKind
+    from django_jobretry.services.claimed import Finish
     from django_jobretry.services.history import AttemptEnd, RenderedError
 
 #: prctl(2): the signal this process gets when its parent thread ends.
@@ -37,7 +38,7 @@ class PoolOptions:
 
 @dataclass(frozen=True)
 class Reply:
-    """What a child sends back for one job: plain values only."""
+    """What a child sends back for one job: plain, picklable values only."""
 
     ended: AttemptEnd | None  # None: the handler succeeded
     rendered: RenderedError | None = None
@@ -45,8 +46,9 @@ class Reply:
     requested_delay: timedelta | None = None
     #: The child is over its memory limit and exits after this reply.
     retiring: bool = False
-    #: What a task that keeps results returned, as JSON text.
+    #: What a task that keeps results returned, as JSON text, and how its end is announced.
     result: str | None = None
+    finish: Finish | None = None
     #: Which rule made the failure fatal (Classification.rule).
     rule: str | None = None
 
@@ -85,7 +87,7 @@ def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
         outcome = run_handler(job)
         retiring = _over_memory(options.max_memory_mb)
         if isinstance(outcome, Succeeded):
-            conn.send(Reply(None, retiring=retiring, result=outcome.result))
+            conn.send(Reply(None, retiring=retiring, result=outcome.result, finish=outcome.finish))
         else:
             verdict = classify_failure(policy_for(job.task_name, job.policy_name), outcome)
             rendered = outcome.rendered or render_error(outcome.error)

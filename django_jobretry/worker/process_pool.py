@@ -219,7 +219,7 @@ def _failed(job: ClaimedJob, error: BaseException, ended: AttemptEnd) -> Failed:
 
 def _outcome(job: ClaimedJob, reply: Reply) -> Succeeded | Failed:
     if reply.ended is None:
-        return Succeeded(job, reply.result)
+        return Succeeded(job, reply.result, reply.finish)
     rendered = reply.rendered or RenderedError("", "", "")
     classification = Classification(reply.kind or ErrorKind.RETRYABLE, reply.requested_delay, reply.rule)
     return Failed(job, ChildFailed(rendered.message), reply.ended, rendered, classification)

@@ -20,16 +20,15 @@ from typing import Any
 from django.db import close_old_connections
 
 from django_jobretry import signals
-from django_jobretry.conf import jobretry_settings, task_modules
+from django_jobretry.conf import task_modules
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
-from django_jobretry.exceptions import InvalidJob, StaleArguments, UnknownTask, UnstorableResult
+from django_jobretry.exceptions import StaleArguments, UnknownTask
 from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import registry, time_limit
-from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
+from django_jobretry.services.claimed import ClaimedJob, Failed, Kept, Succeeded
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra, send_job_signal
 from django_jobretry.signatures import mismatch
-from django_jobretry.validation import check_result
 from django_jobretry.worker.time_limits import TimeLimits
 
 logger = logging.getLogger("django_jobretry")
@@ -107,9 +106,10 @@ def unknown_task(job: ClaimedJob) -> Failed:
 def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeeded | Failed:
     """Call the registered function of ``job`` with its arguments, in this thread, and say how it went.
 
-    ``manage_connections=False`` leaves the thread's database connection
-    alone: ``django_jobretry.testing`` runs jobs inside a test's transaction,
-    which closing a connection "too old to reuse" would end.
+    What it returns is dropped unless it is a :class:`Kept` (a django.tasks
+    task's result and end). ``manage_connections=False`` leaves the thread's
+    connection alone: ``django_jobretry.testing`` runs jobs inside a test's
+    transaction, which closing a connection "too old to reuse" would end.
     """
     definition = registry.get(job.task_name)
     if definition is None:
@@ -135,7 +135,6 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
         value = definition.func(*args, **kwargs)
         if inspect.isawaitable(value):
             value = asyncio.run(_await(value))
-        result = _stored_result(job.task_name, value) if definition.keeps_result else None
     except Exception as error:
         return Failed(job, error, AttemptEnd.ERROR, render_error(error))
     except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself
@@ -144,7 +143,7 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
         reset_current_job(token)
         if manage_connections:
             close_old_connections()
-    return Succeeded(job, result)
+    return Succeeded(job, value.result, value.finish) if isinstance(value, Kept) else Succeeded(job)
 
 
 def stale_arguments(job: ClaimedJob, why: str) -> Failed:
@@ -159,19 +158,6 @@ def stale_arguments(job: ClaimedJob, why: str) -> Failed:
 
 #: How a job whose arguments do not fit its function is classified (:func:`stale_arguments`).
 STALE = Classification(ErrorKind.FATAL, rule=STALE_ARGUMENTS_RULE)
-
-
-def _stored_result(task_name: str, value: Any) -> str:
-    """The JSON text of a task's return value; a value that cannot be stored fails the attempt."""
-    try:
-        return check_result(
-            task_name,
-            value,
-            max_bytes=jobretry_settings.max_args_bytes,
-            max_depth=jobretry_settings.max_args_depth,
-        )
-    except InvalidJob as exc:
-        raise UnstorableResult(str(exc)) from None
 
 
 async def _await(awaitable: Any) -> Any:

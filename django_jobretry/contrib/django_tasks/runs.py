@@ -9,12 +9,13 @@ which makes sure ``django.tasks`` exists.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import logging
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.tasks.base import Task, TaskContext, TaskResult, TaskResultStatus
@@ -26,9 +27,10 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import current_job
 from django_jobretry.exceptions import InvalidJob, StoredError, UnstorableResult
 from django_jobretry.registry import registry
-from django_jobretry.validation import check_result_shape
+from django_jobretry.validation import check_result, check_result_shape
 
-logger = logging.getLogger("django_jobretry")
+if TYPE_CHECKING:
+    from django_jobretry.services.claimed import Kept, Succeeded
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,6 @@ class TaskRun:
     #: Runs one attempt; named like the task's function, for messages and logs.
     func: Callable[..., Any] = field(init=False)
     timeout: timedelta | None = None
-    #: A task's return value is its result: the worker stores it.
-    keeps_result: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.task.module_path)
@@ -76,19 +76,34 @@ class TaskRun:
         policy_name = getattr(backend, "policy_name", None)
         return policy_name(self.task) if callable(policy_name) else "default"
 
-    def run(self, *args: Any, **kwargs: Any) -> Any:
-        """One attempt: send ``task_started``, call the task (with its context), return its value."""
+    def run(self, *args: Any, **kwargs: Any) -> Kept:
+        """One attempt: send ``task_started``, call the task (with its context), keep its value and end."""
+        from django_jobretry.services.claimed import Kept
+
         result = running_result(self.task)
         send_task_signal(task_started, self.task, result)
         if self.task.takes_context:
             value = self.task.call(TaskContext(task_result=result), *args, **kwargs)
         else:
             value = self.task.call(*args, **kwargs)
-        return _converted(self.name, value)
+        # Without the arguments, which the job holds: they may nest deeper than pickle goes.
+        running = dataclasses.replace(result, args=[], kwargs={})
+        return Kept(_stored(self.name, value), functools.partial(_finish, running))
 
 
-def _converted(task_name: str, value: Any) -> Any:
-    """``value`` through Django's JSON conversion, or UnstorableResult: fatal, it fails the same way again.
+def _finish(running: TaskResult[..., Any], outcome: Succeeded, finished_at: datetime) -> None:
+    """``task_finished`` of a success (``Kept.finish``): the result its attempt read as it started, finished
+    at the time the success statement wrote. Called on the main loop, it reads nothing again."""
+    args, kwargs = outcome.job.arguments()
+    done = dataclasses.replace(
+        running, status=TaskResultStatus.SUCCESSFUL, finished_at=finished_at, args=args, kwargs=kwargs
+    )
+    object.__setattr__(done, "_return_value", json.loads(outcome.result) if outcome.result else None)
+    send_task_signal(task_finished, done.task, done)
+
+
+def _stored(task_name: str, value: Any) -> str:
+    """``value`` as JSON text, after Django's conversion; or UnstorableResult: fatal, it would fail again.
 
     The conversion recurses, so depth and size are checked first, by the
     rule arguments follow; a recursion limit reached anyway (MAX_ARGS_DEPTH
@@ -97,7 +112,7 @@ def _converted(task_name: str, value: Any) -> Any:
     limits = {"max_bytes": jobretry_settings.max_args_bytes, "max_depth": jobretry_settings.max_args_depth}
     try:
         check_result_shape(task_name, value, **limits)
-        return normalize_json(value)
+        return check_result(task_name, normalize_json(value), **limits)
     except InvalidJob as exc:
         raise UnstorableResult(str(exc)) from None
     except RecursionError:
@@ -126,9 +141,7 @@ def running_result(task: Task[..., Any]) -> TaskResult[..., Any]:
     context = current_job()
     if context is None:
         raise RuntimeError(f"task {task.module_path!r} ran outside a worker; call it with .call()")
-    row = Job.objects.filter(id=context.job_id).first()
-    if row is None:  # pragma: no cover - the worker holds the job's lease
-        raise Job.DoesNotExist(f"job {context.job_id} is gone while it runs")
+    row = Job.objects.get(id=context.job_id)  # the worker holds the job's lease
     return result_of(row, enqueued_task(row, task), task.backend)
 
 
@@ -136,40 +149,6 @@ def send_task_signal(signal: Any, task: Task[..., Any], result: TaskResult[..., 
     """A django.tasks signal with the task's backend class as sender; a failing receiver is logged."""
     extra = {"job_id": result.id, "task": task.module_path, "outcome": "signal_error"}
     signals.send(signal, type(task.get_backend()), extra, task_result=result)
-
-
-def _finished(row: Any) -> None:
-    """Send ``task_finished`` for ``row`` (a job or dead letter) if it belongs to a django.tasks task.
-
-    A failed task's is sent while the last attempt's error is being handled,
-    as Django's ImmediateBackend does, so that Django's log line of it
-    (``sys.exc_info()``) carries the traceback: the error is long gone, so a
-    :class:`StoredError` holding its recorded traceback stands for it.
-    """
-    from django_jobretry.contrib.django_tasks.results import enqueued_task, result_of
-
-    registered = task_of(row.task_name)
-    if registered is None:
-        return
-    task = enqueued_task(row, registered)
-    result = result_of(row, task, task.backend)
-    if result.status != TaskResultStatus.FAILED or not result.errors:
-        send_task_signal(task_finished, task, result)
-        return
-    last = result.errors[-1]
-    try:
-        raise StoredError(f"{last.exception_class_path}, as its attempt recorded it:\n{last.traceback}")
-    except StoredError:
-        send_task_signal(task_finished, task, result)
-
-
-def _on_succeeded(sender: type, *, task_name: str = "", job_id: int | None = None, **kwargs: Any) -> None:
-    from django_jobretry.models import Job
-
-    if task_of(task_name) is None or job_id is None:
-        return
-    if (row := Job.objects.filter(id=job_id).first()) is not None:
-        _finished(row)
 
 
 def _on_dead_lettered(
@@ -180,19 +159,32 @@ def _on_dead_lettered(
     requeued_as: int | None = None,
     **kwargs: Any,
 ) -> None:
-    """A task ended for good as a dead letter (an operator's cancel sends no ``task_name``).
+    """``task_finished`` of a task dead for good, read from its dead letter: lease recovery and
+    an operator's cancel (which sends no ``task_name``) bury jobs with no attempt in hand.
 
-    Not when the policy's ``requeue_budget`` revived it at once (``requeued_as``):
-    the task runs again and finishes later.
+    Not when the policy's ``requeue_budget`` revived it at once (``requeued_as``).
+    Sent while the last attempt's error is being handled, as Django's
+    ImmediateBackend does, so that Django's log line of it carries the
+    traceback: a :class:`StoredError` holding the recorded one stands for it.
     """
+    from django_jobretry.contrib.django_tasks.results import enqueued_task, result_of
     from django_jobretry.models import DeadLetter
 
     if dead_letter_id is None or requeued_as is not None or (task_name and task_of(task_name) is None):
         return
     # None: the dead letter was requeued or discarded before this receiver ran.
-    if (row := DeadLetter.objects.filter(id=dead_letter_id).first()) is not None:
-        _finished(row)
+    row = DeadLetter.objects.filter(id=dead_letter_id).first()
+    if row is None or (registered := task_of(row.task_name)) is None:
+        return
+    task = enqueued_task(row, registered)
+    result = result_of(row, task, task.backend)
+    try:
+        if result.errors:  # always, but in a hand-edited row
+            last = result.errors[-1]
+            raise StoredError(f"{last.exception_class_path}, as its attempt recorded it:\n{last.traceback}")
+        send_task_signal(task_finished, task, result)
+    except StoredError:
+        send_task_signal(task_finished, task, result)
 
 
-signals.job_succeeded.connect(_on_succeeded, dispatch_uid="jobretry.django_tasks.succeeded")
 signals.job_dead_lettered.connect(_on_dead_lettered, dispatch_uid="jobretry.django_tasks.dead")
