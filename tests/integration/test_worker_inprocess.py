@@ -11,9 +11,12 @@ connections of their own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import django
 import pytest
 
+from django_jobretry import signals
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services.claimed import Succeeded
 from django_jobretry.services.outcomes import Recorder
@@ -94,3 +97,48 @@ def test_the_budget_catches_a_planted_query_per_job(monkeypatch: pytest.MonkeyPa
     # The budget assertion fails, listing the statements: the planted one among them.
     with pytest.raises(AssertionError, match=r"SELECT 1 AS \"a\" FROM \"django_jobretry_job\""):
         test_one_at_a_time_a_job_costs_one_round_trip()
+
+
+needs_django_tasks = pytest.mark.skipif(
+    django.VERSION < (6, 0), reason="django.tasks exists from Django 6.0 on"
+)
+
+
+@needs_django_tasks
+def test_a_django_tasks_task_costs_what_a_job_costs() -> None:
+    """``task_finished`` comes from the attempt's outcome: the main loop reads no row for it."""
+    from django.tasks.signals import task_finished
+
+    from tests.jobs_app import tasks
+
+    count = 30
+    enqueued = [tasks.flaky.enqueue(f"task-{index}", 0) for index in range(count)]
+    sent: list[Any] = []
+
+    def receive(sender: type, task_result: Any, **kwargs: Any) -> None:
+        sent.append(task_result)
+
+    task_finished.connect(receive, weak=False)
+    try:
+        queries = run_burst(concurrency=1)
+    finally:
+        task_finished.disconnect(receive)
+    assert sum("WITH done AS" in q for q in queries) == count, "\n".join(queries)
+    assert len(queries) <= count + 1 + FIXED_QUERIES, "\n".join(queries)
+    # What was sent is what the backend reads back: status, value, finished_at (the database's), workers.
+    assert sent == [tasks.flaky.get_result(result.id) for result in enqueued]
+
+
+@needs_django_tasks
+def test_the_task_budget_catches_the_old_re_read() -> None:
+    """Negative control: ``task_finished`` relayed from ``job_succeeded`` by re-reading the row breaks it."""
+
+    def re_read(sender: type, *, job_id: int, **kwargs: Any) -> None:
+        Job.objects.filter(id=job_id).first()
+
+    signals.job_succeeded.connect(re_read, weak=False)
+    try:
+        with pytest.raises(AssertionError, match=r'WHERE "django_jobretry_job"\."id" = \d+ ORDER BY'):
+            test_a_django_tasks_task_costs_what_a_job_costs()
+    finally:
+        signals.job_succeeded.disconnect(re_read)
