@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 try:
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task, TaskResult
-    from django.tasks.exceptions import InvalidTask
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued
 except ImportError:  # pragma: no cover - exercised by the Django 5.2 session (noxfile.py)
     raise ImproperlyConfigured(
@@ -117,8 +117,6 @@ class JobRetryBackend(BaseTaskBackend):
         return cast("TaskResult[P, R]", result)  # result_of reads any task's row
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
-        from django.tasks.exceptions import TaskResultDoesNotExist
-
         from django_jobretry.contrib.django_tasks.results import enqueued_task, find_row, result_of
 
         row = find_row(result_id)
