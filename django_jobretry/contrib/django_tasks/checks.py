@@ -92,7 +92,8 @@ def _options_error(where: str, message: str) -> Error:
     return Error(
         message,
         hint='OPTIONS may hold "policy" (the JOBRETRY policy name of every task of this backend) and '
-        '"task_policies" (task path -> policy name) and "schedules" (name -> schedule, docs/schedules.md), '
+        '"task_policies" (task path -> policy name) and "schedules" '
+        '(name -> {"task": ..., "cron" or "every": ...}), '
         'e.g. {"policy": "default", "task_policies": {"billing.tasks.send_invoice": "emails"}}.',
         id="django_jobretry.E021",
     )
