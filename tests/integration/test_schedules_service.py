@@ -18,6 +18,7 @@ from django.test import override_settings
 from django_jobretry.conf.schedules import declared
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, Schedule
 from django_jobretry.services import schedules
+from django_jobretry.services.deadletters import requeue
 from django_jobretry.services.recovery import recover_expired
 
 pytestmark = pytest.mark.django_db
@@ -115,3 +116,29 @@ def test_a_lost_run_is_retried_only_if_the_retry_starts_before_the_next_slot(
         assert DeadLetter.objects.get(job_id=run.pk).reason == DeadReason.DEADLINE
     else:
         assert Job.objects.get(pk=run.pk).status == status
+
+
+def test_a_dead_run_keeps_its_schedule_and_slot_and_requeues_like_any_dead_letter() -> None:
+    look()
+    run = Job.objects.get(schedule_name="s")
+    Job.objects.filter(pk=run.pk).update(
+        status=JobStatus.RUNNING,
+        attempts=1,
+        lease_token=uuid.uuid4(),
+        lease_owner="gone",
+        lease_expires_at=db_now() - timedelta(seconds=1),
+        retry_until=db_now(),
+    )
+    recover_expired(limit=10, history_limit=10)
+    letter = DeadLetter.objects.get(job_id=run.pk)
+    assert (letter.schedule_name, letter.schedule_slot) == ("s", run.schedule_slot)
+
+    again = requeue(letter.pk, actor="ops")
+    assert isinstance(again, Job)
+    assert (again.schedule_name, again.schedule_slot, again.unique_key) == (
+        "s",
+        run.schedule_slot,
+        "schedule:s",
+    )
+    assert again.retry_until is None, "a replay is not cut off by a slot long gone"
+    assert again.requeue_count == 1
