@@ -222,3 +222,23 @@ class StatusSampleFactory(DjangoModelFactory[StatusSample]):
     retrying = 0
     running = 0
     dead = 0
+
+
+from django_jobretry.models import Schedule  # noqa: E402 - appended with its factory
+
+
+class ScheduleFactory(DjangoModelFactory[Schedule]):
+    """A schedule row as a worker's declaration leaves it: every 5 minutes, next slot in 5 minutes.
+
+    For a row no deploy declares any more (left from an older one), name it
+    something ``JOBRETRY["SCHEDULES"]`` and the ``@job`` schedules do not hold.
+    """
+
+    class Meta:
+        model = Schedule
+
+    name = Sequence(lambda n: f"schedule-{n}")
+    task_name = DEFAULT_TASK
+    cadence = "every 300s"
+    next_slot = LazyFunction(lambda: timezone.now() + timedelta(minutes=5))
+    declared_at = LazyFunction(timezone.now)

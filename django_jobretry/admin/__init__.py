@@ -9,12 +9,14 @@ from django.contrib import admin
 from django_jobretry.admin.dead_letters import DeadLetterAdmin
 from django_jobretry.admin.index_link import DashboardLinkAdmin
 from django_jobretry.admin.jobs import JobAdmin
+from django_jobretry.admin.schedules import ScheduleAdmin
 from django_jobretry.admin.workers import WorkerProcessAdmin
-from django_jobretry.models import Dashboard, DeadLetter, Job, WorkerProcess
+from django_jobretry.models import Dashboard, DeadLetter, Job, Schedule, WorkerProcess
 
 admin.site.register(Job, JobAdmin)
 admin.site.register(DeadLetter, DeadLetterAdmin)
 admin.site.register(WorkerProcess, WorkerProcessAdmin)
+admin.site.register(Schedule, ScheduleAdmin)
 admin.site.register(Dashboard, DashboardLinkAdmin)
 
-__all__ = ["DashboardLinkAdmin", "DeadLetterAdmin", "JobAdmin", "WorkerProcessAdmin"]
+__all__ = ["DashboardLinkAdmin", "DeadLetterAdmin", "JobAdmin", "ScheduleAdmin", "WorkerProcessAdmin"]
