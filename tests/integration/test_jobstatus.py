@@ -167,3 +167,77 @@ def test_names_from_the_database_never_drive_the_terminal() -> None:
         f"h{HOSTILE}",
         [f"q{HOSTILE}"],
     )
+
+
+# --- schedules (tests/integration/schedule_story.py) ------------------------------------------------
+
+
+def test_a_schedules_section_per_schedule_next_slot_last_success_counts_and_pause(settings: Any) -> None:
+    from django_jobretry.services.console.status_schedules import utc, zoned
+    from tests.integration.schedule_story import PAUSE_REASON, story
+    from tests.integration.schedule_story import SECRET as SCHEDULE_SECRET
+
+    told = story(settings)
+    text = jobstatus()
+    section = text.split("\nSchedules: ", 1)[1].splitlines()
+    assert section[0] == "4, 1 paused"
+    assert " ".join(section[1].split()) == "schedule next slot last success runs skipped missed paused"
+    rows = {line.split()[0]: line for line in section[2:]}
+    assert list(rows) == ["hourly", "nightly", "retired", "tick"]
+    nightly = told.row("nightly")
+    assert f"{zoned(nightly.next_slot, 'Europe/Berlin')} ({utc(nightly.next_slot)})" in rows["nightly"]
+    assert "never" in rows["nightly"]
+    tick = told.row("tick")
+    assert tick.last_success_at is not None
+    assert f"{utc(tick.last_success_at)} (" in rows["tick"]
+    assert " ago)" in rows["tick"]
+    assert rows["tick"].split()[-4:] == ["1", "0", "0", "-"]  # runs, skipped, missed, not paused
+    assert f"by alice: {PAUSE_REASON}" in rows["hourly"]
+    assert "(not declared in this deploy)" in rows["retired"]
+    assert SCHEDULE_SECRET not in text
+
+
+def test_the_json_has_a_schedules_list(settings: Any) -> None:
+    from tests.integration.schedule_story import story
+
+    told = story(settings)
+    report = as_json()
+    by_name = {entry["name"]: entry for entry in report["schedules"]}
+    assert list(by_name) == ["hourly", "nightly", "retired", "tick"]
+    nightly = by_name["nightly"]
+    assert (nightly["time_zone"], nightly["last_outcome"], nightly["last_dead_letter_id"]) == (
+        "Europe/Berlin",
+        "dead",
+        told.dead_letter_id,
+    )
+    assert (nightly["last_success_at"], nightly["period_seconds"], nightly["runs"]) == (None, 86_400.0, 1)
+    tick = by_name["tick"]
+    assert (tick["last_outcome"], tick["last_job_id"], tick["period_seconds"]) == (
+        "succeeded",
+        told.succeeded_job_id,
+        300.0,
+    )
+    assert tick["last_success_age_seconds"] >= 0
+    hourly = by_name["hourly"]
+    assert (hourly["paused"], hourly["paused_by"]) == (True, "alice")
+    assert (by_name["retired"]["declared"], by_name["retired"]["time_zone"]) == (False, None)
+
+
+def test_no_schedules_no_section_and_an_empty_list() -> None:
+    assert "Schedules" not in jobstatus()
+    assert as_json()["schedules"] == []
+
+
+def test_a_pause_reason_never_drives_the_terminal(settings: Any) -> None:
+    from django_jobretry.conf.schedules import declared
+    from django_jobretry.services import schedule_controls, schedules
+    from tests.integration.schedule_story import declare
+
+    declare(settings)
+    schedules.declare_rows(declared())
+    schedule_controls.pause("tick", actor=f"a{HOSTILE}", reason=f"r{HOSTILE}")
+    text = jobstatus()
+    assert not UNSAFE.search(text.replace("\n", ""))
+    assert text.count("\\x1b]0;owned\\x07\\x1b[2J\\x0dfake\\u202egnp.exe\\u2066x\\u2069") == 2
+    [tick] = [entry for entry in as_json()["schedules"] if entry["name"] == "tick"]
+    assert (tick["paused_by"], tick["pause_reason"]) == (f"a{HOSTILE}", f"r{HOSTILE}")

@@ -142,3 +142,92 @@ def test_the_view_without_prometheus_client_fails_the_checks(monkeypatch: pytest
     [error] = check_metrics_view()
     assert error.id == "django_jobretry.E011"
     assert "django_jobretry.E011" in [e.id for e in run_checks(tags=["urls"])]
+
+
+# --- schedules (tests/integration/schedule_story.py) ------------------------------------------------
+
+
+def schedule_samples(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[Any, float]:
+    """The schedule metrics: (name, schedule[, outcome]) -> value."""
+    return {
+        (name, dict(labels)["schedule"], *([dict(labels)["outcome"]] if len(labels) > 1 else [])): sample
+        for (name, labels), sample in samples.items()
+        if name.startswith("jobretry_schedule_")
+    }
+
+
+def test_each_schedule_its_last_success_next_slot_period_slots_and_pause(
+    client: Client, token: str, settings: Any
+) -> None:
+    from tests.integration.schedule_story import SECRET, story
+
+    told = story(settings)
+    response = client.get(URL, headers={"Authorization": f"Bearer {token}"})
+    assert SECRET not in response.content.decode()
+    found = schedule_samples(scrape(client, Authorization=f"Bearer {token}"))
+    rows = {name: told.row(name) for name in ("hourly", "nightly", "retired", "tick")}
+    tick_success = rows["tick"].last_success_at
+    assert tick_success is not None
+    expected: dict[Any, float] = {
+        ("jobretry_schedule_last_success_timestamp_seconds", "tick"): tick_success.timestamp(),
+        # An interval's period is the interval; a daily cron's a day; none for a row not declared here.
+        ("jobretry_schedule_period_seconds", "hourly"): 3600,
+        ("jobretry_schedule_period_seconds", "nightly"): 86_400,
+        ("jobretry_schedule_period_seconds", "tick"): 300,
+    }
+    for name, row in rows.items():
+        expected[("jobretry_schedule_next_slot_timestamp_seconds", name)] = row.next_slot.timestamp()
+        expected[("jobretry_schedule_paused", name)] = 1 if name == "hourly" else 0
+        for outcome in ("run", "skipped", "missed", "refused"):
+            ran = outcome == "run" and name in ("nightly", "tick")
+            expected[("jobretry_schedule_slots_total", name, outcome)] = 1 if ran else 0
+    assert found == expected
+
+
+def test_one_query_for_all_schedules_whatever_their_number(settings: Any) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from django_jobretry.metrics import schedules
+    from tests.factories import ScheduleFactory
+    from tests.integration.schedule_story import story
+
+    story(settings)
+    for extra in (0, 20):
+        ScheduleFactory.create_batch(extra)
+        with CaptureQueriesContext(connection) as captured:
+            families = {family.name: family for family in schedules.collect()}
+        assert len(captured.captured_queries) == 1
+        assert len(families["jobretry_schedule_paused"].samples) == 4 + extra
+
+
+def test_the_period_is_the_longer_of_the_last_two_so_a_weekend_is_no_failure() -> None:
+    """Twice the period before the next slot is at or before the slot two slots back (docs/metrics.md).
+
+    So "no success for longer than twice the period" means two slots came due
+    since the last success, the earlier with its whole period to succeed. The
+    negative control, the current period alone, breaks it on Tuesdays after
+    a weekend: Monday's one failure would already alert.
+    """
+    from datetime import UTC, datetime, timedelta
+    from itertools import islice
+
+    from django_jobretry.policy.slots import Cadence
+    from django_jobretry.services.console.status_schedules import period
+
+    def reaches_two_slots_back(measure: Any, cadence: Cadence, next_slot: datetime) -> bool:
+        two_back = list(islice(cadence.slots_before(next_slot), 2))[1]
+        return bool(next_slot - 2 * measure(cadence, next_slot) <= two_back)
+
+    def current_only(cadence: Cadence, next_slot: datetime) -> timedelta:
+        return next_slot - next(cadence.slots_before(next_slot))
+
+    weekdays = Cadence(cron="0 3 * * 1-5")
+    monday, tuesday = datetime(2026, 11, 30, 3, tzinfo=UTC), datetime(2026, 11, 24, 3, tzinfo=UTC)
+    assert period(weekdays, monday) == timedelta(days=3)  # from Friday
+    assert period(weekdays, tuesday) == timedelta(days=3)  # Monday's period began on Friday
+    assert period(weekdays, datetime(2026, 11, 26, 3, tzinfo=UTC)) == timedelta(days=1)  # a Thursday
+    month = list(islice(weekdays.slots_after(datetime(2026, 11, 1, tzinfo=UTC)), 23))
+    assert all(reaches_two_slots_back(period, weekdays, slot) for slot in month)
+    assert not all(reaches_two_slots_back(current_only, weekdays, slot) for slot in month)
+    assert period(Cadence(every=timedelta(minutes=5)), monday) == timedelta(minutes=5)

@@ -1,8 +1,11 @@
-"""`manage.py jobstatus`: queues, retrying and dead jobs, queue latency and workers, on one screen.
+"""`manage.py jobstatus`: queues, retrying and dead jobs, queue latency, workers and schedules, on one screen.
 
 What an operator asks first in an incident - what is failing, how late is
 each queue, which workers are alive - answered without SQL and without the
 admin, from the same cheap, index-backed reads as the admin dashboard.
+Schedules get a section when any is declared or has a row (one query for
+all of them, services/console/status_schedules.py); the JSON always has a
+"schedules" list, empty when there are none, so a script need not test for it.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from django_jobretry.management import status_report
+from django_jobretry.management import schedule_lines, status_report
 from django_jobretry.management.arguments import add_jobstatus_arguments
 from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.services.console import status_schedules
 
 
 class Command(DatabaseCommand):
     help = (
         "Show each queue's ready, retrying, running and dead jobs, its oldest due job and longest "
-        "running one, and the live and lost workers."
+        "running one, the live and lost workers, and each schedule's next slot and last success."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -28,9 +32,16 @@ class Command(DatabaseCommand):
 
     def handle(self, *args: Any, as_json: bool, **options: Any) -> None:
         report = status_report.read()
+        _, schedules = status_schedules.listing()
         if as_json:
+            found = {
+                **status_report.as_json(report),
+                "schedules": [schedule_lines.as_json(state) for state in schedules],
+            }
             # ASCII only: a control character in a name is written as its \u escape, so the
             # terminal never receives it, and a script still reads the name exactly as stored.
-            self.stdout.write(json.dumps(status_report.as_json(report), indent=2, ensure_ascii=True))
+            self.stdout.write(json.dumps(found, indent=2, ensure_ascii=True))
         else:
             self.stdout.write(status_report.as_text(report))
+            if schedules:
+                self.stdout.write("\n".join(["", *schedule_lines.status_lines(schedules)]))
