@@ -35,6 +35,8 @@ COMMANDS = [
     ["deadletters", "import-django-q2", "--dry-run"],
     ["prunejobs"],
     ["runworker", "--burst"],
+    ["schedules"],
+    ["schedules", "pause", "nightly"],
 ]
 
 
