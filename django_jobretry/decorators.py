@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, overload
 
-from django_jobretry.conf.schedules import InvalidSchedule, declare_job_schedule
+from django_jobretry.conf.schedules import InvalidSchedule, declare, job_schedule
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.registry import registry
@@ -199,15 +199,18 @@ def job[**P](
             priority=priority,
             timeout=check_timeout(timeout),
         )
-        registry.register(definition)
+        spec = None  # checked before the task is registered: a refused @job leaves nothing behind
         if schedule is not None or every is not None or tz is not None or schedule_options:
+            spec = job_schedule(definition.name, cron=schedule, every=every, tz=tz, **schedule_options)
             try:
                 check_call(definition.name, function, (), {}, takes_context=False)
             except InvalidJob as exc:
                 raise InvalidSchedule(
                     definition.name, "schedule", schedule or every, f"a call with no arguments ({exc})"
                 ) from None
-            declare_job_schedule(definition.name, cron=schedule, every=every, tz=tz, **schedule_options)
+        registry.register(definition)
+        if spec is not None:
+            declare(spec)
         return definition
 
     return decorate if func is None else decorate(func)

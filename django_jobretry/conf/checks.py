@@ -15,12 +15,13 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.urls import URLPattern, URLResolver, get_resolver
 
 # Imported to register their checks: PostgreSQL (E013); LISTEN and pooling (E012, W002, W003);
-# the modules workers import (E014, E015, E025).
+# the modules workers import (E014, E015, E025); the schedules (E040-E043).
 from django_jobretry.conf import (  # noqa: F401
     HEARTBEATS_PER_LEASE,
     database_engine,
     jobretry_settings,
     pooling,
+    schedule_checks,
     task_module_checks,
 )
 from django_jobretry.conf.schema import validate

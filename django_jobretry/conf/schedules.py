@@ -171,14 +171,14 @@ def from_mapping(name: object, mapping: object, source: str) -> ScheduleSpec:
     )
 
 
-def declare_job_schedule(task_name: str, *, cron: object, every: object, tz: object, **chosen: Any) -> None:
+def job_schedule(task_name: str, *, cron: object, every: object, tz: object, **chosen: Any) -> ScheduleSpec:
     """``@job(schedule=..., every=..., tz=...)``: the job's own schedule, named after the task.
 
     Its runs take no arguments. Raises InvalidSchedule at decoration, so a
-    typo fails the import that declares it.
+    typo fails the import that declares it; the decorator then declares it.
     """
     cadence = cadence_of(task_name, cron=cron, every=every, tz=tz)
-    declare(ScheduleSpec(name=task_name, task_name=task_name, cadence=cadence, **options(task_name, chosen)))
+    return ScheduleSpec(name=task_name, task_name=task_name, cadence=cadence, **options(task_name, chosen))
 
 
 def options(name: str, mapping: Mapping[str, Any]) -> dict[str, Any]:

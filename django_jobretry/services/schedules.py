@@ -26,7 +26,7 @@ from django.db import connection, transaction
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schedules import ScheduleSpec
-from django_jobretry.exceptions import InvalidJob
+from django_jobretry.exceptions import InvalidJob, JobRetryError
 from django_jobretry.models import CounterEvent
 from django_jobretry.policy.slots import CatchUp, Overlap, SlotPlan, grace, plan
 from django_jobretry.registry import registry, resolve_policy
@@ -35,7 +35,7 @@ from django_jobretry.services.console import counters
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.sql import named_rows
 from django_jobretry.signatures import check_call
-from django_jobretry.validation import encode_arguments
+from django_jobretry.validation import check_queue_name, encode_arguments
 
 logger = logging.getLogger("django_jobretry")
 
@@ -67,7 +67,11 @@ class Run:
 
 
 def run_columns(spec: ScheduleSpec) -> Run:
-    """The run of ``spec`` as a job; InvalidJob when its task is unknown here or refuses its arguments."""
+    """The run of ``spec`` as a job; InvalidJob (or UnknownPolicy) when it cannot make one here.
+
+    Its task is unknown in this process, refuses the arguments, names a queue
+    enqueue would refuse, or its policy is not in the settings.
+    """
     definition = registry.get(spec.task_name)
     if definition is None:
         raise InvalidJob(f"task {spec.task_name!r} is not registered in this process")
@@ -82,9 +86,11 @@ def run_columns(spec: ScheduleSpec) -> Run:
         spec.task_name, definition.func, spec.args, dict(spec.kwargs), takes_context=definition.takes_context
     )
     policy_name, policy = resolve_policy(definition.policy)
+    queue = spec.queue_name or definition.queue_name
+    check_queue_name(queue)
     return Run(
         task=spec.task_name,
-        queue=spec.queue_name or definition.queue_name,
+        queue=queue,
         policy=policy_name,
         priority=definition.priority,
         max_attempts=policy.max_attempts,
@@ -168,7 +174,7 @@ class _Look:
             return cls(spec, slots, None)
         try:
             return cls(spec, slots, run_columns(spec))
-        except InvalidJob as exc:
+        except JobRetryError as exc:  # arguments, queue or policy: never a reason to stop the other schedules
             logger.error(
                 "schedule %s: %d slot(s) up to %s not run: %s",
                 spec.name,

@@ -216,15 +216,16 @@ def test_check_ids_are_unique_and_documented() -> None:
         "checks.py",
         "database_engine.py",
         "task_module_checks.py",
+        "schedule_checks.py",
     )
     found = {
         found
         for module in modules
         for found in re.findall(
-            r'(?:Problem\(\s*"|id="django_jobretry\.)(E\d{3})"', (package / module).read_text()
+            r'(?:Problem\(\s*"|id="django_jobretry\.|_error\(\s*")(E\d{3})"', (package / module).read_text()
         )
     }
-    assert sorted(found) == [*(f"E{n:03}" for n in range(1, 16)), "E025"]
+    assert sorted(found) == [*(f"E{n:03}" for n in range(1, 16)), "E025", "E040", "E041", "E042", "E043"]
     docs = (root / "docs" / "settings.md").read_text()
     assert [i for i in sorted(found) if f"django_jobretry.{i}" not in docs] == []
 

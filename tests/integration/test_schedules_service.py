@@ -142,3 +142,27 @@ def test_a_dead_run_keeps_its_schedule_and_slot_and_requeues_like_any_dead_lette
     )
     assert again.retry_until is None, "a replay is not cut off by a slot long gone"
     assert again.requeue_count == 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "policies"),
+    [
+        ({**HOURLY, "queue": "q" * 101}, {"three": {"max_attempts": 3}}),  # a queue enqueue refuses
+        (HOURLY, {}),  # the task's policy "three" is not in the settings
+    ],
+    ids=["bad-queue", "unknown-policy"],
+)
+def test_a_schedule_that_cannot_make_a_run_is_refused_and_the_others_still_run(
+    bad: dict[str, Any], policies: dict[str, Any]
+) -> None:
+    """Counted as refused on its own row, never a failed look that would stop every schedule."""
+    good = {"task": "tests.jobs_app.jobs.noop", "every": 3600}
+    with override_settings(JOBRETRY={"POLICIES": policies, "SCHEDULES": {"good": good, "bad": bad}}):
+        specs = declared()
+        schedules.declare_rows(specs)
+        for name in specs:
+            down_for(name, 1)
+        schedules.run_due(specs)
+    assert Schedule.objects.get(name="good").runs == 1
+    assert Schedule.objects.get(name="bad").refused == 1
+    assert not Job.objects.filter(schedule_name="bad").exists()
