@@ -68,14 +68,6 @@ JOBRETRY = {
         # django-q2 tasks (tests/jobs_app/q2_tasks.py): delays that grow 0.5 -> 1.5 s, no jitter.
         "q2": {"max_attempts": 3, "base_delay": 0.5, "multiplier": 3, "max_delay": 5, "jitter": 0},
         "q2-two": {"max_attempts": 2, "base_delay": 0.2, "multiplier": 1, "max_delay": 0.2, "jitter": 0},
-        # A scheduled run's retries, which its next slot stops long before the attempts run out.
-        "until-next-slot": {
-            "max_attempts": 1000,
-            "base_delay": 0.2,
-            "multiplier": 1,
-            "max_delay": 0.2,
-            "jitter": 0,
-        },
     },
     # Worker processes of the schedule tests (test_schedules_processes.py) get theirs as JSON.
     "SCHEDULES": json.loads(os.environ.get("JOBRETRY_TEST_SCHEDULES", "{}")),

@@ -133,7 +133,11 @@ def record_run() -> None:
     _record(f"run-{context.job_id if context else 0}")
 
 
-@job(policy="until-next-slot")
+#: A scheduled run's retries, which its next slot stops long before the attempts run out.
+UNTIL_NEXT_SLOT = RetryPolicy(max_attempts=1000, base_delay=0.2, multiplier=1, max_delay=0.2, jitter=0)
+
+
+@job(policy=UNTIL_NEXT_SLOT)
 def always_fails_retryably() -> None:
     """A schedule's run that never succeeds: its retries go on until its schedule's next slot."""
     _record(f"doomed-{current_job().job_id if current_job() else 0}")
