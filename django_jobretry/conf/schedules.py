@@ -10,6 +10,7 @@ reports every declaration that cannot run (schedule_checks.py), naming it.
 
 from __future__ import annotations
 
+import zoneinfo
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -131,7 +132,8 @@ def cadence_of(schedule: str, *, cron: object = None, every: object = None, tz: 
     try:
         return Cadence(cron=cron, tz="UTC" if tz is None else str(tz), every=every)  # type: ignore[arg-type]
     except InvalidPolicy as exc:
-        raise InvalidSchedule(schedule, exc.field, exc.value, exc.allowed) from None
+        close = did_you_mean([str(exc.value)], zoneinfo.available_timezones()) if exc.field == "tz" else ""
+        raise InvalidSchedule(schedule, exc.field, exc.value, exc.allowed + close) from None
 
 
 def from_mapping(name: object, mapping: object, source: str) -> ScheduleSpec:

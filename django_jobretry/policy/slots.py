@@ -93,7 +93,7 @@ class Cadence:
         try:
             return ZoneInfo(self.tz)
         except (ZoneInfoNotFoundError, ValueError, TypeError):
-            raise InvalidPolicy("tz", self.tz, "an IANA time zone name, e.g. 'Europe/Berlin'") from None
+            raise InvalidPolicy("tz", self.tz, "an IANA time zone name, e.g. 'Europe/Berlin'.") from None
 
     def describe(self) -> str:
         """The cadence in one line; a changed line means a changed schedule (its slots start over)."""

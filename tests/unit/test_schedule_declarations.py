@@ -266,3 +266,9 @@ def test_a_job_whose_schedule_is_refused_is_not_registered_either() -> None:
         def refused() -> None: ...
 
     assert registry.get("tests.decl.refused") is None
+
+
+def test_a_misspelt_time_zone_gets_a_did_you_mean() -> None:
+    with pytest.raises(InvalidSchedule) as raised:
+        from_mapping("nightly", {**NIGHTLY, "tz": "Europe/Berln"}, SOURCE)
+    assert str(raised.value).endswith("Did you mean 'Europe/Berlin'?")
