@@ -11,7 +11,8 @@ import random
 from datetime import timedelta
 
 from django_jobretry.models import DeadReason
-from django_jobretry.policy import Classification, Decision, ErrorKind, GiveUpReason, RetryPolicy
+from django_jobretry.policy import Classification, RetryPolicy
+from django_jobretry.policy.decisions import Decision, ErrorKind, GiveUp, GiveUpReason, Retry
 from django_jobretry.registry import INLINE_POLICY
 from django_jobretry.services.claimed import Failed
 from django_jobretry.services.history import AttemptEnd
@@ -29,9 +30,13 @@ def decide(
     elapsed: timedelta | None,
     max_attempts: int,
     requested_delay: timedelta | None = None,
+    window: float | None = None,
 ) -> Decision:
-    """The policy's decision for failed ``attempt``, with a fresh jitter sample."""
-    return policy.decide(
+    """The policy's decision for failed ``attempt``, with a fresh jitter sample.
+
+    A retry that would not start within ``window`` seconds (its schedule's next slot) is a ``deadline``.
+    """
+    decision = policy.decide(
         attempt,
         kind,
         _jitter.random(),
@@ -39,6 +44,9 @@ def decide(
         requested_delay=requested_delay,
         max_attempts=max_attempts,
     )
+    if isinstance(decision, Retry) and window is not None and decision.delay.total_seconds() >= window:
+        return GiveUp(GiveUpReason.DEADLINE)
+    return decision
 
 
 def classify_failure(policy: RetryPolicy, outcome: Failed) -> Classification:

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.db import DataError, connection, transaction
 
-from django_jobretry.policy import GiveUp, GiveUpReason, Retry
+from django_jobretry.policy import GiveUp, Retry
 from django_jobretry.services import statements, transitions
 from django_jobretry.services.cancel import bury_cancel_requested
 from django_jobretry.services.claimed import FailedAttempt
@@ -37,30 +37,23 @@ logger = logging.getLogger("django_jobretry")
 
 def decided(attempt: FailedAttempt, *, elapsed: timedelta | None) -> FailedAttempt:
     """``attempt`` with its policy's decision; a retry's entries carry its delay."""
+    job = attempt.job
+    window = None if job.retry_window is None else job.retry_window - (time.monotonic() - job.claimed_at)
     decision = decide(
         attempt.policy,
-        attempt.job.attempt,
+        job.attempt,
         attempt.classification.kind,
         elapsed=elapsed,
         requested_delay=attempt.classification.requested_delay,
-        max_attempts=attempt.job.max_attempts,
+        max_attempts=job.max_attempts,
+        window=window,
     )
-    if isinstance(decision, Retry) and past_retry_window(attempt, decision):
-        decision = GiveUp(GiveUpReason.DEADLINE)
     if isinstance(decision, Retry):
         seconds = decision.delay.total_seconds()
         entry: AttemptEntry = {**attempt.entry, "delay": seconds}
         fallback: AttemptEntry = {**attempt.fallback, "delay": seconds}
         return replace(attempt, decision=decision, entry=entry, fallback=fallback)
     return replace(attempt, decision=decision)
-
-
-def past_retry_window(attempt: FailedAttempt, retry: Retry) -> bool:
-    """Whether the retry would start after the job's retries must stop (a schedule's next slot)."""
-    window = attempt.job.retry_window
-    if window is None:
-        return False
-    return time.monotonic() - attempt.job.claimed_at + retry.delay.total_seconds() >= window
 
 
 def write_failures(attempts: Sequence[FailedAttempt], history_limit: int) -> Iterator[FailedAttempt]:

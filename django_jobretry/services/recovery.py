@@ -23,7 +23,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from django_jobretry.models import DeadReason
-from django_jobretry.policy import ErrorKind, GiveUp, GiveUpReason, Retry
+from django_jobretry.policy import ErrorKind, GiveUp
 from django_jobretry.registry import policy_for
 from django_jobretry.services import statements
 from django_jobretry.services.decisions import dead_reason, decide
@@ -67,14 +67,8 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
                 ErrorKind.RETRYABLE,
                 elapsed=row["elapsed"],
                 max_attempts=row["max_attempts"],
+                window=row["retry_window"],
             )
-            window = row["retry_window"]  # a schedule's run: no retry at or after its next slot
-            if (
-                isinstance(decision, Retry)
-                and window is not None
-                and decision.delay.total_seconds() >= window
-            ):
-                decision = GiveUp(GiveUpReason.DEADLINE)
             if isinstance(decision, GiveUp):
                 burials[row["id"]] = dead_reason(decision.reason, lease_lost=True)
             else:
