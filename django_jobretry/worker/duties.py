@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Protocol
 
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.services.console import counters, status_samples, workers
@@ -31,8 +30,8 @@ from django_jobretry.worker import counting
 logger = logging.getLogger("django_jobretry")
 
 
-class Duty(Protocol):
-    """One periodic duty of the heartbeat thread."""
+class Duty:
+    """One periodic duty of the heartbeat thread; what a duty does not override does nothing."""
 
     #: What failed, for the log line: "could not <failure>".
     failure: str
@@ -50,7 +49,7 @@ class Duty(Protocol):
         """Always, last, on the heartbeat thread; never raises."""
 
 
-class WorkerRow:
+class WorkerRow(Duty):
     """The worker's row in the workers table; logs the lost workers a beat removed."""
 
     failure = "update the workers table"
@@ -58,9 +57,6 @@ class WorkerRow:
     def __init__(self, registration: workers.Registration) -> None:
         self.registration = registration
         self.started_at: datetime | None = None
-
-    def start(self) -> None:
-        pass
 
     def beat(self, running: int) -> None:
         beat = workers.beat(self.registration, running, self.started_at)
@@ -81,11 +77,8 @@ class WorkerRow:
         """A clean exit: the row goes (else it would be shown as lost, then removed)."""
         workers.unregister(self.registration.worker_id)
 
-    def close(self) -> None:
-        pass
 
-
-class EventCounts:
+class EventCounts(Duty):
     """This process's event counts, written and folded with one statement."""
 
     failure = "write the event counters"
@@ -108,22 +101,13 @@ class EventCounts:
         counting.end()
 
 
-class StatusSample:
+class StatusSample(Duty):
     """This minute's status sample for the dashboard, unless a worker already took it."""
 
     failure = "take the status sample"
 
-    def start(self) -> None:
-        pass
-
     def beat(self, running: int) -> None:
         status_samples.take()
-
-    def finish(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def console(registration: workers.Registration) -> list[Duty]:
