@@ -158,7 +158,7 @@ def _record_orm(task: dict[str, Any], state: dict[str, Any]) -> None:
         judged = judge(package, state, now)
         dead: DeadLetter | None = None
         if judged.reason is not None:
-            dead = _bury(package, judged, judged.reason, queue=row.key)
+            dead = bury(package, judged, judged.reason, queue=row.key)
             rows.filter(pk=row.pk).delete()
         elif isinstance(judged.decision, Retry):
             rows.filter(pk=row.pk).update(
@@ -175,23 +175,10 @@ def _record_redis(task: dict[str, Any], state: dict[str, Any]) -> None:
     queue = str(package.get("cluster") or "")
     dead: DeadLetter | None = None
     if judged.reason is not None:
-        dead = _bury(package, judged, judged.reason, queue=queue)
+        dead = bury(package, judged, judged.reason, queue=queue)
     elif isinstance(judged.decision, Retry):
         redelivery.schedule(package, judged.decision.delay, now)
     announce(judged, package, queue=queue, dead=dead)
-
-
-def _bury(package: dict[str, Any], judged: Judgement, reason: DeadReason, *, queue: str) -> DeadLetter:
-    return bury(
-        package,
-        package[KEY],
-        queue=queue,
-        reason=reason,
-        attempt=judged.attempt,
-        max_attempts=judged.max_attempts,
-        func_name=judged.func_name,
-        entry=judged.entry,
-    )
 
 
 def _text(value: object) -> str:
@@ -204,34 +191,25 @@ def _iso(value: object) -> str | None:
     return value.isoformat() if isinstance(value, datetime) else None
 
 
-def bury(
-    package: dict[str, Any],
-    carried: dict[str, Any],
-    *,
-    queue: str,
-    reason: DeadReason,
-    attempt: int,
-    max_attempts: int,
-    func_name: str,
-    entry: AttemptEntry,
-) -> DeadLetter:
-    """The one DeadLetter of a django-q2 task that will not be retried again."""
+def bury(package: dict[str, Any], judged: Judgement, reason: DeadReason, *, queue: str) -> DeadLetter:
+    """The one DeadLetter of a django-q2 task that will not be retried again (``package[KEY]``: its state)."""
     from django_q.signing import SignedPackage
 
+    carried = package[KEY]
     first = carried.get("first_attempt_at")
     args, kwargs = arguments(package.get("args"), package.get("kwargs"))
     return bury_external(
         ExternalDeadLetter(
             source=DeadLetterSource.DJANGO_Q2,
             external_id=str(package["id"]),
-            task_name=_text(func_name),
+            task_name=_text(judged.func_name),
             queue_name=queue,
             policy_name=str(carried["policy"]),
             args=args,
             kwargs=kwargs,
             reason=reason,
-            attempts=attempt,
-            max_attempts=max_attempts,
+            attempts=judged.attempt,
+            max_attempts=judged.max_attempts,
             errors=carried["errors"],
             enqueued_at=datetime.fromisoformat(carried["enqueued_at"]),
             dead_at=None,
