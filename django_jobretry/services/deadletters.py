@@ -179,15 +179,8 @@ def requeue(
 
 def discard(dead_letter_id: int, *, actor: str | None = None) -> None:
     """Delete a dead letter for good; raises NotDead if it is gone."""
-    actor = _recorded(actor)
-    with transaction.atomic():
-        dead = DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk=dead_letter_id).first()
-        if dead is None:
-            raise NotDead(dead_letter_id)
-        # Delete by id: Model.delete() would reset dead.pk, which the log needs.
-        DeadLetter.objects.filter(pk=dead.pk).delete()
-        counters.count(CounterEvent.DISCARDED, [(dead.task_name, dead.queue_name)])
-    announce_discard(dead, actor)
+    if discard_many([dead_letter_id], actor=actor).already_handled:
+        raise NotDead(dead_letter_id)
 
 
 def requeue_many(
@@ -218,6 +211,7 @@ def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None
     for chunk in _chunks(_ids(ids)):
         with transaction.atomic():
             locked = _lock(chunk, result)
+            # Delete by id: Model.delete() would reset dead.pk, which the log needs.
             DeadLetter.objects.filter(pk__in=[dead.pk for dead in locked]).delete()
             counters.count(CounterEvent.DISCARDED, [(dead.task_name, dead.queue_name) for dead in locked])
         for dead in locked:
