@@ -71,8 +71,8 @@ def write_failures(attempts: Sequence[FailedAttempt], history_limit: int) -> Ite
     try:
         with statement_guard():
             kept = schedule_retries(retry_params(batch, history_limit))
-    except DataError:
-        yield from write_refused(batch, history_limit)
+    except DataError:  # PostgreSQL refused the batch: each alone, so only the refused entry falls back
+        yield from (write_one(attempt, history_limit) for attempt in batch)
         return
     with statement_guard():
         yield from honour_cancels(written(batch, kept), history_limit)
@@ -81,12 +81,6 @@ def write_failures(attempts: Sequence[FailedAttempt], history_limit: int) -> Ite
 def written(retries: Sequence[FailedAttempt], kept: set[int]) -> list[FailedAttempt]:
     """The retries as written, given the ids that still held their lease."""
     return [replace(retry, stale=retry.job.id not in kept) for retry in retries]
-
-
-def write_refused(batch: Sequence[FailedAttempt], history_limit: int) -> Iterator[FailedAttempt]:
-    """After a batch PostgreSQL refused: each alone, so only the refused entry falls back."""
-    for attempt in batch:
-        yield write_one(attempt, history_limit)
 
 
 def write_one(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:

@@ -45,7 +45,7 @@ from django_jobretry.services.failure_writes import (
     retry_params,
     statement_guard,
     write_failures,
-    write_refused,
+    write_one,
     written,
 )
 from django_jobretry.services.history import (
@@ -137,7 +137,7 @@ class Recorder:
                 recorded, claimed = claim(True)
         except DataError:  # only an error text can be refused: the rest again, then each retry alone
             recorded, claimed = claim(False)
-            done = list(write_refused(retries, history))
+            done = [write_one(attempt, history) for attempt in retries]
         else:
             with statement_guard():
                 done = honour_cancels(written(retries, recorded), history)
