@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
@@ -17,7 +17,7 @@ from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.registry import resolve_policy
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
-from django_jobretry.services.sql import violates
+from django_jobretry.services.sql import statement_guard, violates
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import Arguments, encode_arguments
 
@@ -52,7 +52,7 @@ class JobSpec:
 
 def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
     """Insert one job (or return the live one holding its unique_key): one statement in autocommit."""
-    run_at = _run_at(definition)
+    check_run_after(run_at := definition.run_after)
     shared = _shared(definition)
     arguments = _arguments(definition, args, kwargs)
     if definition.unique_key is not None:
@@ -66,7 +66,7 @@ def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mappi
     """Validate every call first, then insert all jobs, count them and wake the workers in one statement."""
     if definition.unique_key is not None:
         raise InvalidJob("bulk_enqueue does not take unique_key; enqueue keyed jobs one by one")
-    run_at = _run_at(definition)
+    check_run_after(run_at := definition.run_after)
     rows = [_arguments(definition, tuple(args), dict(kwargs)) for args, kwargs in calls]
     if not rows:
         return []
@@ -100,13 +100,6 @@ def _arguments(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any
     return arguments
 
 
-def _run_at(definition: JobSpec) -> RunAt:
-    """The definition's run_after, or InvalidJob if its time (a delay: from now) is out of range."""
-    run_after = definition.run_after
-    check_run_after(run_after)
-    return run_after
-
-
 def _shared(definition: JobSpec) -> Shared:
     """The columns all of the definition's jobs share; the policy is read from the settings now."""
     policy_name, policy = resolve_policy(definition.policy)
@@ -127,10 +120,7 @@ def _enqueue_unique(shared: Shared, arguments: Arguments, unique_key: str, run_a
     """
     for _ in range(5):
         try:
-            if connection.in_atomic_block:  # a failed INSERT must not abort the caller's transaction
-                with transaction.atomic():
-                    job = insert_one(shared, arguments, unique_key, run_at)
-            else:
+            with statement_guard():  # a failed INSERT must not abort the caller's transaction
                 job = insert_one(shared, arguments, unique_key, run_at)
         except IntegrityError as exc:
             if not violates(exc, UNIQUE_CONSTRAINT):

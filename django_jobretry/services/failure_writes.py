@@ -17,7 +17,6 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -30,7 +29,7 @@ from django_jobretry.services.cancel import bury_cancel_requested
 from django_jobretry.services.claimed import FailedAttempt
 from django_jobretry.services.decisions import dead_reason, decide
 from django_jobretry.services.history import AttemptEntry
-from django_jobretry.services.sql import loggable, named_rows
+from django_jobretry.services.sql import loggable, named_rows, statement_guard
 
 logger = logging.getLogger("django_jobretry")
 
@@ -144,12 +143,6 @@ def honour_cancels(attempts: list[FailedAttempt], history_limit: int) -> list[Fa
         else attempt
         for attempt in attempts
     ]
-
-
-def statement_guard() -> AbstractContextManager[Any]:
-    """A savepoint only inside a caller's transaction (testing.run_jobs), where a refused
-    statement must not abort it; in autocommit a statement that fails changes nothing."""
-    return transaction.atomic() if connection.in_atomic_block else nullcontext()
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ from django_jobretry.services.failure_writes import (
     decided,
     honour_cancels,
     retry_params,
-    statement_guard,
     write_failures,
     write_one,
     written,
@@ -64,7 +63,7 @@ from django_jobretry.services.job_lines import (
     log_extra,
     send_job_signal,
 )
-from django_jobretry.services.sql import loggable, violates
+from django_jobretry.services.sql import loggable, statement_guard, violates
 
 __all__ = ["Failed", "FailedAttempt", "Interrupted", "Outcome", "Recorder", "Succeeded"]
 

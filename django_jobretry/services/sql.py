@@ -8,7 +8,10 @@ ORM cannot say.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
+
+from django.db import connection, transaction
 
 from django_jobretry.models import DeadLetter, Death, Job
 from django_jobretry.services.history import REQUEUE_ERROR_CHARS
@@ -217,3 +220,9 @@ def named_rows(cursor: Any) -> list[dict[str, Any]]:
 def violates(exc: BaseException, constraint: str) -> bool:
     """Whether the database refused ``exc``'s statement for ``constraint`` (read by name, not message)."""
     return getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) == constraint
+
+
+def statement_guard() -> AbstractContextManager[Any]:
+    """A savepoint only inside a caller's transaction (an enqueue's, testing.run_jobs), where a
+    refused statement must not abort it; in autocommit a statement that fails changes nothing."""
+    return transaction.atomic() if connection.in_atomic_block else nullcontext()
