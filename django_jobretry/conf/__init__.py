@@ -18,7 +18,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from django_jobretry.conf.schema import LIMITS, validate
+from django_jobretry.conf.schema import DEFAULTS, validate
 from django_jobretry.exceptions import InvalidSettings, UnknownPolicy
 from django_jobretry.policy import RetryPolicy
 
@@ -48,9 +48,9 @@ class JobRetrySettings:
         return self._policies
 
     def value(self, key: str) -> Any:
-        """A validated top-level value (see settings_schema.LIMITS), or its default."""
+        """A validated top-level value (see schema.DEFAULTS), or its default."""
         _ = self.policies  # validates the whole dict once
-        return self.raw.get(key, LIMITS[key].default)
+        return self.raw.get(key, DEFAULTS[key])
 
     @property
     def lease_seconds(self) -> float:
@@ -121,30 +121,26 @@ class JobRetrySettings:
     @property
     def metrics_token(self) -> str | None:
         """The bearer token the metrics view accepts (docs/metrics.md); None: staff users only."""
-        _ = self.policies
-        token = self.raw.get("METRICS_TOKEN")
-        return token if isinstance(token, str) else None
+        token: str | None = self.value("METRICS_TOKEN")  # validated: None or a string
+        return token
 
     @property
     def listen(self) -> bool:
         """Whether workers LISTEN for wake-ups at all; False: they only poll."""
-        _ = self.policies
-        return bool(self.raw.get("LISTEN", True))
+        return bool(self.value("LISTEN"))
 
     @property
     def listen_database(self) -> str | None:
         """The DATABASES alias of the LISTEN connection; None: the worker's own ("default")."""
-        _ = self.policies
-        alias = self.raw.get("LISTEN_DATABASE")
-        return alias if isinstance(alias, str) else None
+        alias: str | None = self.value("LISTEN_DATABASE")  # validated: None or a non-empty string
+        return alias
 
     @property
     def payload_redactor(
         self,
     ) -> Callable[[str, list[Any], dict[str, Any]], tuple[list[Any], dict[str, Any]]] | None:
         """The project's redaction hook for arguments shown in the admin, if any."""
-        _ = self.policies
-        path = self.raw.get("PAYLOAD_REDACTOR")
+        path = self.value("PAYLOAD_REDACTOR")
         return None if path is None else import_string(path)
 
     def policy(self, name: str) -> RetryPolicy:
