@@ -1,9 +1,7 @@
 """A claimed job, as the worker holds it from its claim until its outcome is recorded, and its outcomes.
 
-An attempt ends as one of three values - :class:`Succeeded`, :class:`Failed` (the handler
-raised) or :class:`Interrupted` (the worker shut down first). The recorder (services/outcomes.py)
-turns a failure into one :class:`FailedAttempt`, which carries it until it is announced; a
-success carries what its announcement needs (:class:`Kept`): nothing is read again.
+An attempt ends as :class:`Succeeded`, :class:`Failed` (the handler raised) or :class:`Interrupted`
+(the worker shut down first); each carries what its announcement needs: nothing is read again.
 """
 
 from __future__ import annotations

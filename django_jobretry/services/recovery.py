@@ -7,10 +7,9 @@ job's attempt limit, and the lost attempt (counted at claim) is recorded as
 leases with SKIP LOCKED, re-checking the condition on each row's latest
 version (a job heartbeated meanwhile is skipped, one held by another
 recoverer too); then one set-based statement writes the retries and one the
-dead letters, on rows this transaction still holds. A job an operator asked
-to cancel is not retried: the lock reads the request on the same latest
-version, and the job becomes a "cancelled" dead letter, the lost attempt
-recorded as ``lease_expired`` (a hung worker's job is never handed to another).
+dead letters, on rows this transaction still holds. A job an operator asked to
+cancel (the lock reads the request too) is buried as "cancelled" instead: a
+hung worker's job is never handed to another.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """A job's database transitions: claim, finish, release, heartbeat; bury and revive.
 
-Every worker write after the claim is fenced by (id, running, attempt, lease
-token), so a worker that lost its lease changes nothing
-(docs/design.md#rule-3). Times are always the database's
-``statement_timestamp()`` (docs/design.md#rule-5). Burying a job and
-reviving its dead letter are inverses, one statement each, side by side.
-Their statements are in statements.py; writing a failed attempt back is in
-failure_writes.py, lease recovery in recovery.py.
+Each runs one statement of statements.py, which says how they are fenced and
+timed; writing a failed attempt back is in failure_writes.py, lease recovery in recovery.py.
 """
 
 from __future__ import annotations

@@ -8,10 +8,7 @@ running at the next beat: the beat may have raced the job's own completion
 (recorded, not yet forgotten), and a lost attempt that ends before then is
 reported by the fenced recording instead.
 
-Leases come first in every beat. After them the thread runs a list of named
-duties (worker/duties.py: a registered worker's row, event counts and
-status sample): each runs once at start and once a beat, and finishes
-after the drain. A duty that fails is logged and never touches the leases.
+Leases come first in every beat; then the thread runs its duties (worker/duties.py).
 """
 
 from __future__ import annotations
