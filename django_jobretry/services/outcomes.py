@@ -26,14 +26,7 @@ from django_jobretry.policy import Classification, ErrorKind, GiveUp
 from django_jobretry.registry import policy_for
 from django_jobretry.services import schedules, transitions
 from django_jobretry.services.cancel import announce_cancelled
-from django_jobretry.services.claimed import (
-    ClaimedJob,
-    Failed,
-    FailedAttempt,
-    Interrupted,
-    Outcome,
-    Succeeded,
-)
+from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
 from django_jobretry.services.console import counters
 from django_jobretry.services.deadletter_events import announce_requeue
 from django_jobretry.services.decisions import classify_failure, dead_reason
@@ -64,8 +57,6 @@ from django_jobretry.services.job_lines import (
     send_job_signal,
 )
 from django_jobretry.services.sql import loggable, statement_guard, violates
-
-__all__ = ["Failed", "FailedAttempt", "Interrupted", "Outcome", "Recorder", "Succeeded"]
 
 logger = logging.getLogger("django_jobretry")
 

@@ -21,7 +21,8 @@ from django_jobretry import signals
 from django_jobretry.exceptions import UnknownTask
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import recovery, transitions
-from django_jobretry.services.outcomes import Failed, Recorder
+from django_jobretry.services.claimed import Failed
+from django_jobretry.services.outcomes import Recorder
 from django_jobretry.worker.runner import Runner
 from tests.attempts import OWNER, claim_one, fail_attempt, record_failure
 from tests.jobs_app import jobs
