@@ -20,8 +20,6 @@ from django_jobretry.services.sql import JOB
 
 logger = logging.getLogger("django_jobretry")
 
-__all__ = ["bring_forward_next"]
-
 
 def _waiting(alias: str, *, queues: bool, tasks: bool) -> str:
     """The condition "ready, scheduled later, may still run" (and in the filters) on ``alias``."""

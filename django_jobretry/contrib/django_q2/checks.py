@@ -111,7 +111,6 @@ def _app_problems() -> list[CheckMessage]:
 
 #: Q_CLUSTER keys naming a broker, in the order django-q2's get_broker() tries them; none: Redis.
 BROKER_KEYS = ("broker_class", "iron_mq", "sqs", "orm", "mongo")
-REDIS_KEYS = ("redis", "django_redis")
 SUPPORTED = 'the ORM broker ("orm") or the Redis broker ("redis")'
 
 

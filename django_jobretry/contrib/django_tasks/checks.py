@@ -56,11 +56,11 @@ def check_backend(backend: BaseTaskBackend) -> list[CheckMessage]:
         )
     options = backend.options
     if not isinstance(options, dict):
-        return [*problems, _options_error(where, f'{where}["OPTIONS"] = {options!r} is not a dict.')]
+        return [*problems, _options_error(f'{where}["OPTIONS"] = {options!r} is not a dict.')]
     unknown = sorted(str(key) for key in options if key not in OPTION_KEYS)
     if unknown:
         message = f'{where}["OPTIONS"] has unknown key(s) {unknown}.{did_you_mean(unknown, OPTION_KEYS)}'
-        problems.append(_options_error(where, message))
+        problems.append(_options_error(message))
     problems += _policy_problems(where, options)
     problems += _schedule_problems(where, options.get("schedules", {}))
     for queue in sorted(backend.queues, key=str):
@@ -88,7 +88,7 @@ def _schedule_problems(where: str, mappings: object) -> list[CheckMessage]:
     return problems
 
 
-def _options_error(where: str, message: str) -> Error:
+def _options_error(message: str) -> Error:
     return Error(
         message,
         hint='OPTIONS may hold "policy" (the JOBRETRY policy name of every task of this backend) and '
