@@ -72,17 +72,8 @@ DEAD_COLUMNS = ", ".join(
     (
         "job_id",
         *CARRIED_COLUMNS,
-        "reason",
-        "attempts",
-        "max_attempts",
-        "errors",
-        "last_error_class",
-        "last_error",
-        "requeue_count",
-        "requeue_history",
-        "enqueued_at",
-        "first_attempt_at",
-        "dead_at",
+        *("reason", "attempts", "max_attempts", "errors", "last_error_class", "last_error"),
+        *("requeue_count", "requeue_history", "enqueued_at", "first_attempt_at", "dead_at"),
     )
 )
 
@@ -90,15 +81,8 @@ DEAD_COLUMNS = ", ".join(
 REVIVED_COLUMNS = ", ".join(
     (
         *CARRIED_COLUMNS,
-        "status",
-        "run_at",
-        "attempts",
-        "max_attempts",
-        "errors",
-        "lease_owner",
-        "requeue_count",
-        "requeue_history",
-        "enqueued_at",
+        *("status", "run_at", "attempts", "max_attempts", "errors"),
+        *("lease_owner", "requeue_count", "requeue_history", "enqueued_at"),
     )
 )
 
