@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 scenarios("schedules.feature")
 
-NAME = "hourly"
+NAME = "rare"
+#: The longest interval: the newest missed slot is rarely within the on-time grace (a minute) of now.
+EVERY = 366 * 86400
 LIMIT = 5
 
 
@@ -51,17 +53,17 @@ def looked_back(slots: int) -> list[Any]:
     return missed
 
 
-@given(parsers.parse('an hourly schedule with catch_up "{catch_up}" and overlap "{overlap}"'))
-def hourly(declaration: dict[str, Any], catch_up: str, overlap: str) -> None:
+@given(parsers.parse('a schedule every 366 days with catch_up "{catch_up}" and overlap "{overlap}"'))
+def rare(declaration: dict[str, Any], catch_up: str, overlap: str) -> None:
     declaration[NAME] = {
-        **{"task": "tests.jobs_app.jobs.record_run", "every": 3600, "catch_up": catch_up},
+        **{"task": "tests.jobs_app.jobs.record_run", "every": EVERY, "catch_up": catch_up},
         **{"catch_up_limit": LIMIT, "overlap": overlap},
     }
 
 
-@given("an hourly schedule of a task that always fails")
-def hourly_failing(declaration: dict[str, Any]) -> None:
-    declaration[NAME] = {"task": "tests.jobs_app.jobs.always_fails_retryably", "every": 3600}
+@given("a schedule every 366 days of a task that always fails")
+def rare_failing(declaration: dict[str, Any]) -> None:
+    declaration[NAME] = {"task": "tests.jobs_app.jobs.always_fails_retryably", "every": EVERY}
 
 
 @given(parsers.parse("no worker looked at it for {slots:d} slots"), target_fixture="missed")

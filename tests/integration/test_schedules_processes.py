@@ -115,20 +115,23 @@ def test_overlap_skip_starts_no_run_while_one_runs_and_counts_the_skipped_slots(
 
 
 def test_after_downtime_latest_runs_once_and_reports_the_collapsed_slots(workers: Workers) -> None:
-    """An hourly schedule, declared by a worker that stops, moved back 10 slots: the next one catches up."""
-    env = schedules_env(hourly={"task": "tests.jobs_app.jobs.record_run", "every": 3600})
+    """A schedule declared by a worker that stops, moved back 10 slots: the next worker catches up.
+
+    Its slots are 366 days apart, so no slot of its own falls due while the test runs.
+    """
+    env = schedules_env(rare={"task": "tests.jobs_app.jobs.record_run", "every": 366 * 86400})
     first = spawn(workers, env=env)
-    wait_until(lambda: Schedule.objects.filter(name="hourly").exists(), timeout=60, what="the row declared")
+    wait_until(lambda: Schedule.objects.filter(name="rare").exists(), timeout=60, what="the row declared")
     stop([first])
-    row = Schedule.objects.get(name="hourly")
-    Schedule.objects.filter(name="hourly").update(next_slot=row.next_slot - timedelta(hours=10))
+    row = Schedule.objects.get(name="rare")
+    Schedule.objects.filter(name="rare").update(next_slot=row.next_slot - 10 * timedelta(days=366))
 
     second = spawn(workers, env=env)
-    wait_until(lambda: Schedule.objects.get(name="hourly").runs == 1, timeout=60, what="the catch-up run")
+    wait_until(lambda: Schedule.objects.get(name="rare").runs == 1, timeout=60, what="the catch-up run")
     stop([second])
-    row = Schedule.objects.get(name="hourly")
+    row = Schedule.objects.get(name="rare")
     assert (row.runs, row.missed, row.skipped) == (1, 9, 0)
-    assert [job.schedule_slot for job in Job.objects.filter(schedule_name="hourly")] == [
-        row.next_slot - timedelta(hours=1)
+    assert [job.schedule_slot for job in Job.objects.filter(schedule_name="rare")] == [
+        row.next_slot - timedelta(days=366)
     ]
     assert os.environ.get("JOBRETRY_TEST_SCHEDULES") is None, "the schedules stay in the worker processes"
