@@ -6,14 +6,9 @@ time instead. Messages start with where the schedule was declared (the
 spec's ``source``: ``@job``, ``JOBRETRY["SCHEDULES"]``, a task backend),
 then ``schedule 'name':``, then what is wrong.
 
-E043 asks whether the schedule can make a run. Workers build runs with
-services.schedules.run_columns, a layer above this package, which checks
-may not import; the three refusals it can make come from layer-2 functions
-(encode_arguments, check_call, resolve_policy), so :func:`run_problem` calls
-the same ones in the same order here, and tests/integration/
-test_schedule_checks.py holds the two to the same answers. Registering
-the check from a higher layer instead would need apps.py and split the
-schedule checks across layers for the sake of three calls.
+E043 asks whether the schedule can make a run with the function the
+workers build runs with (schedule_runs.run_columns), so both refuse the
+same schedules with the same words.
 """
 
 from __future__ import annotations
@@ -25,14 +20,13 @@ from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, register
 
 from django_jobretry.conf import jobretry_settings, schedules
+from django_jobretry.conf.schedule_runs import run_columns
 from django_jobretry.conf.schedules import SETTINGS_SOURCE, InvalidSchedule, ScheduleSpec, from_mapping
 from django_jobretry.conf.schema import validate
 from django_jobretry.conf.task_modules import HOW_TO_ADD
 from django_jobretry.display.suggestions import did_you_mean
-from django_jobretry.exceptions import InvalidJob, UnknownPolicy
-from django_jobretry.registry import TaskDefinition, registry, resolve_policy
-from django_jobretry.signatures import check_call
-from django_jobretry.validation import check_queue_name, encode_arguments
+from django_jobretry.exceptions import JobRetryError
+from django_jobretry.registry import registry
 
 EXAMPLE = (
     'e.g. JOBRETRY["SCHEDULES"] = {"nightly": {"task": "reports.jobs.build", "cron": "0 3 * * *", '
@@ -111,7 +105,7 @@ def check_schedule_tasks(app_configs: Sequence[AppConfig] | None = None, **kwarg
             )
             hint = f"Name a registered task, or {HOW_TO_ADD}."
             errors.append(_error("E042", spec.source, spec.name, problem, hint))
-        elif policies_known and (why := run_problem(spec, definition)) is not None:
+        elif policies_known and (why := run_problem(spec)) is not None:
             problem = f"no run of it can start: {why}"
             hint = (
                 "Give arguments the task's signature takes, as JSON values, a policy "
@@ -121,31 +115,10 @@ def check_schedule_tasks(app_configs: Sequence[AppConfig] | None = None, **kwarg
     return errors
 
 
-def run_problem(spec: ScheduleSpec, definition: TaskDefinition) -> str | None:
-    """Why a worker could not make a run of ``spec`` (what run_columns would raise), or None.
-
-    Also a queue name enqueue would refuse: run_columns does not check it,
-    and one longer than the column fails the one statement that inserts
-    the runs of every due schedule, not only this one's.
-    """
+def run_problem(spec: ScheduleSpec) -> str | None:
+    """Why a worker could not make a run of ``spec`` (what run_columns raises), or None."""
     try:
-        encode_arguments(
-            spec.task_name,
-            spec.args,
-            dict(spec.kwargs),
-            max_bytes=jobretry_settings.max_args_bytes,
-            max_depth=jobretry_settings.max_args_depth,
-        )
-        check_call(
-            spec.task_name,
-            definition.func,
-            spec.args,
-            dict(spec.kwargs),
-            takes_context=definition.takes_context,
-        )
-        resolve_policy(definition.policy)
-        if spec.queue_name is not None:
-            check_queue_name(spec.queue_name)
-    except (InvalidJob, UnknownPolicy) as exc:
+        run_columns(spec)
+    except JobRetryError as exc:
         return str(exc)
     return None

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
+from django_jobretry.conf.schedule_runs import run_columns
 from django_jobretry.conf.schedules import ScheduleSpec, declared
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob
@@ -22,7 +23,7 @@ from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.services import schedule_sql as sql
 from django_jobretry.services.console import counters
 from django_jobretry.services.enqueue import notify
-from django_jobretry.services.schedules import as_arrays, declare_rows, log_fields, retry_until, run_columns
+from django_jobretry.services.schedules import as_arrays, declare_rows, log_fields, retry_until
 
 logger = logging.getLogger("django_jobretry")
 

@@ -24,18 +24,15 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf.schedule_runs import Run, run_columns
 from django_jobretry.conf.schedules import ScheduleSpec
-from django_jobretry.exceptions import InvalidJob, JobRetryError
+from django_jobretry.exceptions import JobRetryError
 from django_jobretry.models import CounterEvent
 from django_jobretry.policy.slots import CatchUp, Overlap, SlotPlan, grace, plan
-from django_jobretry.registry import registry, resolve_policy
 from django_jobretry.services import schedule_sql as sql
 from django_jobretry.services.console import counters
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.sql import named_rows
-from django_jobretry.signatures import check_call
-from django_jobretry.validation import check_queue_name, encode_arguments
 
 logger = logging.getLogger("django_jobretry")
 
@@ -45,59 +42,6 @@ DROPPED = {
     CatchUp.ALL: "skipped over the catch-up limit",
     CatchUp.NONE: "missed",
 }
-
-
-def overlap_key(name: str) -> str:
-    """The unique key every run of ``name`` holds while live, under overlap "skip" and "queue"."""
-    return f"schedule:{name}"
-
-
-@dataclass(frozen=True)
-class Run:
-    """The columns of one schedule's runs, as its task is declared in this process now."""
-
-    task: str
-    queue: str
-    policy: str
-    priority: int
-    max_attempts: int
-    args: str
-    kwargs: str
-    key: str | None
-
-
-def run_columns(spec: ScheduleSpec) -> Run:
-    """The run of ``spec`` as a job; InvalidJob (or UnknownPolicy) when it cannot make one here.
-
-    Its task is unknown in this process, refuses the arguments, names a queue
-    enqueue would refuse, or its policy is not in the settings.
-    """
-    definition = registry.get(spec.task_name)
-    if definition is None:
-        raise InvalidJob(f"task {spec.task_name!r} is not registered in this process")
-    arguments = encode_arguments(
-        spec.task_name,
-        spec.args,
-        dict(spec.kwargs),
-        max_bytes=jobretry_settings.max_args_bytes,
-        max_depth=jobretry_settings.max_args_depth,
-    )
-    check_call(
-        spec.task_name, definition.func, spec.args, dict(spec.kwargs), takes_context=definition.takes_context
-    )
-    policy_name, policy = resolve_policy(definition.policy)
-    queue = spec.queue_name or definition.queue_name
-    check_queue_name(queue)
-    return Run(
-        task=spec.task_name,
-        queue=queue,
-        policy=policy_name,
-        priority=definition.priority,
-        max_attempts=policy.max_attempts,
-        args=arguments.args_json,
-        kwargs=arguments.kwargs_json,
-        key=None if spec.overlap is Overlap.ALLOW else overlap_key(spec.name),
-    )
 
 
 def retry_until(spec: ScheduleSpec, next_slot: datetime) -> datetime | None:

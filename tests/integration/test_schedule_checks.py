@@ -18,10 +18,10 @@ from django.test import override_settings
 
 from django_jobretry import job
 from django_jobretry.conf.schedule_checks import run_problem
+from django_jobretry.conf.schedule_runs import run_columns
 from django_jobretry.conf.schedules import declare, declared, job_schedule
 from django_jobretry.exceptions import InvalidJob, UnknownPolicy
 from django_jobretry.registry import registry
-from django_jobretry.services.schedules import run_columns
 from tests.declarations import forgotten_afterwards
 
 RECORD = "tests.jobs_app.jobs.record"
@@ -196,12 +196,12 @@ def run_answers(mapping: dict[str, Any]) -> tuple[str | None, str | None]:
             raised: str | None = str(exc)
         else:
             raised = None
-        return raised, run_problem(spec, definition)
+        return raised, run_problem(spec)
 
 
 @pytest.mark.parametrize("case", [*sorted(CANNOT_RUN), "fine"])
 def test_e043_says_what_the_workers_run_columns_raises(case: str) -> None:
-    """E043 repeats run_columns' refusals (a check may not import services): both give one answer."""
+    """E043 says what the workers' run_columns raises: both give one answer."""
     mapping = CANNOT_RUN[case][0] if case in CANNOT_RUN else HOURLY
     raised, said = run_answers(mapping)
     assert said == raised
