@@ -49,7 +49,8 @@ class Scheduler(threading.Thread):
     ) -> None:
         super().__init__(name="jobretry-scheduler", daemon=True)
         self.worker_id, self.specs, self.stop = worker_id, specs, stop
-        self.declared = False
+        #: This process's schedules, read and written to their rows at the first look.
+        self.declared: Mapping[str, ScheduleSpec] | None = None
         #: Looks made so far.
         self.looks = 0
 
@@ -73,12 +74,18 @@ class Scheduler(threading.Thread):
             drop_connection()
 
     def look(self) -> float:
-        """Declare once, then one look; how long to sleep before the next."""
-        specs = self.specs()
-        if not self.declared:
+        """Declare once, then one look; how long to sleep before the next.
+
+        The declarations are read once, at the first look: they are complete
+        once Django has started (a task registered later is check E015), and
+        parsing a thousand of them again would cost every look more CPU than
+        its statements take.
+        """
+        if self.declared is None:
+            specs = self.specs()
             schedules.declare_rows(specs)
-            self.declared = True
-        until = schedules.run_due(specs)
+            self.declared = specs
+        until = schedules.run_due(self.declared)
         self.looks += 1
         if until is None:
             return MAX_SLEEP
