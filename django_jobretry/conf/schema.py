@@ -35,6 +35,8 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "unknown_errors": "retryable",
     "requeue_budget": 0,
     "timeout": None,
+    "circuit": None,
+    "max_snoozes": 20,
 }
 
 
@@ -168,6 +170,10 @@ def _build_policy(name: object, fields: object) -> tuple[RetryPolicy | None, lis
     for key in _ERROR_LISTS:
         values[key], found = import_error_classes(where, key, values[key])
         problems += found
+    circuit = values["circuit"]
+    if isinstance(circuit, Mapping) and "errors" in circuit:
+        errors, found = import_error_classes(where, 'circuit"]["errors', circuit["errors"])
+        values["circuit"], problems = {**circuit, "errors": errors}, problems + found
     overlap = set(values["fatal_errors"]) & set(values["retryable_errors"])
     if overlap:
         names = sorted(f"{k.__module__}.{k.__qualname__}" for k in overlap)
@@ -176,7 +182,7 @@ def _build_policy(name: object, fields: object) -> tuple[RetryPolicy | None, lis
     # Each field on its own first, so one `check` run names every bad value; the
     # limits between fields (max_delay >= base_delay, total_budget) only once all are valid.
     problems += [
-        p for key in fields if key in _SCALAR_FIELDS and (p := _field_problem(where, key, fields[key]))
+        p for key in fields if key in _SCALAR_FIELDS and (p := _field_problem(where, key, values[key]))
     ]
     if problems:
         return None, problems

@@ -5,13 +5,17 @@ policy stays usable and property-testable without a configured project.
 """
 
 from django_jobretry.policy.base import InvalidPolicy, JobRetryError
-from django_jobretry.policy.decisions import Decision, ErrorKind, GiveUp, GiveUpReason, Retry
-from django_jobretry.policy.errors import FatalError, RetryableError
+from django_jobretry.policy.circuit import CircuitBreaker
+from django_jobretry.policy.decisions import Decision, Defer, ErrorKind, GiveUp, GiveUpReason, Retry
+from django_jobretry.policy.errors import CircuitOpen, FatalError, RetryableError, Snooze
 from django_jobretry.policy.retry import Classification, RetryPolicy, ScheduleRow
 
 __all__ = [
+    "CircuitBreaker",
+    "CircuitOpen",
     "Classification",
     "Decision",
+    "Defer",
     "ErrorKind",
     "FatalError",
     "GiveUp",
@@ -22,4 +26,5 @@ __all__ = [
     "RetryPolicy",
     "RetryableError",
     "ScheduleRow",
+    "Snooze",
 ]

@@ -24,6 +24,7 @@ class GiveUpReason(enum.StrEnum):
     FATAL = "fatal"
     EXHAUSTED = "exhausted"
     DEADLINE = "deadline"
+    SNOOZE_BUDGET = "snooze_budget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,4 +41,11 @@ class GiveUp:
     reason: GiveUpReason
 
 
-type Decision = Retry | GiveUp
+@dataclass(frozen=True, slots=True)
+class Defer:
+    """Run the job again after ``delay`` with its attempt given back (a Snooze or a CircuitOpen)."""
+
+    delay: timedelta
+
+
+type Decision = Retry | GiveUp | Defer

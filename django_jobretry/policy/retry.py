@@ -9,14 +9,15 @@ docs/design.md#invariant-1 to #invariant-5 testable.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django_jobretry.policy.base import InvalidPolicy
-from django_jobretry.policy.decisions import Decision, ErrorKind, GiveUp, GiveUpReason, Retry
+from django_jobretry.policy.circuit import CircuitBreaker, circuit_value
+from django_jobretry.policy.decisions import Decision, Defer, ErrorKind, GiveUp, GiveUpReason, Retry
 from django_jobretry.policy.durations import MAX_BUDGET, to_seconds, to_timedelta
-from django_jobretry.policy.errors import FatalError, RetryableError
+from django_jobretry.policy.errors import FatalError, RetryableError, requested_delay
 from django_jobretry.policy.parameters import (
     attempt_limit,
     check_attempt,
@@ -24,6 +25,7 @@ from django_jobretry.policy.parameters import (
     error_kind,
     number,
     requeue_budget_value,
+    snooze_budget_value,
 )
 
 type Seconds = int | float | timedelta
@@ -73,6 +75,8 @@ class RetryPolicy:
         "unknown_errors",
         "requeue_budget",
         "timeout",
+        "circuit",
+        "max_snoozes",
     )
     __slots__ = (*_PARAMS, "_base_seconds", "_max_seconds", "_uncapped_retries")
 
@@ -88,6 +92,8 @@ class RetryPolicy:
     unknown_errors: ErrorKind
     requeue_budget: int
     timeout: timedelta | None
+    circuit: CircuitBreaker | None
+    max_snoozes: int
     _base_seconds: float
     _max_seconds: float
     _uncapped_retries: int
@@ -107,6 +113,8 @@ class RetryPolicy:
         unknown_errors: ErrorKind | str = ErrorKind.RETRYABLE,
         requeue_budget: int = 0,
         timeout: Seconds | None = None,
+        circuit: CircuitBreaker | Mapping[str, object] | None = None,
+        max_snoozes: int = 20,
     ) -> None:
         set_ = super().__setattr__
         set_("max_attempts", attempt_limit(max_attempts))
@@ -127,6 +135,8 @@ class RetryPolicy:
         set_("unknown_errors", error_kind("unknown_errors", unknown_errors))
         set_("requeue_budget", requeue_budget_value(requeue_budget))
         set_("timeout", None if timeout is None else to_timedelta("timeout", timeout))
+        set_("circuit", circuit_value(circuit))
+        set_("max_snoozes", snooze_budget_value(max_snoozes))
         set_("_uncapped_retries", self._count_uncapped_retries())
         set_("total_budget", None)
         if total_budget is not None:
@@ -233,6 +243,12 @@ class RetryPolicy:
             return GiveUp(GiveUpReason.DEADLINE)
         return Retry(delay)
 
+    def defer(self, snoozes: int, delay: timedelta) -> Defer | GiveUp:
+        """Run again after ``delay`` without spending an attempt, unless ``snoozes`` spent the budget."""
+        if snoozes >= self.max_snoozes:
+            return GiveUp(GiveUpReason.SNOOZE_BUDGET)
+        return Defer(delay)
+
     def classify(self, error: BaseException, *, name: str | None = None) -> Classification:
         """Kind of ``error``: explicit raises first, then the most specific listed class.
 
@@ -277,18 +293,3 @@ class RetryPolicy:
         if retries > head:
             total += self.bounds(head + 1)[1] * (retries - head)
         return total
-
-
-def requested_delay(error: RetryableError) -> timedelta | None:
-    """The delay a RetryableError asked for, when it is a valid one; else None (the policy's backoff).
-
-    The error is the handler's object: a subclass may skip ``__init__`` (no
-    ``delay`` at all), store a string, a negative or a century-long delay, or
-    make ``delay`` a property that raises. None of that may stop the worker
-    recording the failure, so an unusable delay is ignored, never trusted.
-    """
-    try:
-        delay = getattr(error, "delay", None)
-        return None if delay is None else to_timedelta("delay", delay, allow_zero=True)
-    except Exception:
-        return None

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from django_jobretry import ErrorKind, RetryableError, RetryPolicy
-from django_jobretry.policy.retry import requested_delay
+from django_jobretry.policy.errors import requested_delay
 
 
 class NoInit(RetryableError):
