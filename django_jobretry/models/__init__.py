@@ -8,6 +8,7 @@ from django_jobretry.models.dashboard import Dashboard
 from django_jobretry.models.dead_letter import DeadLetter, DeadLetterSource, DeadReason
 from django_jobretry.models.death import Death
 from django_jobretry.models.event_counter import CounterEvent, EventCounter
+from django_jobretry.models.holds import Circuit, CircuitState, Pause
 from django_jobretry.models.imported_failure import ImportedFailure
 from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
 from django_jobretry.models.schedule import Schedule
@@ -16,6 +17,8 @@ from django_jobretry.models.worker_process import WorkerProcess, WorkerProcessQu
 
 __all__ = [
     "LIVE_STATUSES",
+    "Circuit",
+    "CircuitState",
     "CounterEvent",
     "Dashboard",
     "DeadLetter",
@@ -27,6 +30,7 @@ __all__ = [
     "Job",
     "JobQuerySet",
     "JobStatus",
+    "Pause",
     "Schedule",
     "StatusSample",
     "WorkerProcess",

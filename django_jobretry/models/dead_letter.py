@@ -18,6 +18,7 @@ class DeadReason(models.TextChoices):
     DEADLINE = "deadline", "Deadline passed (retry_for, or its schedule's next slot)"
     LEASE_EXPIRED = "lease_expired", "Last attempt lost (lease expired)"
     CANCELLED = "cancelled", "Cancelled by an operator"
+    SNOOZE_BUDGET = "snooze_budget", "Snoozed more often than its policy's max_snoozes"
 
 
 class DeadLetterSource(models.TextChoices):

@@ -98,6 +98,10 @@ class Job(models.Model):
     schedule_slot = models.DateTimeField(null=True, blank=True)
     #: A schedule's run retries only until its schedule's next slot (docs/schedules.md#retries).
     retry_until = models.DateTimeField(null=True, blank=True)
+    #: Times this job snoozed (``raise Snooze``): each gave its attempt back; bounded by ``max_snoozes``.
+    snoozes = models.PositiveIntegerField(db_default=0)
+    #: Seconds this job was due but held by a pause or a breaker: not counted against ``retry_for``.
+    held_seconds = models.FloatField(db_default=0)
 
     objects = JobQuerySet.as_manager()
 
@@ -193,6 +197,9 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=~models.Q(status="ready") | models.Q(attempts__lt=models.F("max_attempts")),
                 name="jobretry_job_ready_has_attempts_left",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(held_seconds__gte=0), name="jobretry_job_held_seconds_pos"
             ),
             models.CheckConstraint(
                 condition=~models.Q(status="succeeded") | models.Q(finished_at__isnull=False),
