@@ -34,6 +34,17 @@ dead_letter_discarded = Signal()
 #: Sent before retention deletes old dead letters; kwargs ``counts``
 #: ({(queue_name, reason): n}) and ``older_than`` (timedelta).
 dead_letters_pruning = Signal()
+#: Sent by the hold service with Pause as sender when a queue or task is paused (or its
+#: pause changed) and when a pause ends; kwargs ``queue_name``, ``task_name`` (one is None),
+#: ``actor`` ("expired" for a pause whose ``until`` passed), ``reason`` and ``until``.
+work_paused = Signal()
+work_resumed = Signal()
+#: Sent with Circuit as sender: ``task_name`` and, per signal, ``open_until``, ``opens``
+#: and ``reason`` (opened), ``probe_job_id`` (half-open), ``released`` (closed: how many
+#: held jobs were let go).
+circuit_opened = Signal()
+circuit_half_open = Signal()
+circuit_closed = Signal()
 
 
 def send(signal: Signal, sender: type, log_extra: dict[str, Any] | None = None, **kwargs: Any) -> None:

@@ -43,6 +43,8 @@ class ClaimedJob:
     requeue_count: int
     #: The schedule this job is a run of (services/schedules.py), if any.
     schedule_name: str | None = None
+    #: Times it snoozed before this attempt (``raise Snooze``), against its policy's ``max_snoozes``.
+    snoozes: int = 0
     #: Seconds from the claim to the moment its retries stop (its schedule's next slot); None: never.
     retry_window: float | None = None
     #: When this worker claimed it (time.monotonic()): what is left of ``retry_window`` is measured from it.
@@ -149,6 +151,8 @@ class FailedAttempt:
     requeue_count: int = 0
     #: Who asked to cancel the job, when its retry was refused for that and it was buried instead.
     cancelled_by: str = ""
+    #: The failure counts towards its policy's breaker: it is written in the transaction that counts it.
+    counted: bool = False
 
     @property
     def retry(self) -> Retry | None:

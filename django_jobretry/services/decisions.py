@@ -67,6 +67,7 @@ DEAD_REASONS = {
     GiveUpReason.FATAL: DeadReason.FATAL,
     GiveUpReason.EXHAUSTED: DeadReason.EXHAUSTED,
     GiveUpReason.DEADLINE: DeadReason.DEADLINE,
+    GiveUpReason.SNOOZE_BUDGET: DeadReason.SNOOZE_BUDGET,
 }
 
 

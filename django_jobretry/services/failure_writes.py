@@ -23,9 +23,10 @@ from typing import Any
 
 from django.db import DataError, connection, transaction
 
-from django_jobretry.policy import GiveUp, Retry
-from django_jobretry.services import statements, transitions
+from django_jobretry.policy import Defer, GiveUp, Retry
+from django_jobretry.services import deferrals, statements, transitions
 from django_jobretry.services.cancel import bury_cancel_requested
+from django_jobretry.services.circuits import count_failure
 from django_jobretry.services.claimed import FailedAttempt
 from django_jobretry.services.decisions import dead_reason, decide
 from django_jobretry.services.history import AttemptEntry
@@ -62,9 +63,9 @@ def write_failures(attempts: Sequence[FailedAttempt], history_limit: int) -> Ite
     the rest, each of which is written on its own.
     """
     for attempt in attempts:
-        if attempt.retry is None:
+        if attempt.retry is None or attempt.counted:
             yield write_one(attempt, history_limit)
-    batch = [attempt for attempt in attempts if attempt.retry is not None]
+    batch = [attempt for attempt in attempts if attempt.retry is not None and not attempt.counted]
     if not batch:
         return
     try:
@@ -101,6 +102,17 @@ def write_one(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
 
 
 def _write(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
+    if not attempt.counted:
+        return _decide_and_record(attempt, history_limit)
+    with transaction.atomic():  # the breaker's count commits with the failure, or not at all
+        done = _decide_and_record(attempt, history_limit)
+        breaker = attempt.policy.circuit
+        if breaker is not None and not done.stale and not done.cancelled_by:
+            count_failure(attempt.job.task_name, breaker, done.entry["error_class"])
+    return done
+
+
+def _decide_and_record(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
     if attempt.decision is not None:
         with statement_guard():
             return _record(attempt, history_limit)
@@ -112,6 +124,9 @@ def _write(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
 
 
 def _record(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
+    if isinstance(attempt.decision, Defer):
+        kept = deferrals.write(attempt, attempt.decision, history_limit)
+        return honour_cancels(written([attempt], kept), history_limit)[0]
     if isinstance(attempt.decision, GiveUp):
         reason = dead_reason(attempt.decision.reason)
         burial = transitions.bury(attempt.job, attempt.entry, reason, history_limit)

@@ -35,6 +35,9 @@ class AttemptEnd(enum.StrEnum):
     SHUTDOWN = "shutdown"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
+    #: Not failures: the job raised Snooze or CircuitOpen, and got its attempt back.
+    SNOOZED = "snoozed"
+    CIRCUIT_OPEN = "circuit_open"
 
 
 class AttemptEntry(TypedDict):

@@ -22,9 +22,9 @@ from django.db import DatabaseError, DataError, IntegrityError, transaction
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import CounterEvent, DeadReason
-from django_jobretry.policy import Classification, ErrorKind, GiveUp
+from django_jobretry.policy import Classification, Defer, ErrorKind, GiveUp
 from django_jobretry.registry import policy_for
-from django_jobretry.services import schedules, transitions
+from django_jobretry.services import deferrals, schedules, transitions
 from django_jobretry.services.cancel import announce_cancelled
 from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
 from django_jobretry.services.console import counters
@@ -79,6 +79,8 @@ class Recorder:
         """The failed attempt of ``outcome``: classified, its entry built, decided unless by ``retry_for``."""
         job, rule = outcome.job, None
         policy = policy_for(job.task_name, job.policy_name)
+        if isinstance(outcome, Failed) and outcome.ended in deferrals.DEFERRALS:
+            return deferrals.deferred_attempt(outcome, policy, self.worker_id)
         if isinstance(outcome, Interrupted):  # no backoff: only the hold
             classification = Classification(ErrorKind.RETRYABLE, outcome.hold)
             entry = event_entry(
@@ -92,6 +94,8 @@ class Recorder:
             entry = error_entry(job.attempt, rendered, classification.kind, ended, self.worker_id, rule=rule)
         fallback = minimal_entry(job.attempt, outcome.ended, classification.kind, self.worker_id, rule=rule)
         attempt = FailedAttempt(job, policy, classification, entry, fallback)
+        if isinstance(outcome, Failed):
+            attempt = deferrals.counted(attempt, outcome.error)
         return attempt if policy.retry_for is not None else decided(attempt, elapsed=None)
 
     def record_successes(self, outcomes: Sequence[Succeeded]) -> None:
@@ -190,6 +194,9 @@ class Recorder:
                 requeued_as=requeued_as,
                 **details,
             )
+        elif isinstance(decision, Defer):
+            deferrals.announce(attempt, decision)
+            heapq.heappush(self.retries_due, time.monotonic() + decision.delay.total_seconds())
         elif attempt.retry is not None:
             delay = attempt.retry.delay
             again = "ready again" if entry["ended"] == AttemptEnd.SHUTDOWN else "retry"

@@ -47,10 +47,14 @@ ORIGINAL_JOB_ID = (
     "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
 )
 
-#: SQL for "time since the job's first attempt", never negative; NULL before a
-#: first attempt. The column holds only instants Python can read (the
-#: jobretry_job_first_attempt_at_holdable constraint).
-ELAPSED_SQL = "GREATEST(statement_timestamp() - j.first_attempt_at, interval '0')"
+#: SQL for "time since the job's first attempt", less the time it was held by a pause
+#: or a breaker (hold_sql.held_seconds), never negative; NULL before a first attempt.
+#: The column holds only instants Python can read (the jobretry_job_first_attempt_at_holdable
+#: constraint).
+ELAPSED_SQL = (
+    "GREATEST(statement_timestamp() - j.first_attempt_at - make_interval(secs => j.held_seconds), "
+    "interval '0')"
+)
 
 
 #: Leaving "running" ends the lease, and with it any cancel request for that run.

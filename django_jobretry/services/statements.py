@@ -14,6 +14,7 @@ from __future__ import annotations
 from django_jobretry.models import DeadReason
 from django_jobretry.policy import ErrorKind
 from django_jobretry.services.history import AttemptEnd
+from django_jobretry.services.hold_sql import not_held
 from django_jobretry.services.sql import (
     CLEAR_LEASE,
     DEAD,
@@ -42,12 +43,12 @@ from django_jobretry.services.sql import (
 
 # -- claim -----------------------------------------------------------------------------------
 def pick_sql(filters: str = "") -> str:
-    """Lock the next due jobs, in claim order, skipping those other workers hold."""
+    """Lock the next due jobs, in claim order, skipping those other workers lock and those held."""
     return f"""
-        SELECT id FROM {JOB}
-        WHERE status = 'ready' AND run_at <= statement_timestamp() {filters}
-          AND attempts < max_attempts
-        ORDER BY priority DESC, run_at, id
+        SELECT j.id FROM {JOB} AS j
+        WHERE j.status = 'ready' AND j.run_at <= statement_timestamp() {filters}
+          AND j.attempts < j.max_attempts {not_held("j")}
+        ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     """
@@ -65,8 +66,8 @@ CLAIM_PICKED = f"""
     FROM picked WHERE j.id = picked.id
     RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args AS raw_args, j.kwargs AS raw_kwargs,
               j.attempts AS attempt, j.max_attempts, j.lease_token AS token,
-              {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count, j.schedule_name, {RETRY_WINDOW},
-              j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
+              {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count, j.schedule_name, j.snoozes,
+              {RETRY_WINDOW}, j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
 """
 
 #: Finished attempts succeeded, fenced; returns the ids that still held their lease, and when.

@@ -13,6 +13,11 @@ this list rather than the lease loop.
 - :class:`EventCounts` writes the process's event counts for the metrics
   (worker/counting.py) with one statement a beat and once more at a clean
   exit; a failed write keeps the counts for the next beat.
+- :class:`Holds` ends the pauses whose ``until`` passed and moves the
+  breakers on (services/holds.py, services/circuits.py): a probe once a
+  cooldown ends, a close or a reopening once a probe's fate is known. So a
+  breaker acts up to one beat after its cooldown; every worker takes part,
+  each breaker row locked by one of them at a time.
 - :class:`StatusSample` takes the dashboard's sample for the current minute
   unless another worker already has (services/console/status_samples.py): a missing
   sample only leaves a gap in a chart.
@@ -24,6 +29,7 @@ import logging
 from datetime import datetime
 
 from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.services import circuits, holds
 from django_jobretry.services.console import counters, status_samples, workers
 from django_jobretry.worker import counting
 
@@ -101,6 +107,16 @@ class EventCounts(Duty):
         counting.end()
 
 
+class Holds(Duty):
+    """Expired pauses ended, breakers moved on."""
+
+    failure = "move the pauses and breakers on"
+
+    def beat(self, running: int) -> None:
+        holds.end_expired()
+        circuits.beat()
+
+
 class StatusSample(Duty):
     """This minute's status sample for the dashboard, unless a worker already took it."""
 
@@ -112,4 +128,4 @@ class StatusSample(Duty):
 
 def console(registration: workers.Registration) -> list[Duty]:
     """The duties of a registered worker, in the order each beat runs them."""
-    return [WorkerRow(registration), EventCounts(), StatusSample()]
+    return [WorkerRow(registration), EventCounts(), Holds(), StatusSample()]

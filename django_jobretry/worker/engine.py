@@ -228,7 +228,7 @@ class Worker:
     def _take_failure(self, outcome: Failed) -> None:
         """A retry already decided waits for the next claim's statement; the rest is written now."""
         attempt = self.recorder.failed(outcome)
-        if attempt.retry is None:
+        if attempt.retry is None or attempt.counted:  # a breaker counts in the failure's own transaction
             self.failed.append(attempt)
             return
         self.retrying.append(attempt)

@@ -23,9 +23,10 @@ from django_jobretry import signals
 from django_jobretry.conf import task_modules
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
-from django_jobretry.policy import Classification, ErrorKind
+from django_jobretry.policy import CircuitOpen, Classification, ErrorKind, Snooze
 from django_jobretry.registry import registry, time_limit
 from django_jobretry.services.claimed import ClaimedJob, Failed, Kept, Succeeded
+from django_jobretry.services.deferrals import deferred
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra, send_job_signal
 from django_jobretry.signatures import mismatch
@@ -135,6 +136,8 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
         value = definition.func(*args, **kwargs)
         if inspect.isawaitable(value):
             value = asyncio.run(_await(value))
+    except (Snooze, CircuitOpen) as error:  # not failures: the job gives its attempt back
+        return deferred(job, error) or Failed(job, error, AttemptEnd.ERROR, render_error(error))
     except Exception as error:
         return Failed(job, error, AttemptEnd.ERROR, render_error(error))
     except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself

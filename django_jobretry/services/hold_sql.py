@@ -1,0 +1,202 @@
+"""The statements of held work: the claim's filter, pauses, breakers and snoozes.
+
+A held job is a ready job the claim skips (:func:`not_held`): its queue or
+task is paused, or its task's breaker is not closed and the job is not the
+breaker's probe. Holding writes nothing on the jobs; releasing adds the time
+each job was due but held to its ``held_seconds`` (:data:`HELD_SINCE`), which
+the ``retry_for`` clock leaves out (sql.ELAPSED_SQL). Times are the
+database's (docs/design.md#rule-5).
+"""
+
+from __future__ import annotations
+
+from django_jobretry.models import Circuit, Pause
+from django_jobretry.services.sql import CLEAR_LEASE, DEAD, FENCE, JOB, ONE_ATTEMPT, stamped, trimmed
+
+PAUSES = Pause._meta.db_table
+CIRCUITS = Circuit._meta.db_table
+
+
+def not_held(job: str) -> str:
+    """The claim's filter on the job rows ``job``: no pause in force, no breaker holding them.
+
+    Two anti-joins on tables of a few rows, evaluated per candidate row of
+    the claim index's scan: the claim still walks jobretry_job_claim.
+    """
+    return f"""
+        AND NOT EXISTS (
+            SELECT 1 FROM {PAUSES} AS p
+            WHERE (p.queue_name = {job}.queue_name OR p.task_name = {job}.task_name)
+              AND (p.until IS NULL OR p.until > statement_timestamp()))
+        AND NOT EXISTS (
+            SELECT 1 FROM {CIRCUITS} AS c
+            WHERE c.task_name = {job}.task_name AND c.state <> 'closed'
+              AND c.probe_job_id IS DISTINCT FROM {job}.id)
+    """
+
+
+def held_seconds(since: str, until: str) -> str:
+    """``held_seconds`` plus the time a ready job ``j`` was due but held, from ``since`` to ``until``.
+
+    Only after a first attempt: ``retry_for`` is measured from it, so time
+    held before it changes nothing.
+    """
+    start = f"GREATEST({since}, j.run_at, j.first_attempt_at)"
+    return (
+        f"j.held_seconds + CASE WHEN j.first_attempt_at IS NULL OR {start} >= {until} THEN 0 "
+        f"ELSE extract(epoch FROM {until} - {start})::float8 END"
+    )
+
+
+# -- pauses ----------------------------------------------------------------------------------
+def pause_sql(column: str) -> str:
+    """Pause the queue or task ``%(name)s`` (``column``), or change the pause in force.
+
+    A pause keeps the time it started, so a second operator's pause of the
+    same target changes who, why and until, not how long the jobs were held;
+    one that had expired starts again now. Returns ``created``.
+    """
+    return f"""
+        INSERT INTO {PAUSES} AS p ({column}, paused_by, reason, until, paused_at)
+        VALUES (%(name)s, %(actor)s, %(reason)s, %(until)s, statement_timestamp())
+        ON CONFLICT ({column}) WHERE {column} IS NOT NULL DO UPDATE
+        SET paused_by = excluded.paused_by, reason = excluded.reason, until = excluded.until,
+            paused_at = CASE WHEN p.until <= statement_timestamp() THEN statement_timestamp()
+                        ELSE p.paused_at END
+        RETURNING (xmax = 0) AS created, paused_at, until
+    """
+
+
+def end_pauses_sql(where: str) -> str:
+    """Delete the pauses matching ``where`` and count the held time of their jobs, in one statement.
+
+    A pause ends at its resume, or at its ``until`` when that came first.
+    Returns one row per pause ended, with the queues of its jobs (to wake
+    their workers) and how many jobs it held. Two operators resuming at once:
+    the second finds nothing to delete, so the time is counted once.
+    """
+    end = "LEAST(statement_timestamp(), COALESCE(gone.until, 'infinity'))"
+    return f"""
+        WITH gone AS (DELETE FROM {PAUSES} WHERE {where} RETURNING *),
+        released AS (
+            UPDATE {JOB} AS j SET held_seconds = {held_seconds("gone.paused_at", end)}
+            FROM gone
+            WHERE j.status = 'ready' AND j.run_at < {end}
+              AND (j.queue_name = gone.queue_name OR j.task_name = gone.task_name)
+            RETURNING gone.id AS pause_id, j.queue_name
+        )
+        SELECT gone.queue_name, gone.task_name, gone.paused_by, gone.reason, gone.paused_at, gone.until,
+               (SELECT count(*) FROM released r WHERE r.pause_id = gone.id) AS held,
+               ARRAY(SELECT DISTINCT r.queue_name FROM released r WHERE r.pause_id = gone.id) AS queues
+        FROM gone
+    """
+
+
+# -- breakers --------------------------------------------------------------------------------
+#: Count one failure of ``%(task)s`` in the window of ``%(window)s`` seconds, in the failure's
+#: transaction; the row lock orders concurrent counts. No row back: the breaker is not closed.
+COUNT_FAILURE = f"""
+    INSERT INTO {CIRCUITS} AS c (task_name, state, failures, window_started_at, updated_at)
+    VALUES (%(task)s, 'closed', 1, statement_timestamp(), statement_timestamp())
+    ON CONFLICT (task_name) DO UPDATE SET
+        failures = CASE WHEN c.window_started_at > statement_timestamp() - make_interval(secs => %(window)s)
+                   THEN c.failures + 1 ELSE 1 END,
+        window_started_at = CASE
+            WHEN c.window_started_at > statement_timestamp() - make_interval(secs => %(window)s)
+            THEN c.window_started_at ELSE statement_timestamp() END,
+        updated_at = statement_timestamp()
+    WHERE c.state = 'closed'
+    RETURNING c.failures
+"""
+
+#: Open (or reopen, or hold longer) the breaker of ``%(task)s`` for ``%(cooldown)s`` seconds.
+#: From closed it is the first opening; otherwise the count goes on and the hold keeps its start.
+#: An open breaker's end only moves later. Returns the row as it is now.
+OPEN = f"""
+    INSERT INTO {CIRCUITS} AS c (task_name, state, failures, opened_at, open_until, opens, cooldown_seconds,
+                                 max_cooldown_seconds, release_per_second, reason, updated_at)
+    VALUES (%(task)s, 'open', 0, statement_timestamp(),
+            statement_timestamp() + make_interval(secs => %(cooldown)s), 1, %(cooldown)s, %(max_cooldown)s,
+            %(rate)s, %(reason)s, statement_timestamp())
+    ON CONFLICT (task_name) DO UPDATE SET
+        state = 'open', failures = 0, window_started_at = NULL, probe_job_id = NULL, probe_attempts = NULL,
+        opened_at = CASE WHEN c.state = 'closed' THEN statement_timestamp() ELSE c.opened_at END,
+        opens = CASE WHEN c.state = 'closed' THEN 1 ELSE c.opens + 1 END,
+        open_until = CASE WHEN c.state = 'open' THEN GREATEST(c.open_until, excluded.open_until)
+                     ELSE excluded.open_until END,
+        cooldown_seconds = excluded.cooldown_seconds, max_cooldown_seconds = excluded.max_cooldown_seconds,
+        release_per_second = excluded.release_per_second, reason = excluded.reason,
+        updated_at = statement_timestamp()
+    RETURNING c.task_name, c.opens, c.open_until, c.opened_at
+"""
+
+#: Breakers whose cooldown is over or whose probe is out, locked (one worker acts on each).
+DUE_CIRCUITS = f"""
+    SELECT c.task_name, c.state, c.opens, c.cooldown_seconds, c.max_cooldown_seconds, c.release_per_second,
+           c.probe_job_id,
+           c.probe_attempts, j.status AS probe_status, j.attempts AS probe_now,
+           j.run_at > statement_timestamp() AS probe_later,
+           EXISTS (SELECT 1 FROM {DEAD} AS dl WHERE dl.job_id = c.probe_job_id
+                   AND dl.reason IN ('exhausted', 'deadline', 'lease_expired')) AS probe_died
+    FROM {CIRCUITS} AS c LEFT JOIN {JOB} AS j ON j.id = c.probe_job_id
+    WHERE (c.state = 'open' AND c.open_until <= statement_timestamp()) OR c.state = 'half_open'
+    ORDER BY c.task_name
+    FOR UPDATE OF c SKIP LOCKED
+"""
+
+#: The next job of ``%(task)s`` the claim would take, made the half-open breaker's probe.
+CHOOSE_PROBE = f"""
+    WITH probe AS (
+        SELECT id, attempts, queue_name FROM {JOB}
+        WHERE task_name = %(task)s AND status = 'ready' AND run_at <= statement_timestamp()
+        ORDER BY priority DESC, run_at, id LIMIT 1
+    )
+    UPDATE {CIRCUITS} AS c SET state = 'half_open', probe_job_id = probe.id, probe_attempts = probe.attempts,
+        updated_at = statement_timestamp()
+    FROM probe WHERE c.task_name = %(task)s
+    RETURNING probe.id, probe.queue_name
+"""
+
+#: Close the breaker of ``%(task)s`` and release its held jobs ``%(spacing)s`` seconds apart, in
+#: claim order, each one's held time counted up to its release. Returns the queues released.
+CLOSE = f"""
+    WITH closed AS (
+        UPDATE {CIRCUITS} SET state = 'closed', failures = 0, window_started_at = NULL, opened_at = NULL,
+            open_until = NULL, opens = 0, probe_job_id = NULL, probe_attempts = NULL,
+            updated_at = statement_timestamp()
+        WHERE task_name = %(task)s AND state <> 'closed'
+        RETURNING opened_at AS held_since
+    ), held AS (
+        SELECT j.id, statement_timestamp() + make_interval(
+                   secs => %(spacing)s * (row_number() OVER (ORDER BY priority DESC, run_at, id) - 1)::float8
+               ) AS released_at
+        FROM {JOB} AS j
+        WHERE j.task_name = %(task)s AND j.status = 'ready' AND j.run_at <= statement_timestamp()
+    ), released AS (
+        UPDATE {JOB} AS j SET run_at = held.released_at,
+            held_seconds = {held_seconds("closed.held_since", "held.released_at")}
+        FROM held, closed WHERE j.id = held.id
+        RETURNING j.queue_name
+    )
+    SELECT count(*) AS released, ARRAY(SELECT DISTINCT queue_name FROM released) AS queues FROM released
+"""
+
+
+# -- snoozes ---------------------------------------------------------------------------------
+def snooze_sql() -> str:
+    """A running attempt (ONE_ATTEMPT), fenced, ready again after ``%(delay)s`` s with its attempt back.
+
+    ``snoozes`` counts it against the policy's ``max_snoozes``. Not a job an
+    operator asked to cancel: no row comes back, and the caller buries it.
+    """
+    errors = trimmed("(j.errors || jsonb_build_array(" + stamped("d.entry") + "))", "%(history)s")
+    return f"""
+        UPDATE {JOB} AS j
+        SET status = 'ready', attempts = j.attempts - 1, snoozes = j.snoozes + 1,
+            run_at = statement_timestamp() + make_interval(secs => %(delay)s), {CLEAR_LEASE},
+            first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END,
+            errors = {errors}
+        FROM {ONE_ATTEMPT}
+        WHERE j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NULL
+        RETURNING j.id
+    """

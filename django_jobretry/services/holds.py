@@ -1,0 +1,182 @@
+"""Pausing and resuming a queue or a task, for every worker on every host at once.
+
+A pause is a row the claim statement reads (services/hold_sql.py): once
+committed, no worker claims a job it holds, with no cache to go stale.
+Jobs already running finish. A resume wakes idle workers of the released
+queues with NOTIFY, so they claim at once rather than at their next poll.
+Each pause and resume is logged with who did it and sent as a signal; the
+admin also records it in its history (admin/holds.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.db import connection, transaction
+
+from django_jobretry import signals
+from django_jobretry.exceptions import InvalidJob
+from django_jobretry.models import Pause
+from django_jobretry.models.holds import REASON_MAX_LENGTH
+from django_jobretry.models.instants import check_run_after
+from django_jobretry.services import hold_sql
+from django_jobretry.services.enqueue import notify
+from django_jobretry.services.history import clean_text, recorded_actor
+from django_jobretry.services.sql import named_rows
+
+logger = logging.getLogger("django_jobretry")
+
+#: Who ends a pause whose ``until`` passed, in logs and signals.
+EXPIRED_ACTOR = "expired"
+#: Longest queue and task names (the jobs table's columns).
+NAME_LENGTHS = {"queue_name": 100, "task_name": 200}
+
+
+class InvalidHold(InvalidJob):
+    """A pause or resume was refused: the message names the value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A queue or a task: what a pause holds."""
+
+    kind: Literal["queue", "task"]
+    name: str
+
+    @property
+    def column(self) -> str:
+        return f"{self.kind}_name"
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A pause that ended: what it held, since when, and how many ready jobs it let go."""
+
+    target: Target
+    paused_by: str
+    reason: str
+    paused_at: datetime
+    held: int
+
+
+def target(*, queue: str | None = None, task: str | None = None) -> Target:
+    """The one queue or task named; InvalidHold for none, both, or a name no job could have."""
+    if (queue is None) == (task is None):
+        raise InvalidHold("name exactly one queue or one task to pause or resume")
+    kind: Literal["queue", "task"] = "queue" if queue is not None else "task"
+    name = queue if queue is not None else task
+    limit = NAME_LENGTHS[f"{kind}_name"]
+    if not isinstance(name, str) or not name.strip() or len(name) > limit or "\x00" in name:
+        raise InvalidHold(f"{kind} {name!r} is not a {kind} name: expected 1 to {limit} characters")
+    return Target(kind, name)
+
+
+def pause(
+    *,
+    queue: str | None = None,
+    task: str | None = None,
+    actor: str,
+    reason: str = "",
+    until: datetime | timedelta | None = None,
+) -> bool:
+    """Hold every ready job of the queue or task until it is resumed (or until ``until``).
+
+    True if it was not paused before; a second pause of the same target
+    changes who, why and until. ``until`` is a time or a delay from now.
+    """
+    where = target(queue=queue, task=task)
+    if isinstance(until, datetime) and until.tzinfo is None:
+        raise InvalidHold(f"until {until!r} has no time zone: give an aware datetime or a timedelta")
+    if isinstance(until, timedelta) and until <= timedelta(0):
+        raise InvalidHold(f"until {until!r} is not in the future: give a positive delay or a later time")
+    check_run_after(until)
+    params: dict[str, Any] = {
+        "name": where.name,
+        "actor": recorded_actor(actor),
+        "reason": clean_text(reason, REASON_MAX_LENGTH),
+        "until": None,
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        if until is not None:
+            cursor.execute("SELECT statement_timestamp()")
+            now = cursor.fetchone()[0]
+            params["until"] = now + until if isinstance(until, timedelta) else until
+            if params["until"] <= now:
+                raise InvalidHold(f"until {until!r} has passed (the database's time is {now.isoformat()})")
+        cursor.execute(hold_sql.pause_sql(where.column), params)
+        row = named_rows(cursor)[0]
+    logger.info(
+        "%s paused by %s%s",
+        where,
+        params["actor"],
+        f" until {row['until'].isoformat()}" if row["until"] else "",
+        extra=_extra(where, "paused", params["actor"], until=row["until"]),
+    )
+    _send(signals.work_paused, "paused", where, params["actor"], reason=params["reason"], until=row["until"])
+    return bool(row["created"])
+
+
+def resume(*, queue: str | None = None, task: str | None = None, actor: str) -> Ended | None:
+    """Let the queue's or task's jobs be claimed again, now; None if it was not paused."""
+    where = target(queue=queue, task=task)
+    ended = _end(f"{where.column} = %(name)s", {"name": where.name}, recorded_actor(actor))
+    return ended[0] if ended else None
+
+
+def end_expired() -> list[Ended]:
+    """End the pauses whose ``until`` has passed (a worker's heartbeat duty): their held time is counted."""
+    return _end("until <= statement_timestamp()", {}, EXPIRED_ACTOR)
+
+
+def _end(where: str, params: Mapping[str, Any], actor: str) -> list[Ended]:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(hold_sql.end_pauses_sql(where), params)
+        rows = named_rows(cursor)
+        notify(sorted({queue for row in rows for queue in row["queues"]}))
+    ended = []
+    for row in rows:
+        kind: Literal["queue", "task"] = "queue" if row["queue_name"] is not None else "task"
+        name = row["queue_name"] if kind == "queue" else row["task_name"]
+        done = Ended(Target(kind, name), row["paused_by"], row["reason"], row["paused_at"], row["held"])
+        logger.info(
+            "%s resumed by %s after a pause by %s; %d ready job(s) released",
+            done.target,
+            actor,
+            done.paused_by,
+            done.held,
+            extra=_extra(done.target, "resumed", actor, released=done.held),
+        )
+        _send(signals.work_resumed, "resumed", done.target, actor, reason=done.reason, until=row["until"])
+        ended.append(done)
+    return ended
+
+
+def pauses() -> list[Pause]:
+    """The pauses in force, queues first."""
+    return list(Pause.objects.order_by("task_name", "queue_name"))
+
+
+def _extra(where: Target, outcome: str, actor: str, **more: Any) -> dict[str, Any]:
+    return {where.column: where.name, "outcome": outcome, "actor": actor, **more}
+
+
+def _send(
+    signal: Any, outcome: str, where: Target, actor: str, *, reason: str, until: datetime | None
+) -> None:
+    signals.send(
+        signal,
+        Pause,
+        _extra(where, outcome, actor),
+        queue_name=where.name if where.kind == "queue" else None,
+        task_name=where.name if where.kind == "task" else None,
+        actor=actor,
+        reason=reason,
+        until=until,
+    )
