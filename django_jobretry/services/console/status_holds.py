@@ -1,0 +1,105 @@
+"""What holds jobs back right now, for operators: `jobstatus`, the dashboard, the admin, the metrics.
+
+One line per pause in force and per breaker that is not closed, each with
+the number of due jobs it holds (ready, ``run_at`` passed, not claimed
+because of it). Counted with one query per hold; there are a handful.
+Times are the database's (docs/design.md#rule-5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Now
+
+from django_jobretry.models import Circuit, CircuitState, Job, JobStatus, Pause
+
+#: A pause in force: no ``until``, or one still ahead.
+IN_FORCE = Q(until__isnull=True) | Q(until__gt=Now())
+
+
+@dataclass(frozen=True)
+class PauseLine:
+    """A queue or task paused by an operator: who, why, since and until when, and how many due jobs wait."""
+
+    kind: str  # "queue" or "task"
+    name: str
+    paused_by: str
+    reason: str
+    paused_at: datetime
+    until: datetime | None
+    held: int
+
+
+@dataclass(frozen=True)
+class CircuitLine:
+    """A task whose breaker is open or half-open, and how many of its due jobs it holds."""
+
+    task_name: str
+    state: str  # CircuitState value
+    opened_at: datetime | None
+    open_until: datetime | None
+    opens: int
+    probe_job_id: int | None
+    reason: str
+    held: int
+
+
+@dataclass(frozen=True)
+class HoldsReport:
+    pauses: list[PauseLine]
+    circuits: list[CircuitLine]
+
+
+def due() -> Q:
+    """Ready jobs whose time has come: what a hold keeps from the claim."""
+    return Q(status=JobStatus.READY, run_at__lte=Now())
+
+
+def held() -> Q:
+    """The jobs held now: due, and paused (queue or task) or behind a breaker that is not their probe."""
+    paused = Pause.objects.filter(IN_FORCE).filter(
+        Q(queue_name=OuterRef("queue_name")) | Q(task_name=OuterRef("task_name"))
+    )
+    breaker = (
+        Circuit.objects.filter(task_name=OuterRef("task_name"))
+        .exclude(state=CircuitState.CLOSED)
+        .exclude(probe_job_id=OuterRef("pk"))
+    )
+    return due() & (Q(Exists(paused)) | Q(Exists(breaker)))
+
+
+def holds_report() -> HoldsReport:
+    """The pauses in force and the breakers not closed, with the due jobs each holds."""
+    pauses = [
+        PauseLine(
+            "queue" if row.queue_name is not None else "task",
+            row.queue_name if row.queue_name is not None else str(row.task_name),
+            row.paused_by,
+            row.reason,
+            row.paused_at,
+            row.until,
+            Job.objects.filter(due(), **_target(row)).count(),
+        )
+        for row in Pause.objects.filter(IN_FORCE).order_by("task_name", "queue_name")
+    ]
+    circuits = [
+        CircuitLine(
+            row.task_name,
+            row.state,
+            row.opened_at,
+            row.open_until,
+            row.opens,
+            row.probe_job_id,
+            row.reason,
+            Job.objects.filter(due(), task_name=row.task_name).exclude(pk=row.probe_job_id or 0).count(),
+        )
+        for row in Circuit.objects.exclude(state=CircuitState.CLOSED).order_by("task_name")
+    ]
+    return HoldsReport(pauses, circuits)
+
+
+def _target(row: Pause) -> dict[str, str]:
+    return {"queue_name": row.queue_name} if row.queue_name is not None else {"task_name": str(row.task_name)}
