@@ -9,6 +9,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from django_jobretry.policy import (
+    CircuitBreaker,
+    CircuitOpen,
     Decision,
     ErrorKind,
     FatalError,
@@ -19,6 +21,7 @@ from django_jobretry.policy import (
     Retry,
     RetryableError,
     RetryPolicy,
+    Snooze,
 )
 
 if TYPE_CHECKING:
@@ -49,6 +52,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
+    "CircuitBreaker",
+    "CircuitOpen",
     "Decision",
     "ErrorKind",
     "FatalError",
@@ -61,6 +66,7 @@ __all__ = [
     "Retry",
     "RetryPolicy",
     "RetryableError",
+    "Snooze",
     "UnknownPolicy",
     "__version__",
     "current_job",

@@ -12,13 +12,14 @@ from django.core.exceptions import ImproperlyConfigured
 
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.policy.base import InvalidPolicy, JobRetryError
-from django_jobretry.policy.errors import FatalError, RetryableError
+from django_jobretry.policy.errors import CircuitOpen, FatalError, RetryableError, Snooze
 
 __all__ = [
     "AttemptLost",
     "CannotResubmit",
     "ChildFailed",
     "ChildStartError",
+    "CircuitOpen",
     "DuplicateTaskName",
     "FatalError",
     "InvalidArguments",
@@ -30,6 +31,7 @@ __all__ = [
     "NotDead",
     "RequeueConflict",
     "RetryableError",
+    "Snooze",
     "StaleArguments",
     "StoredError",
     "TooManyRuns",
