@@ -26,7 +26,7 @@ class Pause(models.Model):
     queue_name = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     task_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     paused_by = models.CharField(max_length=ACTOR_MAX_LENGTH)
-    reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
+    reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, db_default="")
     paused_at = models.DateTimeField(db_default=Now())
     #: The pause ends by itself at this time; NULL: only a resume ends it.
     until = models.DateTimeField(null=True, blank=True)
@@ -68,27 +68,27 @@ class Circuit(models.Model):
     state = models.CharField(
         max_length=max(len(value) for value in CircuitState.values),
         choices=CircuitState.choices,
-        default=CircuitState.CLOSED,
+        db_default=CircuitState.CLOSED,
     )
     #: Counted failures since ``window_started_at``.
-    failures = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(db_default=0)
     window_started_at = models.DateTimeField(null=True, blank=True)
     #: When the breaker opened after being closed: the start of the hold.
     opened_at = models.DateTimeField(null=True, blank=True)
     #: The end of the cooldown; then one probe is let through.
     open_until = models.DateTimeField(null=True, blank=True)
     #: Openings in a row without a successful probe: the cooldown doubles with each.
-    opens = models.PositiveIntegerField(default=0)
+    opens = models.PositiveIntegerField(db_default=0)
     #: The cooldown of the current opening, and the longest a reopening may have, in seconds.
-    cooldown_seconds = models.FloatField(default=0)
-    max_cooldown_seconds = models.FloatField(default=0)
+    cooldown_seconds = models.FloatField(db_default=0)
+    max_cooldown_seconds = models.FloatField(db_default=0)
     #: How many held jobs a second are let go once a probe succeeded.
-    release_per_second = models.FloatField(default=10)
+    release_per_second = models.FloatField(db_default=10)
     #: The one job the claim lets through while half-open, and its attempts when it was chosen.
     probe_job_id = models.BigIntegerField(null=True, blank=True)
     probe_attempts = models.PositiveIntegerField(null=True, blank=True)
     #: Why it opened last: the count that tripped it, or the job that raised CircuitOpen.
-    reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, default="")
+    reason = models.CharField(max_length=REASON_MAX_LENGTH, blank=True, db_default="")
     updated_at = models.DateTimeField(db_default=Now())
 
     class Meta:
