@@ -1,0 +1,249 @@
+"""Pauses, breakers and snoozes at the service level, on the real database and its clock.
+
+Jobs run in this thread through ``django_jobretry.testing.run_jobs``, which
+records outcomes with the worker's recorder, so failures are counted by
+the same code a worker runs. Time passing is made by moving rows back
+(``until``, ``open_until``, ``paused_at``), never by waiting.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+
+from django_jobretry import CircuitOpen, FatalError, RetryPolicy, Snooze, job
+from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus, Pause
+from django_jobretry.services import circuits, holds, transitions
+from django_jobretry.services.console.status_holds import held, holds_report
+from django_jobretry.services.enqueue import enqueue
+from django_jobretry.testing import run_jobs
+
+pytestmark = pytest.mark.django_db
+
+#: Fast retries, a breaker of three failures, a long window and cooldown (moved back by the tests).
+OUTAGE = RetryPolicy(
+    max_attempts=10,
+    base_delay=0.001,
+    max_delay=0.001,
+    jitter=0,
+    circuit={"failures": 3, "cooldown": 600, "max_cooldown": 3600},
+)
+DOWN = {"partner": True}
+
+
+@job(policy=OUTAGE, queue_name="partner")
+def call_partner(n: int) -> None:
+    if DOWN["partner"]:
+        raise ConnectionError(f"partner down ({n})")
+
+
+@job(policy=OUTAGE)
+def reject(n: int) -> None:
+    raise FatalError(f"bad payload {n}")
+
+
+@job(policy=RetryPolicy(max_attempts=3, max_snoozes=2))
+def not_yet() -> None:
+    raise Snooze(60)
+
+
+@job(policy=OUTAGE)
+def rate_limited() -> None:
+    raise CircuitOpen(for_=timedelta(minutes=5))
+
+
+@job
+def other() -> None:
+    """Another task on the default queue: runs whatever the holds on the partner."""
+
+
+@pytest.fixture(autouse=True)
+def partner_down() -> None:
+    DOWN["partner"] = True
+
+
+def db_now() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        now: datetime = cursor.fetchone()[0]
+    return now.astimezone(UTC)
+
+
+def claim_ids() -> set[int]:
+    claimed = transitions.claim("test", 100, 60, None)
+    transitions.release(claimed)
+    return {job.id for job in claimed}
+
+
+class TestPause:
+    def test_a_paused_task_is_never_claimed_and_others_run(self) -> None:
+        jobs = [call_partner.enqueue(n) for n in range(3)]
+        other_job = other.enqueue()
+        assert holds.pause(task=call_partner.name, actor="alice", reason="partner down") is True
+        run_jobs()
+        assert Job.objects.get(pk=other_job.id).status == JobStatus.SUCCEEDED
+        assert (
+            list(Job.objects.filter(pk__in=[j.id for j in jobs]).values_list("attempts", flat=True))
+            == [0] * 3
+        )
+        assert Job.objects.filter(held()).count() == 3
+        DOWN["partner"] = False
+        ended = holds.resume(task=call_partner.name, actor="bob")
+        assert ended is not None
+        assert (ended.held, ended.paused_by) == (3, "alice")
+        run_jobs()
+        assert set(Job.objects.filter(task_name=call_partner.name).values_list("status", "attempts")) == {
+            (JobStatus.SUCCEEDED, 1)
+        }
+
+    def test_a_paused_queue_holds_every_task_on_it(self) -> None:
+        partner_job = call_partner.enqueue(1)
+        other_job = other.enqueue()
+        holds.pause(queue="partner", actor="alice")
+        assert claim_ids() == {other_job.id}
+        holds.resume(queue="partner", actor="alice")
+        assert claim_ids() == {other_job.id, partner_job.id}
+
+    def test_a_second_pause_changes_who_and_why_but_not_since(self) -> None:
+        holds.pause(queue="partner", actor="alice", reason="first")
+        since = Pause.objects.get().paused_at
+        assert holds.pause(queue="partner", actor="bob", reason="second") is False
+        row = Pause.objects.get()
+        assert (row.paused_by, row.reason, row.paused_at) == ("bob", "second", since)
+
+    def test_a_pause_ends_by_itself_at_until(self) -> None:
+        partner_job = call_partner.enqueue(1)
+        holds.pause(queue="partner", actor="alice", until=timedelta(hours=1))
+        assert claim_ids() == set()
+        Pause.objects.update(until=db_now() - timedelta(seconds=1), paused_at=db_now() - timedelta(hours=1))
+        assert claim_ids() == {partner_job.id}  # the claim ignores an expired pause at once
+        assert [e.target.name for e in holds.end_expired()] == ["partner"]
+        assert not Pause.objects.exists()
+
+    def test_resume_of_nothing_paused_says_so(self) -> None:
+        assert holds.resume(queue="partner", actor="alice") is None
+
+    @pytest.mark.parametrize(
+        ("kwargs", "words"),
+        [
+            ({}, "exactly one"),
+            ({"queue": "a", "task": "b"}, "exactly one"),
+            ({"queue": ""}, "queue ''"),
+            ({"queue": "q", "until": datetime(2030, 1, 1)}, "no time zone"),
+            ({"queue": "q", "until": timedelta(seconds=-1)}, "not in the future"),
+            ({"queue": "q", "until": datetime(2000, 1, 1, tzinfo=UTC)}, "has passed"),
+        ],
+    )
+    def test_bad_input_is_refused_and_nothing_stored(self, kwargs: dict[str, object], words: str) -> None:
+        with pytest.raises(holds.InvalidHold, match=words):
+            holds.pause(actor="alice", **kwargs)  # type: ignore[arg-type]
+        assert not Pause.objects.exists()
+
+    def test_held_time_is_left_out_of_retry_for(self) -> None:
+        partner_job = call_partner.enqueue(1)
+        run_jobs()  # one failed attempt: first_attempt_at is set, the retry is due at once
+        holds.pause(task=call_partner.name, actor="alice")
+        hour_ago = db_now() - timedelta(hours=1)
+        Pause.objects.update(paused_at=hour_ago)
+        Job.objects.filter(pk=partner_job.id).update(run_at=hour_ago, first_attempt_at=hour_ago)
+        holds.resume(task=call_partner.name, actor="alice")
+        held_seconds = Job.objects.get(pk=partner_job.id).held_seconds
+        assert 3600 <= held_seconds < 3600 + 60
+
+
+class TestBreaker:
+    def trip(self) -> list[int]:
+        ids = [call_partner.enqueue(n).id for n in range(6)]
+        run_jobs(max_runs=3)
+        return ids
+
+    def test_retryable_failures_open_it_and_hold_the_task(self) -> None:
+        self.trip()
+        row = Circuit.objects.get(task_name=call_partner.name)
+        assert (row.state, row.opens, row.failures) == (CircuitState.OPEN, 1, 0)
+        assert claim_ids() == set()
+        assert Job.objects.filter(task_name=call_partner.name, attempts__gt=0).count() == 3
+        report = holds_report()
+        assert [(line.task_name, line.held) for line in report.circuits] == [(call_partner.name, 6)]
+
+    def test_fatal_failures_never_count(self) -> None:
+        for n in range(5):
+            reject.enqueue(n)
+        run_jobs()
+        assert DeadLetter.objects.filter(reason=DeadReason.FATAL).count() == 5
+        assert not Circuit.objects.filter(task_name=reject.name).exclude(state=CircuitState.CLOSED).exists()
+
+    def test_after_the_cooldown_one_probe_runs_and_its_success_releases_the_rest(self) -> None:
+        ids = self.trip()
+        Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
+        circuits.beat()
+        row = Circuit.objects.get()
+        assert row.state == CircuitState.HALF_OPEN
+        assert claim_ids() == {row.probe_job_id}
+        DOWN["partner"] = False
+        run_jobs()  # only the probe is due to this claim
+        assert Job.objects.get(pk=row.probe_job_id).status == JobStatus.SUCCEEDED
+        circuits.beat()
+        assert Circuit.objects.get().state == CircuitState.CLOSED
+        run_jobs(include_scheduled=True)  # released 0.1 s apart
+        assert set(Job.objects.filter(pk__in=ids).values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
+        assert not DeadLetter.objects.exists()
+
+    def test_a_failed_probe_reopens_with_twice_the_cooldown(self) -> None:
+        self.trip()
+        Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
+        circuits.beat()
+        probe = Circuit.objects.get().probe_job_id
+        run_jobs(max_runs=1)
+        assert Job.objects.get(pk=probe).attempts >= 1
+        circuits.beat()
+        row = Circuit.objects.get()
+        assert (row.state, row.opens, row.cooldown_seconds) == (CircuitState.OPEN, 2, 1200)
+        assert row.open_until > db_now() + timedelta(seconds=1100)
+
+    def test_with_nothing_due_to_probe_it_closes(self) -> None:
+        self.trip()
+        Job.objects.filter(task_name=call_partner.name).update(run_at=db_now() + timedelta(days=1))
+        Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
+        circuits.beat()
+        assert Circuit.objects.get().state == CircuitState.CLOSED
+
+    def test_an_operator_closes_it_by_hand(self) -> None:
+        self.trip()
+        assert circuits.close(call_partner.name, actor="alice") is True
+        assert Circuit.objects.get().state == CircuitState.CLOSED
+        assert circuits.close(call_partner.name, actor="alice") is False
+
+
+class TestSnooze:
+    def test_a_snooze_gives_the_attempt_back_until_the_budget_is_spent(self) -> None:
+        snoozer = not_yet.enqueue()
+        for expected in (1, 2):
+            run_jobs()
+            row = Job.objects.get(pk=snoozer.id)
+            assert (row.attempts, row.snoozes, row.status) == (0, expected, JobStatus.READY)
+            assert [entry["ended"] for entry in row.errors] == ["snoozed"] * expected
+            assert row.run_at > db_now() + timedelta(seconds=50)
+            Job.objects.filter(pk=snoozer.id).update(run_at=db_now())
+        run_jobs()
+        dead = DeadLetter.objects.get(job_id=snoozer.id)
+        assert dead.reason == DeadReason.SNOOZE_BUDGET
+
+    def test_circuit_open_holds_the_whole_task(self) -> None:
+        first, second = rate_limited.enqueue(), rate_limited.enqueue()
+        run_jobs(max_runs=1)
+        row = Circuit.objects.get(task_name=rate_limited.name)
+        assert row.state == CircuitState.OPEN
+        assert f"job {first.id} raised CircuitOpen" in row.reason
+        assert row.open_until > db_now() + timedelta(minutes=4)
+        assert Job.objects.get(pk=first.id).attempts == 0
+        assert claim_ids() == set()
+        assert Job.objects.get(pk=second.id).attempts == 0
+
+
+def test_enqueue_is_not_refused_while_held() -> None:
+    holds.pause(task=call_partner.name, actor="alice")
+    enqueue(call_partner, (1,), {})
+    assert Job.objects.filter(held()).count() == 1
