@@ -207,7 +207,9 @@ def _field_problem(where: str, key: str, value: object) -> Problem | None:
 
 
 def _invalid(where: str, exc: InvalidPolicy) -> Problem:
-    msg = f'{where}["{exc.field}"] = {exc.value!r} is invalid: {exc.allowed}.'
+    # A nested field ("circuit.failures") is shown as ["circuit"]["failures"].
+    path = "".join(f'["{part}"]' for part in exc.field.split("."))
+    msg = f"{where}{path} = {exc.value!r} is invalid: {exc.allowed}."
     hint = (
         f"Default for {exc.field!r}: {POLICY_DEFAULTS.get(exc.field)!r}; leave the field out to use it. "
         "Once the settings are valid, manage.py showpolicies prints each policy's schedule."

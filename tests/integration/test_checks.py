@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.checks import check_heartbeat, check_job_policies, check_settings
 from tests.jobs_app import jobs
 from tests.manage_py import manage_py
@@ -276,3 +277,52 @@ def test_manage_py_check_runs_in_a_project_without_a_url_configuration() -> None
     )
     assert (result.returncode, result.stderr) == (0, "")
     assert "System check identified no issues" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("circuit", "message"),
+    [
+        ({"failures": 0}, '["emails"]["circuit"]["failures"] = 0 is invalid: an integer from 1 to 1000000.'),
+        ({"window": 60}, '["emails"]["circuit"] = {\'window\': 60} is invalid: needs "failures"'),
+        (
+            {"failures": 5, "windo": 60},
+            "['windo'] is invalid: unknown key(s); allowed: ['cooldown', 'errors',",
+        ),
+        ({"failures": 5, "cooldown": 100, "max_cooldown": 10}, "must be >= cooldown (100 s)"),
+        ({"failures": 5, "release_per_second": 0}, '["release_per_second"] = 0 is invalid'),
+        ("on", "[\"circuit\"] = 'on' is invalid: a dict such as"),
+    ],
+)
+def test_e005_a_bad_circuit_names_its_key(circuit: Any, message: str) -> None:
+    error = only_error({"POLICIES": {"emails": {"circuit": circuit}}})
+    assert error.id == "django_jobretry.E005"
+    assert message in error.msg
+
+
+def test_e006_a_circuit_error_class_must_import() -> None:
+    error = only_error({"POLICIES": {"emails": {"circuit": {"failures": 5, "errors": ["no.such.Error"]}}}})
+    assert error.id == "django_jobretry.E006"
+    assert '["emails"]["circuit"]["errors"]: cannot import \'no.such.Error\'' in error.msg
+
+
+def test_a_circuit_and_a_snooze_budget_are_read_from_settings() -> None:
+    with override_settings(
+        JOBRETRY={
+            "POLICIES": {
+                "emails": {
+                    "max_snoozes": 3,
+                    "circuit": {"failures": 5, "errors": ["builtins.ConnectionError"], "cooldown": 10},
+                }
+            }
+        }
+    ):
+        assert check_settings() == []
+        policy = jobretry_settings.policies["emails"]
+    assert policy.max_snoozes == 3
+    assert policy.circuit is not None
+    assert (policy.circuit.failures, policy.circuit.errors) == (5, (ConnectionError,))
+
+
+def test_e005_max_snoozes_out_of_range() -> None:
+    error = only_error({"POLICIES": {"emails": {"max_snoozes": -1}}})
+    assert error.msg.endswith('["max_snoozes"] = -1 is invalid: an integer from 0 to 100000.')
