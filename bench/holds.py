@@ -1,0 +1,101 @@
+"""What pauses and breakers cost the claim: the drain with none, with holds elsewhere, behind held jobs.
+
+    make bench BENCH_HOLDS_ARGS="--jobs 5000 --rounds 5"           # embedded PostgreSQL, throwaway
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/scratch .venv/bin/python bench/holds.py
+
+Against DATABASE_URL (migrated first; it empties the jobs, pauses and
+breakers tables), one ``runworker --burst --concurrency 10`` process drains
+``--jobs`` no-op jobs (bench/run.py's drain) in three setups, interleaved
+round by round so that a noisy neighbour hits all three alike:
+
+* none: no pause, no breaker (every claim still evaluates the two anti-joins);
+* elsewhere: 20 paused queues and 10 open breakers, none of them the drained
+  job's (the claim's filter has rows to read, none matching);
+* behind held: ``--held`` jobs of a paused task ahead of the drained ones in
+  claim order (higher priority), so each claim's index scan walks past them.
+
+The table gives the median jobs/s of each and its ratio to "none".
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.run import bulk_enqueue, drain, empty_jobs, query, setup_django  # noqa: E402
+
+HELD_TASK = "bench.holds.held"
+
+
+def clear_holds() -> None:
+    from django_jobretry.models import Circuit, Pause
+
+    Pause.objects.all().delete()
+    Circuit.objects.all().delete()
+
+
+def elsewhere() -> None:
+    from django_jobretry.services import circuits, holds
+
+    for n in range(20):
+        holds.pause(queue=f"bench-paused-{n}", actor="bench")
+    for n in range(10):
+        circuits.hold_task(f"bench.open_{n}", timedelta(hours=1), None, 0)
+
+
+def behind_held(count: int) -> Callable[[], None]:
+    def prepare() -> None:
+        from django_jobretry.models import Job
+        from django_jobretry.services import holds
+
+        Job.objects.bulk_create(
+            [Job(task_name=HELD_TASK, priority=10, max_attempts=1) for _ in range(count)], batch_size=1000
+        )
+        holds.pause(task=HELD_TASK, actor="bench")
+
+    return prepare
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--held", type=int, default=1000)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    options = parser.parse_args()
+    setup_django(poll_seconds=0.1)
+    setups: dict[str, Callable[[], None]] = {
+        "none": lambda: None,
+        "elsewhere: 20 paused queues, 10 open breakers": elsewhere,
+        f"behind held: {options.held} held jobs ahead in claim order": behind_held(options.held),
+    }
+    rates: dict[str, list[float]] = {label: [] for label in setups}
+    for _ in range(options.rounds):
+        for label, prepare in setups.items():
+            empty_jobs()
+            clear_holds()
+            prepare()
+            bulk_enqueue(options.jobs, 1000)
+            query("ANALYZE")
+            result = drain(1, 10, options.jobs, options.timeout)
+            rates[label].append(options.jobs / result.wall)
+    empty_jobs()
+    clear_holds()
+    base = statistics.median(rates["none"])
+    print(f"drain of {options.jobs} no-op jobs, 1 process at --concurrency 10, {options.rounds} rounds")
+    print("| setup | median jobs/s | range | ratio to none |")
+    print("|---|---:|---:|---:|")
+    for label, values in rates.items():
+        median = statistics.median(values)
+        print(f"| {label} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {median / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
