@@ -16,16 +16,17 @@ from typing import Any
 
 from django.db import connection
 
+from django_jobretry.services.hold_sql import not_held
 from django_jobretry.services.sql import JOB
 
 logger = logging.getLogger("django_jobretry")
 
 
 def _waiting(alias: str, *, queues: bool, tasks: bool) -> str:
-    """The condition "ready, scheduled later, may still run" (and in the filters) on ``alias``."""
+    """The condition "ready, scheduled later, may still run, not held" (and in the filters) on ``alias``."""
     return (
         f"{alias}.status = 'ready' AND {alias}.run_at > statement_timestamp() "
-        f"AND {alias}.attempts < {alias}.max_attempts"
+        f"AND {alias}.attempts < {alias}.max_attempts {not_held(alias)}"
         + (f" AND {alias}.queue_name = ANY(%(queues)s)" if queues else "")
         + (f" AND {alias}.task_name = ANY(%(tasks)s)" if tasks else "")
     )

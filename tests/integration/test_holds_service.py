@@ -247,3 +247,10 @@ def test_enqueue_is_not_refused_while_held() -> None:
     holds.pause(task=call_partner.name, actor="alice")
     enqueue(call_partner, (1,), {})
     assert Job.objects.filter(held()).count() == 1
+
+
+def test_run_jobs_does_not_bring_held_jobs_forward() -> None:
+    later = call_partner.using(run_after=timedelta(hours=1)).enqueue(1)
+    holds.pause(task=call_partner.name, actor="alice")
+    run_jobs(include_scheduled=True)
+    assert Job.objects.get(pk=later.id).run_at > db_now() + timedelta(minutes=50)
