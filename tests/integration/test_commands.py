@@ -53,12 +53,14 @@ def test_showpolicies_without_names_shows_all() -> None:
 
 def test_showpolicies_shows_error_rules_timeout_and_requeue_budget() -> None:
     lines = run("showpolicies", "demo").splitlines()
-    assert [line.strip() for line in lines[5:10]] == [
+    assert [line.strip() for line in lines[5:12]] == [
         "fatal errors:      none listed; a FatalError always",
         "retryable errors:  none listed; a RetryableError always",
         "other errors:      retryable (unknown_errors)",
         "timeout:           none (a job's own timeout= may set one)",
         "requeue budget:    0 (dead letters wait for an operator)",
+        "circuit breaker:   none (a job's CircuitOpen still holds its task)",
+        "snoozes:           20 a job (Snooze, CircuitOpen), then dead (snooze_budget)",
     ]
     listed = RetryPolicy(
         fatal_errors=[ValueError, json.JSONDecodeError],
@@ -66,6 +68,8 @@ def test_showpolicies_shows_error_rules_timeout_and_requeue_budget() -> None:
         unknown_errors="fatal",
         timeout=90,
         requeue_budget=2,
+        circuit={"failures": 20, "errors": [ConnectionError]},
+        max_snoozes=3,
     )
     assert [line.strip() for line in render_rules(listed)] == [
         "fatal errors:      builtins.ValueError, json.decoder.JSONDecodeError; a FatalError always",
@@ -73,8 +77,11 @@ def test_showpolicies_shows_error_rules_timeout_and_requeue_budget() -> None:
         "other errors:      fatal: dead at once (unknown_errors)",
         "timeout:           1m30s",
         "requeue budget:    up to 2 automatic requeues after it dies",
+        "circuit breaker:   open after 20 retryable failures of builtins.ConnectionError within 1m00s, "
+        "for 30s doubling to 15m00s; then 10 held jobs a second",
+        "snoozes:           3 a job (Snooze, CircuitOpen), then dead (snooze_budget)",
     ]
-    assert render_rules(RetryPolicy(requeue_budget=1))[-1].endswith("up to 1 automatic requeue after it dies")
+    assert render_rules(RetryPolicy(requeue_budget=1))[-3].endswith("up to 1 automatic requeue after it dies")
     assert describe(RetryPolicy(max_attempts=1)).startswith("1 attempt, ")
 
 

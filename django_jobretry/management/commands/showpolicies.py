@@ -15,7 +15,7 @@ from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.exceptions import UnknownPolicy
 from django_jobretry.management.arguments import add_showpolicies_arguments
 from django_jobretry.management.database import DatabaseCommand
-from django_jobretry.policy import ErrorKind, RetryPolicy
+from django_jobretry.policy import CircuitBreaker, ErrorKind, RetryPolicy
 
 _HEADER = ("after attempt", "nominal", "min (jitter)", "max (jitter)", "cumulative worst")
 
@@ -103,4 +103,18 @@ def render_rules(policy: RetryPolicy) -> list[str]:
             if budget
             else "0 (dead letters wait for an operator)"
         ),
+        f"  circuit breaker:   {_circuit(policy.circuit)}",
+        f"  snoozes:           {policy.max_snoozes} a job (Snooze, CircuitOpen), then dead (snooze_budget)",
     ]
+
+
+def _circuit(breaker: CircuitBreaker | None) -> str:
+    """One line for the policy's breaker (docs/outages.md)."""
+    if breaker is None:
+        return "none (a job's CircuitOpen still holds its task)"
+    errors = f" of {_classes(breaker.errors)}" if breaker.errors else ""
+    return (
+        f"open after {count_of(breaker.failures, 'retryable failure')}{errors} within "
+        f"{humanize_delay(breaker.window)}, for {humanize_delay(breaker.cooldown)} doubling to "
+        f"{humanize_delay(breaker.max_cooldown)}; then {breaker.release_per_second:g} held jobs a second"
+    )
