@@ -29,6 +29,8 @@ logger = logging.getLogger("django_jobretry")
 
 #: How an attempt that gave itself back ended.
 DEFERRALS = frozenset({AttemptEnd.SNOOZED, AttemptEnd.CIRCUIT_OPEN})
+#: How a failed attempt ends when it counts towards a breaker (:func:`counted`).
+COUNTED = frozenset({AttemptEnd.ERROR, AttemptEnd.TIMEOUT})
 
 
 def deferred(job: ClaimedJob, error: Snooze | CircuitOpen) -> Failed | None:
@@ -98,9 +100,14 @@ def announce(attempt: FailedAttempt, decision: Defer) -> None:
 
 
 def counted(attempt: FailedAttempt, error: BaseException) -> FailedAttempt:
-    """``attempt``, marked when its failure counts towards its policy's breaker."""
+    """``attempt``, marked when its failure counts towards its policy's breaker.
+
+    Only what the handler raised and time limits count (a downstream that
+    errors or hangs): not an unknown task during a deploy, nor a crashed
+    process, nor a shutdown.
+    """
     breaker = attempt.policy.circuit
-    if breaker is None or attempt.entry["ended"] in DEFERRALS:
+    if breaker is None or attempt.entry["ended"] not in COUNTED:
         return attempt
     raised = [f"{k.__module__}.{k.__qualname__}" for k in type(error).__mro__] + [
         attempt.entry["error_class"]
