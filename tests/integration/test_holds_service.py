@@ -17,7 +17,6 @@ from django_jobretry import CircuitOpen, FatalError, RetryPolicy, Snooze, job
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus, Pause
 from django_jobretry.services import circuits, holds, transitions
 from django_jobretry.services.console.status_holds import held, holds_report
-from django_jobretry.services.enqueue import enqueue
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -184,6 +183,7 @@ class TestBreaker:
         assert claim_ids() == {row.probe_job_id}
         DOWN["partner"] = False
         run_jobs()  # only the probe is due to this claim
+        assert row.probe_job_id is not None
         assert Job.objects.get(pk=row.probe_job_id).status == JobStatus.SUCCEEDED
         circuits.beat()
         assert Circuit.objects.get().state == CircuitState.CLOSED
@@ -196,6 +196,7 @@ class TestBreaker:
         Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
         circuits.beat()
         probe = Circuit.objects.get().probe_job_id
+        assert probe is not None
         run_jobs(max_runs=1)
         assert Job.objects.get(pk=probe).attempts >= 1
         circuits.beat()
@@ -245,7 +246,7 @@ class TestSnooze:
 
 def test_enqueue_is_not_refused_while_held() -> None:
     holds.pause(task=call_partner.name, actor="alice")
-    enqueue(call_partner, (1,), {})
+    call_partner.enqueue(1)
     assert Job.objects.filter(held()).count() == 1
 
 
