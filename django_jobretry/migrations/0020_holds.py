@@ -11,6 +11,23 @@ import django.db.models.functions.datetime
 from django.contrib.postgres.operations import AddConstraintNotValid
 from django.db import migrations, models
 
+#: The claim's filter: true while a pause is in force on the job's queue or task, or its task's
+#: breaker is not closed and the job is not its probe.
+HELD_FUNCTION = """
+    CREATE OR REPLACE FUNCTION jobretry_held(queue text, task text, job bigint) RETURNS boolean
+    LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+    BEGIN
+        RETURN EXISTS (
+                SELECT 1 FROM django_jobretry_pause AS p
+                WHERE (p.queue_name = queue OR p.task_name = task)
+                  AND (p.until IS NULL OR p.until > statement_timestamp()))
+            OR EXISTS (
+                SELECT 1 FROM django_jobretry_circuit AS c
+                WHERE c.task_name = task AND c.state <> 'closed' AND c.probe_job_id IS DISTINCT FROM job);
+    END
+    $$
+"""
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -18,6 +35,9 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        # The claim's filter (services/hold_sql.py), over the two tables created next; the
+        # function's body is only planned when it is first called, once they exist.
+        migrations.RunSQL(HELD_FUNCTION, "DROP FUNCTION IF EXISTS jobretry_held(text, text, bigint)"),
         migrations.CreateModel(
             name="Circuit",
             fields=[

@@ -18,21 +18,17 @@ CIRCUITS = Circuit._meta.db_table
 
 
 def not_held(job: str) -> str:
-    """The claim's filter on the job rows ``job``: no pause in force, no breaker holding them.
+    """The claim's filter on the job rows ``job``: ``jobretry_held()`` (migration 0020) is false.
 
-    Two anti-joins on tables of a few rows, evaluated per candidate row of
-    the claim index's scan: the claim still walks jobretry_job_claim.
+    The function is true while a pause is in force on the job's queue or
+    task, or its task's breaker is not closed and the job is not its probe
+    (a probe is let through its breaker, not through a pause). A PL/pgSQL
+    function, not two anti-joins written into the claim: the
+    claim is planned at every call, and the joins cost it more to plan than
+    the function costs to run on its few candidate rows (its own queries are
+    planned once per session). The claim still walks jobretry_job_claim.
     """
-    return f"""
-        AND NOT EXISTS (
-            SELECT 1 FROM {PAUSES} AS p
-            WHERE (p.queue_name = {job}.queue_name OR p.task_name = {job}.task_name)
-              AND (p.until IS NULL OR p.until > statement_timestamp()))
-        AND NOT EXISTS (
-            SELECT 1 FROM {CIRCUITS} AS c
-            WHERE c.task_name = {job}.task_name AND c.state <> 'closed'
-              AND c.probe_job_id IS DISTINCT FROM {job}.id)
-    """
+    return f"AND NOT jobretry_held({job}.queue_name, {job}.task_name, {job}.id)"
 
 
 def held_seconds(since: str, until: str) -> str:
