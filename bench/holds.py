@@ -12,7 +12,9 @@ round by round so that a noisy neighbour hits all three alike:
 * elsewhere: 20 paused queues and 10 open breakers, none of them the drained
   job's (the claim's filter has rows to read, none matching);
 * behind held: ``--held`` jobs of a paused task ahead of the drained ones in
-  claim order (higher priority), so each claim's index scan walks past them.
+  claim order (higher priority), so each claim's index scan walks past them;
+* behind a breaker: the same jobs held by an open breaker instead, which a
+  heartbeat parks at the breaker's end (services/circuits.py).
 
 The table gives the median jobs/s of each and its ratio to "none".
 """
@@ -63,6 +65,22 @@ def behind_held(count: int) -> Callable[[], None]:
     return prepare
 
 
+def behind_breaker(count: int) -> Callable[[], None]:
+    """``count`` jobs of a task whose breaker is open, parked by one heartbeat's duty."""
+
+    def prepare() -> None:
+        from django_jobretry.models import Job
+        from django_jobretry.services import circuits
+
+        Job.objects.bulk_create(
+            [Job(task_name=HELD_TASK, priority=10, max_attempts=1) for _ in range(count)], batch_size=1000
+        )
+        circuits.hold_task(HELD_TASK, timedelta(hours=1), None, 0)
+        circuits.beat()
+
+    return prepare
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
@@ -74,7 +92,8 @@ def main() -> None:
     setups: dict[str, Callable[[], None]] = {
         "none": lambda: None,
         "elsewhere: 20 paused queues, 10 open breakers": elsewhere,
-        f"behind held: {options.held} held jobs ahead in claim order": behind_held(options.held),
+        f"behind held: {options.held} paused jobs ahead in claim order": behind_held(options.held),
+        f"behind a breaker: {options.held} jobs of an open breaker, parked": behind_breaker(options.held),
     }
     rates: dict[str, list[float]] = {label: [] for label in setups}
     for _ in range(options.rounds):

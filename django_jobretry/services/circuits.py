@@ -4,7 +4,9 @@
   the failure, on the breaker's row lock: any number of workers agree on the
   count, and exactly one of them sees it reach the threshold and opens it.
 - **Open**: the claim skips the task's jobs (services/hold_sql.py). A job
-  raising ``CircuitOpen`` opens it too (:func:`hold_task`).
+  raising ``CircuitOpen`` opens it too (:func:`hold_task`). Each beat parks
+  the held jobs at the breaker's end (their ``run_at``), so other tasks'
+  claims do not walk past them; their held time is counted as they move.
 - **Half-open**: once the cooldown is over, a worker's heartbeat
   (:func:`beat`) makes the task's next due job the probe, the one job the
   claim lets through.
@@ -42,6 +44,9 @@ logger = logging.getLogger("django_jobretry")
 #: What a ``CircuitOpen`` of a task with no breaker configured reopens up to, and releases at.
 UNCONFIGURED_CAP = 900.0
 UNCONFIGURED_RATE = 10.0
+#: Most held jobs a beat moves to their breaker's end: a backlog is parked over a few beats,
+#: never in one long statement on the heartbeat's connection.
+PARKED_PER_BEAT = 10_000
 
 
 @dataclass(frozen=True)
@@ -116,11 +121,14 @@ def _announce_open(opened: Opened) -> None:
 
 
 def beat() -> None:
-    """Move on every breaker whose cooldown ended or whose probe is out, that no other worker holds."""
+    """Move on every breaker whose cooldown ended or whose probe is out, that no other worker holds;
+    then park the jobs the open ones hold (:data:`~django_jobretry.services.hold_sql.PARK`)."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(hold_sql.DUE_CIRCUITS)
         for row in named_rows(cursor):
             _judge(row)
+    with connection.cursor() as cursor:
+        cursor.execute(hold_sql.PARK, {"limit": PARKED_PER_BEAT})
 
 
 def _judge(row: dict[str, Any]) -> None:

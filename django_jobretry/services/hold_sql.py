@@ -140,6 +140,22 @@ DUE_CIRCUITS = f"""
     FOR UPDATE OF c SKIP LOCKED
 """
 
+#: Move the jobs an open breaker holds (due, or due before it closes) to its end, at most
+#: ``%(limit)s`` a statement, their held time counted up to then: the claim's index scan then
+#: stops before them instead of walking past each one. Returns how many moved.
+PARK = f"""
+    WITH parked AS (
+        SELECT j.id, c.opened_at, c.open_until
+        FROM {JOB} AS j JOIN {CIRCUITS} AS c ON c.task_name = j.task_name
+        WHERE c.state = 'open' AND c.open_until > statement_timestamp()
+          AND j.status = 'ready' AND j.run_at < c.open_until
+        LIMIT %(limit)s
+    )
+    UPDATE {JOB} AS j SET run_at = parked.open_until,
+        held_seconds = {held_seconds("parked.opened_at", "parked.open_until")}
+    FROM parked WHERE j.id = parked.id
+"""
+
 #: The next job of ``%(task)s`` the claim would take, made the half-open breaker's probe.
 CHOOSE_PROBE = f"""
     WITH probe AS (

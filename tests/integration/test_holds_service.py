@@ -255,3 +255,17 @@ def test_run_jobs_does_not_bring_held_jobs_forward() -> None:
     holds.pause(task=call_partner.name, actor="alice")
     run_jobs(include_scheduled=True)
     assert Job.objects.get(pk=later.id).run_at > db_now() + timedelta(minutes=50)
+
+
+def test_an_open_breaker_parks_its_jobs_at_its_end_and_still_counts_them_held() -> None:
+    TestBreaker().trip()
+    other_job = other.enqueue()
+    circuits.beat()
+    row = Circuit.objects.get()
+    assert row.open_until is not None
+    parked = Job.objects.filter(task_name=call_partner.name)
+    assert set(parked.values_list("run_at", flat=True)) == {row.open_until}
+    assert all(job.held_seconds > 500 for job in parked if job.first_attempt_at is not None)
+    assert Job.objects.filter(held()).count() == 6
+    assert holds_report().circuits[0].held == 6
+    assert claim_ids() == {other_job.id}

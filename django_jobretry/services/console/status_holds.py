@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
@@ -59,7 +60,11 @@ def due() -> Q:
 
 
 def held() -> Q:
-    """The jobs held now: due, and paused (queue or task) or behind a breaker that is not their probe."""
+    """The jobs held now: paused and due, or behind a breaker that is not their probe.
+
+    A breaker's held jobs are due or parked at its end (services/circuits.py):
+    ready, with ``run_at`` at the latest its ``open_until``.
+    """
     paused = Pause.objects.filter(IN_FORCE).filter(
         Q(queue_name=OuterRef("queue_name")) | Q(task_name=OuterRef("task_name"))
     )
@@ -68,7 +73,9 @@ def held() -> Q:
         .exclude(state=CircuitState.CLOSED)
         .exclude(probe_job_id=OuterRef("pk"))
     )
-    return due() & (Q(Exists(paused)) | Q(Exists(breaker)))
+    parked = breaker.filter(open_until__gte=OuterRef("run_at"))
+    held_now = due() & (Q(Exists(paused)) | Q(Exists(breaker)))
+    return held_now | (Q(status=JobStatus.READY) & Q(Exists(parked)))
 
 
 def holds_report() -> HoldsReport:
@@ -94,11 +101,18 @@ def holds_report() -> HoldsReport:
             row.opens,
             row.probe_job_id,
             row.reason,
-            Job.objects.filter(due(), task_name=row.task_name).exclude(pk=row.probe_job_id or 0).count(),
+            Job.objects.filter(status=JobStatus.READY, task_name=row.task_name, run_at__lte=_breaker_end(row))
+            .exclude(pk=row.probe_job_id or 0)
+            .count(),
         )
         for row in Circuit.objects.exclude(state=CircuitState.CLOSED).order_by("task_name")
     ]
     return HoldsReport(pauses, circuits)
+
+
+def _breaker_end(row: Circuit) -> Any:
+    """Held by the breaker: due now, or parked at its end."""
+    return Now() if row.open_until is None or row.state == CircuitState.HALF_OPEN else row.open_until
 
 
 def _target(row: Pause) -> dict[str, str]:
