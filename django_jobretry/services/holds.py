@@ -93,9 +93,11 @@ def pause(
     """
     where = target(queue=queue, task=task)
     if isinstance(until, datetime) and until.tzinfo is None:
-        raise InvalidHold(f"until {until!r} has no time zone: give an aware datetime or a timedelta")
+        raise InvalidHold(
+            f"until {until.isoformat()} has no time zone: give an aware datetime or a timedelta"
+        )
     if isinstance(until, timedelta) and until <= timedelta(0):
-        raise InvalidHold(f"until {until!r} is not in the future: give a positive delay or a later time")
+        raise InvalidHold(f"until {until} is not in the future: give a positive delay or a later time")
     check_run_after(until)
     params: dict[str, Any] = {
         "name": where.name,
@@ -109,7 +111,8 @@ def pause(
             now = cursor.fetchone()[0]
             params["until"] = now + until if isinstance(until, timedelta) else until
             if params["until"] <= now:
-                raise InvalidHold(f"until {until!r} has passed (the database's time is {now.isoformat()})")
+                shown = until.isoformat() if isinstance(until, datetime) else str(until)
+                raise InvalidHold(f"until {shown} has passed (the database's time is {now.isoformat()})")
         cursor.execute(hold_sql.pause_sql(where.column), params)
         row = named_rows(cursor)[0]
     logger.info(

@@ -1,0 +1,52 @@
+"""`manage.py pause --queue Q | --task T [--reason ...] [--until ... | --for ...]`: hold work everywhere.
+
+No worker on any host claims a job of the paused queue or task until
+`manage.py resume` (or the pause's end); jobs already running finish. A
+task name no registered task and no job has is paused anyway (a task
+deployed later is held from its first job), with a warning that names the
+close ones: it is usually a typo.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+
+from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.deadletter_cli import default_actor
+from django_jobretry.management.hold_arguments import add_pause_arguments
+from django_jobretry.models import Job
+from django_jobretry.registry import registry
+from django_jobretry.services import holds
+from django_jobretry.services.console.status_holds import held, holds_report
+
+
+class Command(DatabaseCommand):
+    help = "Pause a queue or a task on every worker: none of its jobs is claimed until it is resumed."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add_pause_arguments(parser)
+
+    def handle(self, *args: Any, queue: str | None, task: str | None, **options: Any) -> None:
+        actor = options["actor"] or default_actor()
+        until = options["until"] or options["for_"]
+        try:
+            created = holds.pause(queue=queue, task=task, actor=actor, reason=options["reason"], until=until)
+        except holds.InvalidHold as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        target = holds.target(queue=queue, task=task)
+        if (
+            task is not None
+            and task not in registry.names()
+            and not Job.objects.filter(task_name=task).exists()
+        ):
+            known = did_you_mean([task], registry.names())
+            self.stderr.write(f"warning: no registered task and no job is named {task!r}.{known}")
+        line = next(p for p in holds_report().pauses if (p.kind, p.name) == (target.kind, target.name))
+        until_text = f" until {line.until.isoformat()}" if line.until else " until resumed"
+        again = "" if created else " (it was paused already: who, why and until are updated)"
+        self.stdout.write(f"{target} paused by {line.paused_by}{until_text}{again}")
+        held_now = Job.objects.filter(held(), **{target.column: target.name}).count()
+        self.stdout.write(f"{held_now} due job(s) held; jobs already running finish")

@@ -1,0 +1,44 @@
+"""`manage.py resume --queue Q | --task T | --circuit TASK`: let held work run again, now.
+
+A resume wakes idle workers of the released queues at once. ``--circuit``
+closes a task's circuit breaker by hand, releasing its held jobs at the
+breaker's release rate. Exit code 1 when there was nothing to resume.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+
+from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.deadletter_cli import default_actor
+from django_jobretry.management.hold_arguments import add_target
+from django_jobretry.services import circuits, holds
+
+
+class Command(DatabaseCommand):
+    help = "Resume a paused queue or task, or close a task's circuit breaker, on every worker."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        add_target(parser, circuit=True)
+
+    def handle(
+        self, *args: Any, queue: str | None, task: str | None, circuit: str | None, **options: Any
+    ) -> None:
+        actor = options["actor"] or default_actor()
+        if circuit is not None:
+            if not circuits.close(circuit, actor=actor):
+                raise CommandError(f"the circuit of task {circuit!r} is not open", returncode=1)
+            self.stdout.write(f"circuit of task {circuit} closed by {actor}; its held jobs are released")
+            return
+        try:
+            ended = holds.resume(queue=queue, task=task, actor=actor)
+        except holds.InvalidHold as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        target = holds.target(queue=queue, task=task)
+        if ended is None:
+            raise CommandError(f"{target} is not paused", returncode=1)
+        since = ended.paused_at.isoformat()
+        self.stdout.write(f"{target} resumed by {actor} (paused by {ended.paused_by} since {since})")
+        self.stdout.write(f"{ended.held} ready job(s) released")

@@ -1,0 +1,90 @@
+"""`manage.py pause` and `resume`: what an operator types, what it prints, what it refuses."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from django_jobretry.models import Circuit, CircuitState, Pause
+from django_jobretry.services import circuits, transitions
+from tests.jobs_app import jobs
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def claimed() -> set[int]:
+    taken = transitions.claim("test", 100, 60, None)
+    transitions.release(taken)
+    return {job.id for job in taken}
+
+
+def test_pause_holds_a_queue_until_resume() -> None:
+    held = jobs.other_queue.enqueue("k")
+    free = jobs.record.enqueue("k")
+    out, _ = run("pause", "--queue", "other", "--reason", "partner down", "--actor", "alice", "--for", "2h")
+    assert out.splitlines()[0].startswith("queue other paused by alice until 20")
+    assert out.splitlines()[1] == "1 due job(s) held; jobs already running finish"
+    assert claimed() == {free.id}
+    row = Pause.objects.get()
+    assert (row.queue_name, row.reason, row.paused_by) == ("other", "partner down", "alice")
+    out, _ = run("resume", "--queue", "other", "--actor", "bob")
+    assert out.splitlines() == [
+        f"queue other resumed by bob (paused by alice since {row.paused_at.isoformat()})",
+        "1 ready job(s) released",
+    ]
+    assert claimed() == {free.id, held.id}
+
+
+def test_a_second_pause_updates_it() -> None:
+    run("pause", "--task", jobs.record.name, "--actor", "alice")
+    out, _ = run("pause", "--task", jobs.record.name, "--actor", "bob", "--reason", "still down")
+    assert "(it was paused already: who, why and until are updated)" in out
+    assert Pause.objects.get().paused_by == "bob"
+
+
+def test_an_unknown_task_is_paused_with_a_warning() -> None:
+    _, err = run("pause", "--task", "tests.jobs_app.jobs.recrd")
+    assert "no registered task and no job is named 'tests.jobs_app.jobs.recrd'" in err
+    assert "tests.jobs_app.jobs.record" in err  # did you mean
+    assert Pause.objects.filter(task_name="tests.jobs_app.jobs.recrd").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--queue", "q", "--until", "2000-01-01"], "until 2000-01-01T00:00:00+00:00 has passed"),
+        (["--queue", ""], "queue '' is not a queue name"),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_stored(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=re.escape(message)) as refused:
+        run("pause", *args)
+    assert refused.value.returncode == 2
+    assert not Pause.objects.exists()
+
+
+def test_resume_of_nothing_paused_is_exit_1() -> None:
+    with pytest.raises(CommandError, match="queue other is not paused") as refused:
+        run("resume", "--queue", "other")
+    assert refused.value.returncode == 1
+
+
+def test_resume_circuit_closes_a_breaker() -> None:
+    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
+    out, _ = run("resume", "--circuit", jobs.record.name, "--actor", "alice")
+    assert out == f"circuit of task {jobs.record.name} closed by alice; its held jobs are released\n"
+    assert Circuit.objects.get().state == CircuitState.CLOSED
+    with pytest.raises(CommandError, match="is not open") as refused:
+        run("resume", "--circuit", jobs.record.name)
+    assert refused.value.returncode == 1
