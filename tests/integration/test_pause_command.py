@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from io import StringIO
@@ -88,3 +89,39 @@ def test_resume_circuit_closes_a_breaker() -> None:
     with pytest.raises(CommandError, match="is not open") as refused:
         run("resume", "--circuit", jobs.record.name)
     assert refused.value.returncode == 1
+
+
+def test_jobstatus_shows_what_is_held_in_text_and_json() -> None:
+    jobs.other_queue.enqueue("k")
+    run("pause", "--queue", "other", "--reason", "partner down", "--actor", "alice")
+    circuits.hold_task(jobs.record.name, timedelta(minutes=5), None, job_id=42)
+    jobs.record.enqueue("k")
+    text, _ = run("jobstatus")
+    held = text[text.index("Held: 1 paused, 1 circuit(s) open") :].splitlines()
+    assert held[2].split() == [
+        "queue",
+        "other",
+        "paused",
+        "by",
+        "alice",
+        "(partner",
+        "down)",
+        "until",
+        "resumed",
+        "1",
+    ]
+    assert held[3].startswith(f"task {jobs.record.name}")
+    assert "circuit open: job 42 raised CircuitOpen for 5m00s" in held[3]
+    assert held[3].split()[-3:] == ["(opening", "1)", "1"]
+    found = json.loads(run("jobstatus", "--json")[0])["held"]
+    assert [(p["kind"], p["name"], p["paused_by"], p["held"]) for p in found["pauses"]] == [
+        ("queue", "other", "alice", 1)
+    ]
+    assert [(c["task"], c["state"], c["opens"], c["held"]) for c in found["circuits"]] == [
+        (jobs.record.name, "open", 1, 1)
+    ]
+
+
+def test_jobstatus_json_has_empty_held_lists_and_no_text_section_when_nothing_is_held() -> None:
+    assert json.loads(run("jobstatus", "--json")[0])["held"] == {"pauses": [], "circuits": []}
+    assert "Held:" not in run("jobstatus")[0]

@@ -6,6 +6,8 @@ admin, from the same cheap, index-backed reads as the admin dashboard.
 Schedules get a section when any is declared or has a row (one query for
 all of them, services/console/status_schedules.py); the JSON always has a
 "schedules" list, empty when there are none, so a script need not test for it.
+Pauses and open circuit breakers get a Held section when there are any;
+the JSON always has "held" with its "pauses" and "circuits" lists.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from django_jobretry.management import schedule_lines, status_report
+from django_jobretry.management import hold_lines, schedule_lines, status_report
 from django_jobretry.management.arguments import add_jobstatus_arguments
 from django_jobretry.management.database import DatabaseCommand
-from django_jobretry.services.console import status_schedules
+from django_jobretry.services.console import status_holds, status_schedules
 
 
 class Command(DatabaseCommand):
@@ -33,10 +35,12 @@ class Command(DatabaseCommand):
     def handle(self, *args: Any, as_json: bool, **options: Any) -> None:
         report = status_report.read()
         _, schedules = status_schedules.listing()
+        holds = status_holds.holds_report()
         if as_json:
             found = {
                 **status_report.as_json(report),
                 "schedules": [schedule_lines.as_json(state) for state in schedules],
+                "held": hold_lines.as_json(holds),
             }
             # ASCII only: a control character in a name is written as its \u escape, so the
             # terminal never receives it, and a script still reads the name exactly as stored.
@@ -45,3 +49,5 @@ class Command(DatabaseCommand):
             self.stdout.write(status_report.as_text(report))
             if schedules:
                 self.stdout.write("\n".join(["", *schedule_lines.status_lines(schedules)]))
+            if holds.pauses or holds.circuits:
+                self.stdout.write("\n".join(["", *hold_lines.status_lines(holds)]))
