@@ -6,7 +6,8 @@ same index walks as the dashboard (services/console/status.py), so a scrape cost
 what a dashboard view costs, whatever the backlog: counts stop at
 ``status.COUNT_LIMIT``, and a ready count that cannot be made cheaply is
 left out rather than guessed. The schedules' figures come from their rows,
-in one query for all of them (metrics/schedules.py).
+in one query for all of them (metrics/schedules.py); pauses and breakers
+from theirs (metrics/holds.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.db.models import Count
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from django_jobretry.metrics import schedules
+from django_jobretry.metrics import holds, schedules
 from django_jobretry.models import CounterEvent, WorkerProcess
 from django_jobretry.models.worker_process import LIVE
 from django_jobretry.services.console import counters, status
@@ -42,6 +43,7 @@ class JobRetryCollector(Collector):
         yield from self._queues()
         yield self._workers()
         yield from schedules.collect()
+        yield from holds.collect()
 
     def _counters(self) -> Iterator[Metric]:
         families = {

@@ -9,6 +9,7 @@ prometheus_client's own parser.
 from __future__ import annotations
 
 import sys
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from django_jobretry import deadletters
 from django_jobretry.conf.checks import check_metrics_view, check_settings
 from django_jobretry.models import DeadLetter
+from django_jobretry.services import circuits, holds
 from tests.factories import WorkerProcessFactory
 from tests.inprocess import run_until_settled
 from tests.jobs_app import jobs
@@ -231,3 +233,22 @@ def test_the_period_is_the_longer_of_the_last_two_so_a_weekend_is_no_failure() -
     assert all(reaches_two_slots_back(period, weekdays, slot) for slot in month)
     assert not all(reaches_two_slots_back(current_only, weekdays, slot) for slot in month)
     assert period(Cadence(every=timedelta(minutes=5)), monday) == timedelta(minutes=5)
+
+
+def test_pauses_and_open_breakers_are_series_with_their_held_jobs(client: Client, token: str) -> None:
+    assert not [key for key in scrape(client, Authorization=f"Bearer {token}") if key[0] == "jobretry_paused"]
+    jobs.other_queue.enqueue("k")
+    jobs.record.enqueue("k")
+    holds.pause(queue="other", actor="alice")
+    circuits.hold_task(jobs.record.name, timedelta(minutes=5), None, job_id=0)
+    samples = scrape(client, Authorization=f"Bearer {token}")
+    assert samples[("jobretry_paused", (("kind", "queue"), ("name", "other")))] == 1
+    assert samples[("jobretry_circuit_open", (("state", "open"), ("task_name", jobs.record.name)))] == 1
+    assert samples[("jobretry_held_jobs", (("kind", "queue"), ("name", "other")))] == 1
+    assert samples[("jobretry_held_jobs", (("kind", "circuit"), ("name", jobs.record.name)))] == 1
+    holds.resume(queue="other", actor="alice")
+    circuits.close(jobs.record.name, actor="alice")
+    after = scrape(client, Authorization=f"Bearer {token}")
+    assert not [
+        key for key in after if key[0] in {"jobretry_paused", "jobretry_circuit_open", "jobretry_held_jobs"}
+    ]
