@@ -31,9 +31,11 @@ from django.utils.safestring import SafeString
 from django_jobretry.admin import audit, fate, rendering, timestamps
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
+from django_jobretry.admin.holds import HeldFilter
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job import RETRYING
 from django_jobretry.services.cancel import cancel_jobs
+from django_jobretry.services.console.status_holds import why_held
 
 #: Most jobs one admin request cancels; beyond, `manage.py canceljobs` takes ids.
 CANCEL_LIMIT = 10_000
@@ -97,7 +99,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
     # Queue under the task, attempts in the status: what fits beside Django's sidebars at 1280 px.
     list_display = ("id", "state_display", "task", "run_at_shown", "last_error")
     list_display_links = ("id", "task")
-    list_filter = (StatusFilter, QueueFilter, TaskFilter)
+    list_filter = (StatusFilter, HeldFilter, QueueFilter, TaskFilter)
     search_fields = ("task_name",)
     search_help_text = "Task name, or a job id."
     ordering = ("-id",)
@@ -107,7 +109,12 @@ class JobAdmin(ReadOnlyRecordAdmin):
         (None, {"fields": ("task_name", "queue_name", "policy_name", "status", "priority", "unique_key")}),
         (
             "Attempts",
-            {"fields": ("attempts_display", "run_at_shown", "lease_owner", "lease_expires_at_shown")},
+            {
+                "fields": (
+                    *("attempts_display", "run_at_shown", "held_because"),
+                    *("lease_owner", "lease_expires_at_shown"),
+                )
+            },
         ),
         (
             "Times",
@@ -131,6 +138,12 @@ class JobAdmin(ReadOnlyRecordAdmin):
     lease_expires_at_shown = timestamps.column("lease_expires_at")
     started_at_shown = timestamps.column("started_at")
     finished_at_shown = timestamps.column("finished_at")
+
+    @admin.display(description="held")
+    def held_because(self, obj: Job) -> str:
+        """What keeps a ready job from being claimed now: a pause or its task's breaker (docs/outages.md)."""
+        why = why_held(obj)
+        return f"Held: {why}" if why else "-"
 
     @admin.display(description="status")
     def state_display(self, obj: Job) -> SafeString:

@@ -117,3 +117,25 @@ def _breaker_end(row: Circuit) -> Any:
 
 def _target(row: Pause) -> dict[str, str]:
     return {"queue_name": row.queue_name} if row.queue_name is not None else {"task_name": str(row.task_name)}
+
+
+def why_held(job: Job) -> str:
+    """What holds ``job`` now, in words, or "" when nothing does."""
+    if not Job.objects.filter(held(), pk=job.pk).exists():
+        return ""
+    pause = (
+        Pause.objects.filter(IN_FORCE)
+        .filter(Q(queue_name=job.queue_name) | Q(task_name=job.task_name))
+        .first()
+    )
+    if pause is not None:
+        why = f" ({pause.reason})" if pause.reason else ""
+        until = f" until {pause.until.isoformat(timespec='seconds')}" if pause.until else " until resumed"
+        return f"{pause} paused by {pause.paused_by}{why}{until}"
+    breaker = Circuit.objects.filter(task_name=job.task_name).first()
+    if breaker is None or breaker.state == CircuitState.CLOSED:
+        return ""
+    if breaker.state == CircuitState.HALF_OPEN:
+        return f"circuit of its task half-open: probe job {breaker.probe_job_id} runs first"
+    until = breaker.open_until.isoformat(timespec="seconds") if breaker.open_until else "?"
+    return f"circuit of its task open until {until} ({breaker.reason})"
