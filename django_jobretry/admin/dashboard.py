@@ -32,6 +32,7 @@ from django_jobretry.admin.base import holds
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
 from django_jobretry.services.console import deaths, status, status_samples, workers
+from django_jobretry.services.console.status_holds import anything_held, holds_report
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Base = admin.ModelAdmin[DeadLetter]
@@ -143,6 +144,20 @@ def worker_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:
     }
 
 
+def held_panel(site: str) -> dict[str, Any] | None:
+    """What pauses and breakers hold (services/console/status_holds.py); None when nothing is held."""
+    if not anything_held():
+        return None
+    report = holds_report()
+    return {
+        "pauses": report.pauses,
+        "circuits": report.circuits,
+        "pauses_url": reverse(f"{site}:django_jobretry_pause_changelist"),
+        "circuits_url": reverse(f"{site}:django_jobretry_circuit_changelist"),
+        "held_url": reverse(f"{site}:django_jobretry_job_changelist") + "?held=yes",
+    }
+
+
 def refresh_seconds(request: HttpRequest) -> int | None:
     """``?refresh=N`` for one of the offered periods; anything else (absent, "abc", "1") is off."""
     value = request.GET.get("refresh", "")
@@ -184,6 +199,7 @@ class DashboardPage(_Base):
             "changelist_url": reverse(f"{site}:{self.opts.app_label}_{self.opts.model_name}_changelist"),
             "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
             "workers": worker_panel(request, site),
+            "held": held_panel(site),
             "dying": dying.panel(found, site=site, now=now),
             "hourly": hourly,
             "sampled": sampled_hourly(now),

@@ -120,3 +120,16 @@ def test_a_paused_jobs_page_says_why_it_waits(pauser: Operator) -> None:
     )
     page = pauser.get(reverse("admin:django_jobretry_job_change", args=[waiting.id])).content.decode()
     assert "Held: queue other paused by alice (partner down)" in page
+
+
+def test_the_dashboard_shows_what_is_held(pauser: Operator) -> None:
+    dashboard = reverse("admin:django_jobretry_deadletter_dashboard")
+    assert 'id="held"' not in pauser.get(dashboard).content.decode()
+    jobs.other_queue.enqueue("k")
+    holds.pause(queue="other", actor="alice", reason="partner down")
+    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=7)
+    page = pauser.get(dashboard).content.decode()
+    assert "Held: 1 paused, 1 circuit open" in page
+    assert "paused by alice (partner down)" in page
+    assert "job 7 raised CircuitOpen for 1h00m" in page
+    assert f"{JOBS}?held=yes" in page

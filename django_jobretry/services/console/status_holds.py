@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 
@@ -76,6 +77,17 @@ def held() -> Q:
     parked = breaker.filter(open_until__gte=OuterRef("run_at"))
     held_now = due() & (Q(Exists(paused)) | Q(Exists(breaker)))
     return held_now | (Q(status=JobStatus.READY) & Q(Exists(parked)))
+
+
+def anything_held() -> bool:
+    """Whether a pause is in force or a breaker is not closed, in one query: pages show the report then."""
+    pauses, breakers = Pause._meta.db_table, Circuit._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {pauses} WHERE until IS NULL OR until > statement_timestamp()) "
+            f"OR EXISTS (SELECT 1 FROM {breakers} WHERE state <> 'closed')"
+        )
+        return bool(cursor.fetchone()[0])
 
 
 def holds_report() -> HoldsReport:
