@@ -142,3 +142,46 @@ def always_fails_retryably() -> None:
     """A schedule's run that never succeeds: its retries go on until its schedule's next slot."""
     _record(f"doomed-{current_job().job_id if current_job() else 0}")
     raise RetryableError("the partner is down")
+
+
+# -- a downstream the outage tests (test_outages_processes.py) break and mend with flag rows --------
+#: While an Execution row of this key exists, every call to the downstream fails.
+DOWNSTREAM_DOWN = "downstream-down"
+#: While one of this key exists, a call hangs until it is removed (or 60 s pass).
+DOWNSTREAM_HANGS = "downstream-hangs"
+
+
+def _call_downstream(key: str) -> None:
+    """Records ``KEY:hung`` / ``KEY:down`` for a call that hung / failed, ``KEY`` for one that succeeded."""
+    if Execution.objects.filter(key=DOWNSTREAM_HANGS).exists():
+        _record(f"{key}:hung")
+        give_up = time.monotonic() + 60
+        while Execution.objects.filter(key=DOWNSTREAM_HANGS).exists() and time.monotonic() < give_up:
+            time.sleep(0.02)
+    if Execution.objects.filter(key=DOWNSTREAM_DOWN).exists():
+        _record(f"{key}:down")
+        raise ConnectionResetError(f"downstream is down: {key}")
+    _record(key)
+
+
+#: Fast retries, and a breaker that opens after 3 failures and probes within a second.
+GUARDED = RetryPolicy(
+    max_attempts=6,
+    base_delay=0.05,
+    multiplier=2,
+    max_delay=0.2,
+    jitter=0,
+    circuit={"failures": 3, "window": 60, "cooldown": 0.3, "max_cooldown": 1.2, "release_per_second": 200},
+)
+#: The same retries with no breaker.
+BARE = RetryPolicy(max_attempts=6, base_delay=0.05, multiplier=2, max_delay=0.2, jitter=0)
+
+
+@job(policy=GUARDED)
+def guarded_call(key: str) -> None:
+    _call_downstream(key)
+
+
+@job(policy=BARE)
+def bare_call(key: str) -> None:
+    _call_downstream(key)
