@@ -12,12 +12,14 @@ production (CI's random test order once made it prefer another index).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
 
 from django_jobretry.models import Job
+from django_jobretry.services import circuits, holds
 from django_jobretry.services.sql import JOB
 from django_jobretry.services.statements import (
     EXPIRED_LEASES,
@@ -127,3 +129,19 @@ def test_failure_writes_find_their_rows_by_key_or_among_running_ones(
     text = plan(sql, params)
     assert "django_jobretry_job_pkey" in text or "jobretry_job_lease" in text, text
     assert f"Seq Scan on {JOB}" not in text, text
+
+
+@pytest.mark.usefixtures("backlog")
+@pytest.mark.parametrize("filter_queues", [False, True])
+def test_the_claim_keeps_its_index_with_pauses_and_open_breakers(filter_queues: bool) -> None:
+    for n in range(5):
+        holds.pause(queue=f"paused-{n}", actor="explain")
+        holds.pause(task=f"paused.task_{n}", actor="explain")
+        circuits.hold_task(f"open.task_{n}", timedelta(hours=1), None, job_id=0)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    params = {"queues": ["default"], "limit": 10, "owner": "explain", "lease": 30}
+    text = plan(claim_sql(filter_queues=filter_queues), params)
+    assert "jobretry_job_claim" in text, text
+    assert f"Seq Scan on {JOB}" not in text, text
+    assert "jobretry_held" in text, text  # the hold filter is there, on the index scan's rows
