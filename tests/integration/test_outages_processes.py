@@ -11,19 +11,21 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from django_jobretry.decorators import JobDefinition
-from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus
+from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus, Pause
 from django_jobretry.services import circuits, holds
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
-from tests.processes import Workers, db_now, finish, owner_pid, spawn, wait_until
+from tests.processes import Workers, db_now, owner_pid, spawn, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,21 +34,44 @@ WORKERS, CONCURRENCY = 2, 2
 WORKER_ARGS = ("--concurrency", str(CONCURRENCY), "--lease", "1", "--no-schedules")
 
 
-def start(workers: Workers, count: int = WORKERS, *args: str) -> list[subprocess.Popen[str]]:
-    return [spawn(workers, *WORKER_ARGS, *args) for _ in range(count)]
+class Running:
+    """Worker processes whose output is read as it comes: a full pipe would block a busy worker's logging."""
 
+    def __init__(self, workers: Workers, count: int, *args: str) -> None:
+        self.processes = [spawn(workers, *WORKER_ARGS, *args) for _ in range(count)]
+        self.lines: list[str] = []
+        self.readers = [threading.Thread(target=self._read, args=(p,), daemon=True) for p in self.processes]
+        for reader in self.readers:
+            reader.start()
 
-def stop(processes: list[subprocess.Popen[str]]) -> str:
-    """SIGTERM each worker still running and wait for it; their output, joined."""
-    for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-    outputs = []
-    for process in processes:
-        code, output = finish(process, timeout=30)
-        assert code in (0, -signal.SIGKILL), output
-        outputs.append(output)
-    return "\n".join(outputs)
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        self.lines.extend(process.stdout)
+
+    def wait(self, condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        """wait_until, failing with the workers' output so far."""
+        try:
+            wait_until(condition, timeout=timeout, what=what)
+        except pytest.fail.Exception:
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}; workers said:\n{''.join(self.lines)[-8000:]}"
+            )
+
+    def stop(self) -> str:
+        """SIGTERM each worker still running, wait for it (hard deadline); their output."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, reader in zip(self.processes, self.readers, strict=True):
+            try:
+                code = process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"worker {process.pid} did not stop within 30 s")
+            reader.join(timeout=30)
+            if process.stdout is not None:
+                process.stdout.close()
+            assert code in (0, -signal.SIGKILL), "".join(self.lines)
+        return "".join(self.lines)
 
 
 def flag(key: str, *, on: bool) -> None:
@@ -71,12 +96,11 @@ def test_a_paused_task_starts_no_attempt_until_resumed_then_each_job_runs_once(w
     assert holds.pause(task=paused, actor="ops", reason="migration")
     jobs.record.bulk_enqueue([((f"held-{n}",), {}) for n in range(1000)])
     jobs.other_queue.bulk_enqueue([((f"other-{n}",), {}) for n in range(40)])
-    # -v 0: a worker writes to a pipe read only at its end; 1,000 jobs' lines would fill it and block it.
-    processes = start(workers, WORKERS, "--concurrency", "8", "-v", "0")
-    wait_until(lambda: all_succeeded(jobs.other_queue.name, 40), timeout=30, what="the other task's jobs")
+    running = Running(workers, WORKERS, "--concurrency", "8")
+    running.wait(lambda: all_succeeded(jobs.other_queue.name, 40), "the other task's jobs", timeout=30)
     # Both workers claim again after those: each enqueued job below is claimed past the 1,000 held ones.
     jobs.other_queue.bulk_enqueue([((f"late-{n}",), {}) for n in range(8)])
-    wait_until(lambda: all_succeeded(jobs.other_queue.name, 48), timeout=30, what="the late jobs")
+    running.wait(lambda: all_succeeded(jobs.other_queue.name, 48), "the late jobs", timeout=30)
 
     held = Job.objects.filter(task_name=paused)
     assert held.filter(status=JobStatus.READY, attempts=0).count() == 1000
@@ -86,8 +110,8 @@ def test_a_paused_task_starts_no_attempt_until_resumed_then_each_job_runs_once(w
     ended = holds.resume(task=paused, actor="ops")
     assert ended is not None
     assert ended.held == 1000
-    wait_until(lambda: all_succeeded(paused, 1000), timeout=40, what="the 1,000 released jobs")
-    stop(processes)
+    running.wait(lambda: all_succeeded(paused, 1000), "the 1,000 released jobs", timeout=40)
+    running.stop()
     assert set(held.values_list("attempts", flat=True)) == {1}
     calls = executions()
     assert sum(1 for key in calls if key.startswith("held-")) == 1000
@@ -98,19 +122,19 @@ def test_a_paused_task_starts_no_attempt_until_resumed_then_each_job_runs_once(w
 PROBE_FAILED = re.compile(r"circuit of task \S+ open until .*: probe job \d+ failed")
 
 
-def run_an_outage(workers: Workers, task: JobDefinition[[str]], *, until: Callable[[], bool]) -> str:
+def run_an_outage(workers: Workers, task: JobDefinition[Any], *, until: Callable[[], bool]) -> str:
     """20 jobs of ``task`` against a downstream that is down until ``until()`` is true, then up again."""
     flag(jobs.DOWNSTREAM_DOWN, on=True)
     task.bulk_enqueue([((f"{task.func.__name__}-{n}",), {}) for n in range(20)])
-    processes = start(workers)
-    wait_until(until, timeout=30, what="the outage to run its course")
+    running = Running(workers, WORKERS)
+    running.wait(until, "the outage to run its course", timeout=30)
     flag(jobs.DOWNSTREAM_DOWN, on=False)
     wait_until(
         lambda: not Job.objects.filter(task_name=task.name).exclude(status=JobStatus.SUCCEEDED).exists(),
         timeout=30,
         what="every job of the outage to end",
     )
-    return stop(processes)
+    return running.stop()
 
 
 def test_a_breaker_bounds_the_attempts_an_outage_costs_and_without_it_jobs_die(workers: Workers) -> None:
@@ -148,17 +172,17 @@ def test_a_probe_failure_reopens_longer_and_a_probe_success_releases_the_held_jo
     task = jobs.guarded_call
     flag(jobs.DOWNSTREAM_DOWN, on=True)
     task.bulk_enqueue([((f"held-{n}",), {}) for n in range(12)])
-    processes = start(workers)
+    running = Running(workers, WORKERS)
     circuit = Circuit.objects.filter(task_name=task.name)
-    wait_until(lambda: circuit.filter(opens=1, state=CircuitState.OPEN).exists(), what="the breaker to open")
+    running.wait(lambda: circuit.filter(opens=1, state=CircuitState.OPEN).exists(), "the breaker to open")
     assert circuit.get().cooldown_seconds == pytest.approx(0.3)
-    wait_until(lambda: circuit.filter(opens=2).exists(), what="a probe to fail")
+    running.wait(lambda: circuit.filter(opens=2).exists(), "a probe to fail")
     row = circuit.get()
     assert row.state == CircuitState.OPEN
     assert row.cooldown_seconds == pytest.approx(0.6)
     flag(jobs.DOWNSTREAM_DOWN, on=False)
-    wait_until(lambda: all_succeeded(task.name, 12), timeout=30, what="the held jobs to be released")
-    output = stop(processes)
+    running.wait(lambda: all_succeeded(task.name, 12), "the held jobs to be released", timeout=30)
+    output = running.stop()
     row = circuit.get()
     assert (row.state, row.opens, row.probe_job_id) == (CircuitState.CLOSED, 0, None)
     assert re.search(r"closed: probe job \d+ succeeded; 11 held job\(s\) released", output), output
@@ -172,23 +196,67 @@ def test_a_worker_killed_running_the_probe_leaves_no_stuck_breaker_and_no_job_lo
     with transaction.atomic():
         circuits.hold_task(task.name, timedelta(seconds=0.5), breaker, job_id=0)
     flag(jobs.DOWNSTREAM_HANGS, on=True)
-    processes = start(workers)
+    running = Running(workers, WORKERS)
     hung = Execution.objects.filter(key__endswith=":hung")
-    wait_until(hung.exists, timeout=30, what="the probe to start")
+    running.wait(hung.exists, "the probe to start", timeout=30)
     probe_id = Circuit.objects.get(task_name=task.name).probe_job_id
     assert probe_id is not None
     probe = Job.objects.get(pk=probe_id)
-    victim = next(p for p in processes if p.pid == owner_pid(probe.lease_owner))
+    victim = next(p for p in running.processes if p.pid == owner_pid(probe.lease_owner))
     victim.send_signal(signal.SIGKILL)
-    victim.communicate(timeout=30)
+    victim.wait(timeout=30)
     flag(jobs.DOWNSTREAM_HANGS, on=False)
     assert Job.objects.filter(task_name=task.name, status=JobStatus.RUNNING).count() == 1  # the probe only
 
-    wait_until(lambda: all_succeeded(task.name, 10), timeout=40, what="the breaker to close and jobs to run")
-    stop(processes)
+    running.wait(lambda: all_succeeded(task.name, 10), "the breaker to close and jobs to run", timeout=40)
+    running.stop()
     assert Circuit.objects.get(task_name=task.name).state == CircuitState.CLOSED
     calls = executions()
     assert hung.count() == 1
     assert {key for key in calls if not key.endswith(":hung")} == {f"job-{n}" for n in range(10)}
     assert set(calls.values()) == {1}  # each succeeded once; the probe's killed call is its ":hung"
     assert DeadLetter.objects.count() == 0
+
+
+def test_two_operators_pausing_and_resuming_at_once_lose_no_job_and_run_none_twice(workers: Workers) -> None:
+    """Two threads, each on its own connection, pause and resume one task at the same instants (a barrier)
+    while two workers claim its jobs: each pause is created once, each resume ends it once."""
+    task = jobs.record.name
+    jobs.record.bulk_enqueue([((f"stormed-{n}",), {}) for n in range(300)])
+    rounds, barrier = 15, threading.Barrier(2, timeout=30)
+    created: list[bool] = []
+    ended: list[holds.Ended | None] = []
+    failures: list[BaseException] = []
+
+    def operator(name: str) -> None:
+        try:
+            for _ in range(rounds):
+                barrier.wait()
+                created.append(holds.pause(task=task, actor=name, reason="storm"))
+                barrier.wait()
+                ended.append(holds.resume(task=task, actor=name))
+        except BaseException as error:
+            failures.append(error)
+            barrier.abort()
+        finally:
+            connection.close()
+
+    running = Running(workers, WORKERS)
+    threads = [threading.Thread(target=operator, args=(f"ops-{n}",)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not failures, failures
+    assert Counter(created) == {True: rounds, False: rounds}, (
+        "each pause is created by exactly one of the two"
+    )
+    assert sum(1 for end in ended if end is not None) == rounds, (
+        "each pause is ended by exactly one of the two"
+    )
+    assert not Pause.objects.exists()
+
+    running.wait(lambda: all_succeeded(task, 300), "every stormed job to run", timeout=30)
+    running.stop()
+    assert set(Job.objects.filter(task_name=task).values_list("attempts", flat=True)) == {1}
+    assert executions() == Counter({f"stormed-{n}": 1 for n in range(300)})
