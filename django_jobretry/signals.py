@@ -31,6 +31,14 @@ job_dead_lettered = Signal()
 #: and, for requeues, ``requeue_count``.
 job_requeued = Signal()
 dead_letter_discarded = Signal()
+#: Sent once per chunk of a bulk requeue or discard (up to 2,000 dead letters), with
+#: DeadLetter as sender; kwargs ``actor`` and ``requeued`` (a list of (dead_letter_id,
+#: job_id) pairs; job_id is another system's task id for a django-q2 dead letter) or
+#: ``discarded`` (a list of (dead_letter_id, job_id) pairs). A chunk of one sends the
+#: per-row signal above instead; a larger one sends those too, per dead letter, only
+#: while they have a receiver.
+dead_letters_requeued = Signal()
+dead_letters_discarded = Signal()
 #: Sent before retention deletes old dead letters; kwargs ``counts``
 #: ({(queue_name, reason): n}) and ``older_than`` (timedelta).
 dead_letters_pruning = Signal()

@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.models import DeadReason, Job
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services import statements, transitions
+from django_jobretry.services import burial_sql, statements, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEnd, AttemptEntry, attempt_entry, recorded_actor
 from django_jobretry.services.job_lines import AboutJob, JobRef, announce_dead
@@ -81,7 +81,7 @@ def _bury_ready(cursor: Any, ids: list[int], actor: str) -> list[dict[str, Any]]
         "message": f"cancelled by {actor}",
         "history": jobretry_settings.error_history_limit,
     }
-    cursor.execute(statements.cancel_burial_sql(ready=True), params)
+    cursor.execute(burial_sql.cancel_burial_sql(ready=True), params)
     return named_rows(cursor)
 
 
@@ -104,7 +104,7 @@ def bury_cancel_requested(
         "history": history_limit,
     }
     with connection.cursor() as cursor:
-        cursor.execute(statements.cancel_burial_sql(ready=False), params)
+        cursor.execute(burial_sql.cancel_burial_sql(ready=False), params)
         rows = named_rows(cursor)
     return {row["job_id"]: (row["dead_letter_id"], row["cancelled_by"]) for row in rows}
 

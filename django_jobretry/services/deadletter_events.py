@@ -1,77 +1,139 @@
 """What every surface of the dead-letter service says after a requeue or discard commits.
 
-One log line and one signal per dead letter, with the actor, whichever
-surface (admin, command, Python API) acted: an operator's action is never
-silent in the logs of the process that made it.
+With the actor, whichever surface (admin, command, Python API) acted: an
+operator's action is never silent in the logs of the process that made it.
+A chunk of one dead letter gets one line naming it; a larger chunk one
+summary line (every id in its ``extra``), the per-chunk signal, and one
+DEBUG line per dead letter when DEBUG is on. The per-row signals
+(``job_requeued``, ``dead_letter_discarded``) are sent for every dead letter
+only while a receiver is connected: at 100,000 dead letters each receiver's
+cost is paid 100,000 times (docs/dead-letters.md#signals).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Any
+
+from django.dispatch import Signal
 
 from django_jobretry import signals
-from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services.resubmitters import Resubmitted
+from django_jobretry.models import DeadLetter
+from django_jobretry.services.dead_letter_chunks import Locked, Requeued
 
 logger = logging.getLogger("django_jobretry")
 
 
-def announce_requeue(
-    dead_letter_id: int,
-    job_id: int | str,
-    task_name: str,
-    queue_name: str,
-    requeue_count: int,
-    *,
+def announce_requeue(row: Requeued, actor: str | None) -> None:
+    """Log and signal one committed requeue: who, which dead letter, what it became."""
+    _one_requeue(row, actor, True, level=logging.INFO)
+
+
+def announce_requeues(done: Sequence[Requeued], actor: str | None) -> None:
+    """Log and signal a committed chunk of requeues (see the module docstring)."""
+    if len(done) == 1:
+        announce_requeue(done[0], actor)
+    elif done:
+        more = {"job_ids": [row.job_id for row in done]}
+        _announce_chunk(done, "requeued", actor, signals.dead_letters_requeued, more)
+        for row in _per_row(done, signals.job_requeued):
+            _one_requeue(row, actor, signals.job_requeued.has_listeners(DeadLetter))
+
+
+def announce_discards(done: Sequence[Locked], actor: str | None) -> None:
+    """Log and signal a committed chunk of discards (see the module docstring)."""
+    if len(done) == 1:
+        announce_discard(done[0], actor)
+    elif done:
+        _announce_chunk(done, "discarded", actor, signals.dead_letters_discarded, {})
+        for row in _per_row(done, signals.dead_letter_discarded):
+            _one_discard(row, actor, signals.dead_letter_discarded.has_listeners(DeadLetter))
+
+
+def announce_discard(dead: Locked, actor: str | None) -> None:
+    """Log and signal one committed discard, with who did it."""
+    _one_discard(dead, actor, True, level=logging.INFO)
+
+
+def _announce_chunk(
+    done: Sequence[Requeued | Locked],
+    outcome: str,
     actor: str | None,
-    became: str = "job",
+    chunk_signal: Signal,
+    more: dict[str, Any],
 ) -> None:
-    """Log and signal a committed requeue: who, which dead letter, what it became (``became`` ``job_id``)."""
+    """The summary line, and ``chunk_signal`` with ``outcome``: a list of (dead letter id, job id)."""
     extra = {
-        "dead_letter_id": dead_letter_id,
-        "job_id": job_id,
-        "task": task_name,
-        "queue": queue_name,
+        "dead_letter_ids": [row.id for row in done],
+        "count": len(done),
+        "tasks": sorted({row.task_name for row in done}),
+        "queues": sorted({row.queue_name for row in done}),
+        "attempt": 0,
+        "outcome": outcome,
+        "actor": actor or "",
+        **more,
+    }
+    by = actor or "an unnamed caller"
+    logger.info(
+        "%d dead letters (ids %s to %s) %s by %s",
+        len(done),
+        done[0].id,
+        done[-1].id,
+        outcome,
+        by,
+        extra=extra,
+    )
+    # What a failing receiver's log line keeps: not every id again.
+    brief = {key: value for key, value in extra.items() if not key.endswith("_ids")}
+    pairs = [(row.id, row.job_id) for row in done]
+    signals.send(chunk_signal, DeadLetter, brief, **{outcome: pairs}, actor=actor)
+
+
+def _per_row[Row: (Requeued, Locked)](done: Sequence[Row], row_signal: Signal) -> Sequence[Row]:
+    """The rows that get their own DEBUG line and signal: all, if either has an audience; else none."""
+    return done if row_signal.has_listeners(DeadLetter) or logger.isEnabledFor(logging.DEBUG) else ()
+
+
+def _one_requeue(row: Requeued, actor: str | None, signal: bool, level: int = logging.DEBUG) -> None:
+    extra = {
+        "dead_letter_id": row.id,
+        "job_id": row.job_id,
+        "task": row.task_name,
+        "queue": row.queue_name,
         "attempt": 0,
         "outcome": "requeued",
         "actor": actor or "",
-        "requeue_count": requeue_count,
+        "requeue_count": row.requeue_count,
     }
-    logger.info(
+    logger.log(
+        level,
         "dead letter %s (%s, queue %s) requeued as %s %s by %s",
-        dead_letter_id,
-        task_name,
-        queue_name,
-        became,
-        job_id,
+        row.id,
+        row.task_name,
+        row.queue_name,
+        "job" if row.became == "job" else f"{row.became} task",
+        row.job_id,
         actor or "an unnamed caller",
         extra=extra,
     )
-    signals.send(
-        signals.job_requeued,
-        DeadLetter,
-        extra,
-        dead_letter_id=dead_letter_id,
-        job_id=job_id,
-        task_name=task_name,
-        queue_name=queue_name,
-        requeue_count=requeue_count,
-        actor=actor,
-    )
+    if signal:
+        signals.send(
+            signals.job_requeued,
+            DeadLetter,
+            extra,
+            dead_letter_id=row.id,
+            job_id=row.job_id,
+            task_name=row.task_name,
+            queue_name=row.queue_name,
+            requeue_count=row.requeue_count,
+            actor=actor,
+        )
 
 
-def announced_requeue(dead: DeadLetter, job: Job | Resubmitted, actor: str | None) -> None:
-    """:func:`announce_requeue` of an operator's requeue of ``dead`` as ``job``."""
-    became = f"{job.source} task" if isinstance(job, Resubmitted) else "job"
-    announce_requeue(
-        dead.pk, job.pk, job.task_name, job.queue_name, job.requeue_count, actor=actor, became=became
-    )
-
-
-def announce_discard(dead: DeadLetter, actor: str | None) -> None:
-    """Log and signal a committed discard, with who did it."""
+def _one_discard(dead: Locked, actor: str | None, signal: bool, level: int = logging.DEBUG) -> None:
     extra = {
-        "dead_letter_id": dead.pk,
+        "dead_letter_id": dead.id,
         "job_id": dead.job_id,
         "task": dead.task_name,
         "queue": dead.queue_name,
@@ -79,21 +141,23 @@ def announce_discard(dead: DeadLetter, actor: str | None) -> None:
         "outcome": "discarded",
         "actor": actor or "",
     }
-    logger.info(
+    logger.log(
+        level,
         "dead letter %s (%s, queue %s) discarded by %s",
-        dead.pk,
+        dead.id,
         dead.task_name,
         dead.queue_name,
         actor or "an unnamed caller",
         extra=extra,
     )
-    signals.send(
-        signals.dead_letter_discarded,
-        DeadLetter,
-        extra,
-        dead_letter_id=dead.pk,
-        job_id=dead.job_id,
-        task_name=dead.task_name,
-        queue_name=dead.queue_name,
-        actor=actor,
-    )
+    if signal:
+        signals.send(
+            signals.dead_letter_discarded,
+            DeadLetter,
+            extra,
+            dead_letter_id=dead.id,
+            job_id=dead.job_id,
+            task_name=dead.task_name,
+            queue_name=dead.queue_name,
+            actor=actor,
+        )

@@ -9,46 +9,40 @@ wins and the other is told the item was already handled
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import cast
 
-from django.db import IntegrityError, transaction
 from django.db.models import DurationField, Q, QuerySet, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from django_jobretry.exceptions import NotDead, RequeueConflict
-from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource, DeadReason, Job
+from django_jobretry.models import DeadLetter, DeadReason, Job
 from django_jobretry.models.instants import check_run_after
-from django_jobretry.registry import policy_for
-from django_jobretry.services import transitions
-from django_jobretry.services.console import counters
-from django_jobretry.services.deadletter_events import announce_discard, announced_requeue
-from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
+from django_jobretry.services import dead_letter_chunks
+from django_jobretry.services.dead_letter_chunks import CHUNK, Locked, Outcome, Requeued
+from django_jobretry.services.deadletter_events import announce_discards, announce_requeues
 from django_jobretry.services.history import recorded_actor
-from django_jobretry.services.resubmitters import Resubmitted, resubmitter_for
-from django_jobretry.services.sql import violates
+from django_jobretry.services.resubmitters import Resubmitted
 
-logger = logging.getLogger("django_jobretry")
+__all__ = [
+    "CHUNK",
+    "BulkResult",
+    "Page",
+    "discard",
+    "discard_many",
+    "filtered",
+    "list_dead",
+    "page_of",
+    "predicted_conflicts",
+    "requeue",
+    "requeue_many",
+]
 
-#: The columns an action reads under its lock: enough to log, signal and
-#: revive; arguments and histories are moved by SQL, never loaded here.
-LOCKED_FIELDS = (
-    "id",
-    "job_id",
-    "task_name",
-    "queue_name",
-    "policy_name",
-    "reason",
-    "attempts",
-    "unique_key",
-    "source",
-)
-
-#: Bulk actions lock and act in chunks so one action never holds thousands of locks.
-CHUNK = 500
+#: What a requeue result loads of each new job: enough to log and link it, no arguments.
+JOB_FIELDS = ("id", "task_name", "queue_name", "requeue_count", "status")
 
 
 @dataclass(frozen=True)
@@ -76,8 +70,29 @@ class BulkResult:
     done: list[int] = field(default_factory=list)
     already_handled: list[int] = field(default_factory=list)
     conflicts: list[int] = field(default_factory=list)
-    #: A Job per done requeue, or a Resubmitted for dead letters from another source.
-    jobs: list[Job | Resubmitted] = field(default_factory=list)
+    #: Why each of ``conflicts`` was refused, in the same order: RequeueConflict names the held
+    #: unique_key; CannotResubmit says why another source would not take it back.
+    refusals: list[RequeueConflict] = field(default_factory=list)
+    #: Per done requeue, in the order of ``done``: the new job's id, or a Resubmitted for a
+    #: dead letter from another source.
+    became: list[int | Resubmitted] = field(default_factory=list)
+
+    @property
+    def jobs(self) -> list[Job | Resubmitted]:
+        """What ``became`` names, with each new job loaded (one query; no arguments read)."""
+        ids = [item for item in self.became if isinstance(item, int)]
+        loaded = Job.objects.only(*JOB_FIELDS).in_bulk(ids)
+        return [
+            item if isinstance(item, Resubmitted) else loaded.get(item, Job(pk=item)) for item in self.became
+        ]
+
+    def add(self, outcome: Outcome, became: list[int | Resubmitted]) -> None:
+        """Append one chunk's outcome."""
+        self.done += [row.id for row in outcome.done]
+        self.already_handled += outcome.already_handled
+        self.conflicts += [refused.dead_letter_id for refused in outcome.refusals]
+        self.refusals += outcome.refusals
+        self.became += became
 
 
 def filtered(
@@ -158,23 +173,19 @@ def page_of(queryset: QuerySet[DeadLetter], *, limit: int, after: tuple[datetime
 def requeue(
     dead_letter_id: int, *, run_after: timedelta | None = None, actor: str | None = None
 ) -> Job | Resubmitted:
-    """Turn a dead letter back into a ready job; raises NotDead if it is gone.
+    """Turn a dead letter back into a ready job; NotDead if it is gone, RequeueConflict if its key is held.
 
     A dead letter from another system (``source``, e.g. django-q2) goes back
     to that system instead, and a :class:`Resubmitted` is returned. A
     ``run_after`` no Python process could read back is InvalidJob, before
     any row is locked.
     """
-    check_run_after(run_after)
-    actor = _recorded(actor)
-    with transaction.atomic():
-        dead = DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk=dead_letter_id).first()
-        if dead is None:
-            raise NotDead(dead_letter_id)
-        job = _revive(dead, run_after=run_after, actor=actor)
-        counters.count(CounterEvent.REQUEUED, [(dead.task_name, dead.queue_name)])
-    announced_requeue(dead, job, actor)
-    return job
+    result = requeue_many([dead_letter_id], run_after=run_after, actor=actor)
+    if result.already_handled:
+        raise NotDead(dead_letter_id)
+    if result.refusals:
+        raise result.refusals[0]
+    return result.jobs[0]
 
 
 def discard(dead_letter_id: int, *, actor: str | None = None) -> None:
@@ -186,37 +197,28 @@ def discard(dead_letter_id: int, *, actor: str | None = None) -> None:
 def requeue_many(
     ids: Iterable[int] | QuerySet[DeadLetter], *, run_after: timedelta | None = None, actor: str | None = None
 ) -> BulkResult:
-    """Requeue each still-dead letter; the rest are reported, never silently skipped."""
+    """Requeue each still-dead letter, a chunk per transaction; the rest are reported, never skipped.
+
+    A few statements per chunk of up to ``CHUNK`` dead letters, whatever its
+    size (services/dead_letter_chunks.py).
+    """
     check_run_after(run_after)
     actor, result = _recorded(actor), BulkResult()
-    for chunk in _chunks(_ids(ids)):
-        revived: list[tuple[DeadLetter, Job | Resubmitted]] = []
-        with transaction.atomic():
-            for dead in _lock(chunk, result):
-                try:
-                    revived.append((dead, _revive(dead, run_after=run_after, actor=actor)))
-                except RequeueConflict:
-                    result.conflicts.append(dead.pk)
-            counters.count(CounterEvent.REQUEUED, [(dead.task_name, dead.queue_name) for dead, _ in revived])
-        for dead, job in revived:
-            result.done.append(dead.pk)
-            result.jobs.append(job)
-            announced_requeue(dead, job, actor)
+    for chunk in dead_letter_chunks.chunks(_ids(ids)):
+        outcome = dead_letter_chunks.requeue(chunk, run_after=run_after, actor=actor or "")
+        done = cast("list[Requeued]", outcome.done)
+        result.add(outcome, [_became(row) for row in done])
+        announce_requeues(done, actor)
     return result
 
 
 def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None = None) -> BulkResult:
-    """Discard each still-dead letter; the rest are reported as already handled."""
+    """Discard each still-dead letter, a chunk per transaction; the rest are reported as already handled."""
     actor, result = _recorded(actor), BulkResult()
-    for chunk in _chunks(_ids(ids)):
-        with transaction.atomic():
-            locked = _lock(chunk, result)
-            # Delete by id: Model.delete() would reset dead.pk, which the log needs.
-            DeadLetter.objects.filter(pk__in=[dead.pk for dead in locked]).delete()
-            counters.count(CounterEvent.DISCARDED, [(dead.task_name, dead.queue_name) for dead in locked])
-        for dead in locked:
-            result.done.append(dead.pk)
-            announce_discard(dead, actor)
+    for chunk in dead_letter_chunks.chunks(_ids(ids)):
+        outcome = dead_letter_chunks.discard(chunk)
+        result.add(outcome, [])
+        announce_discards(cast("list[Locked]", outcome.done), actor)
     return result
 
 
@@ -244,49 +246,12 @@ def _ids(ids: Iterable[int] | QuerySet[DeadLetter]) -> list[int]:
     return sorted({int(i) for i in ids})
 
 
-def _chunks(ids: list[int]) -> Iterable[list[int]]:
-    for start in range(0, len(ids), CHUNK):
-        yield ids[start : start + CHUNK]
-
-
-def _lock(ids: list[int], result: BulkResult) -> list[DeadLetter]:
-    # Lock in id order: two bulk actions over overlapping sets cannot deadlock.
-    locked = list(
-        DeadLetter.objects.select_for_update().only(*LOCKED_FIELDS).filter(pk__in=ids).order_by("pk")
-    )
-    found = {dead.pk for dead in locked}
-    result.already_handled += [i for i in ids if i not in found]
-    return locked
-
-
 def _recorded(actor: str | None) -> str | None:
     """The actor as recorded (history.recorded_actor): no name may make the action fail."""
     return None if actor is None else recorded_actor(actor)
 
 
-def _revive(dead: DeadLetter, *, run_after: timedelta | None, actor: str | None) -> Job | Resubmitted:
-    """transitions.revive under the caller's row lock, in a savepoint a conflict rolls back.
-
-    max_attempts is the current policy's: an operator may have raised it
-    before requeueing. A dead letter of another source goes to its resubmitter
-    (``run_after`` does not apply there) and never becomes a Job row.
-    """
-    if dead.source != DeadLetterSource.JOBRETRY:
-        resubmit = resubmitter_for(dead)
-        with transaction.atomic():
-            return resubmit(dead, actor or "")
-    max_attempts = policy_for(dead.task_name, dead.policy_name).max_attempts
-    try:
-        with transaction.atomic():
-            job_id = transitions.revive(
-                dead.pk, max_attempts=max_attempts, run_after=run_after, actor=actor or ""
-            )
-    except IntegrityError as exc:
-        if violates(exc, UNIQUE_CONSTRAINT) and dead.unique_key:
-            raise RequeueConflict(dead.pk, dead.unique_key) from exc
-        raise
-    if job_id is None:  # unreachable while the caller holds the lock
-        raise NotDead(dead.pk)
-    job = Job.objects.get(pk=job_id)
-    notify([job.queue_name])
-    return job
+def _became(row: Requeued) -> int | Resubmitted:
+    if row.became == "job":
+        return int(row.job_id)
+    return Resubmitted(str(row.job_id), row.task_name, row.queue_name, row.requeue_count, row.became)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import DatabaseError, DataError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, transaction
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
@@ -28,9 +28,10 @@ from django_jobretry.services import deferrals, schedules, transitions
 from django_jobretry.services.cancel import announce_cancelled
 from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
 from django_jobretry.services.console import counters
+from django_jobretry.services.dead_letter_chunks import Requeued
 from django_jobretry.services.deadletter_events import announce_requeue
 from django_jobretry.services.decisions import classify_failure, dead_reason
-from django_jobretry.services.enqueue import UNIQUE_CONSTRAINT, notify
+from django_jobretry.services.enqueue import notify
 from django_jobretry.services.error_lines import failure_phrase, job_arguments
 from django_jobretry.services.failure_writes import (
     decided,
@@ -56,7 +57,7 @@ from django_jobretry.services.job_lines import (
     log_extra,
     send_job_signal,
 )
-from django_jobretry.services.sql import loggable, statement_guard, violates
+from django_jobretry.services.sql import loggable, statement_guard
 
 logger = logging.getLogger("django_jobretry")
 
@@ -223,23 +224,15 @@ class Recorder:
         job, policy = attempt.job, attempt.policy
         if attempt.requeue_count >= policy.requeue_budget:
             return None
-        try:
-            with transaction.atomic():
-                new_id = transitions.revive(
-                    dead_id,
-                    max_attempts=policy.max_attempts,
-                    run_after=policy.max_delay,
-                    actor=AUTO_REQUEUE_ACTOR,
-                )
-                if new_id is not None:
-                    notify([job.queue_name])
-                    counters.count(CounterEvent.REQUEUED, [(job.task_name, job.queue_name)])
-        except IntegrityError as exc:
-            if not violates(exc, UNIQUE_CONSTRAINT):
-                raise
-            new_id, why = None, "a live job holds its unique_key"
-        else:
-            why = "it is no longer a dead letter"
+        with transaction.atomic():
+            revived = transitions.revive(
+                {dead_id: policy.max_attempts}, run_after=policy.max_delay, actor=AUTO_REQUEUE_ACTOR
+            )
+            new_id = revived[0].job_id if revived else None
+            if new_id is not None:
+                notify([job.queue_name])
+                counters.count(CounterEvent.REQUEUED, [(job.task_name, job.queue_name)])
+        why = "a live job holds its unique_key" if revived else "it is no longer a dead letter"
         if new_id is None:
             logger.info(
                 "automatic requeue of dead letter %s skipped: %s",
@@ -249,7 +242,7 @@ class Recorder:
             )
             return None
         count = attempt.requeue_count + 1
-        announce_requeue(dead_id, new_id, job.task_name, job.queue_name, count, actor=AUTO_REQUEUE_ACTOR)
+        announce_requeue(Requeued(dead_id, new_id, job.task_name, job.queue_name, count), AUTO_REQUEUE_ACTOR)
         logger.info(
             "dead letter %s requeued automatically as job %s (%d of %d)",
             dead_id,

@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from django_jobretry.models import DeadReason
 from django_jobretry.policy import ErrorKind, GiveUp
 from django_jobretry.registry import policy_for
-from django_jobretry.services import statements
+from django_jobretry.services import burial_sql, statements
 from django_jobretry.services.decisions import dead_reason, decide
 from django_jobretry.services.history import AttemptEnd
 from django_jobretry.services.job_lines import announce_dead, announce_retry
@@ -75,7 +75,7 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
         _execute(cursor, statements.recovery_retry_sql(), retries, history_limit)
         buried = {
             dead["job_id"]: dead["dead_letter_id"]
-            for dead in _execute(cursor, statements.recovery_burial_sql(), burials, history_limit)
+            for dead in _execute(cursor, burial_sql.recovery_burial_sql(), burials, history_limit)
         }
     return [
         Recovered(

@@ -1,7 +1,8 @@
 """Every statement that moves a job between states, each written once and named for what it does.
 
 Read top to bottom, this is the job state machine: claim, succeed, retry,
-bury, revive, release, heartbeat, recover, cancel. transitions.py,
+release, heartbeat, recover, cancel; burial and revival, the moves between
+a job and a dead letter, are in burial_sql.py. transitions.py,
 failure_writes.py, recovery.py and cancel.py run them and read their rows
 by column name. Every worker write after the claim carries the fence
 (docs/design.md#rule-3), read when the statement is built, so a test's
@@ -11,31 +12,18 @@ negative control can break it; times are the database's
 
 from __future__ import annotations
 
-from django_jobretry.models import DeadReason
-from django_jobretry.policy import ErrorKind
-from django_jobretry.services.history import AttemptEnd
 from django_jobretry.services.hold_sql import not_held
 from django_jobretry.services.sql import (
     CLEAR_LEASE,
-    DEAD,
-    DEAD_COLUMNS,
-    DIED,
     ELAPSED_SQL,
     END_LEASE,
     FENCE,
-    FENCED_ENTRIES,
     FENCED_ROWS,
     JOB,
     LOCKED_ROWS,
-    ONE_ATTEMPT,
     ORIGINAL_JOB_ID,
     RETRY_WINDOW,
-    REVIVED_COLUMNS,
-    counting_deaths,
-    dead_letter_select,
-    event_entry_sql,
     lease_expired_entry_sql,
-    revived_job_select,
     stamped,
     trimmed,
 )
@@ -148,95 +136,6 @@ def recovery_retry_sql() -> str:
     """The retries of lost leases (LOCKED_ROWS, value: the delay), the lost attempt recorded."""
     entry = f"({lease_expired_entry_sql('j')} || jsonb_build_object('delay', d.value::float8))"
     return retry_sql(LOCKED_ROWS, "j.id = d.id", entry=entry, delay="d.value::float8")
-
-
-# -- bury and revive -------------------------------------------------------------------------
-def burial_sql(
-    rows: str, where: str, *, entry: str, reason: str, message: str, error_class: str = "''"
-) -> str:
-    """Into the dead letters: the one burial statement, for a failure, a lost lease and a cancel.
-
-    The job rows ``j`` joined to ``rows`` (a USING list, or "") that match
-    ``where`` are deleted and inserted as dead letters, ``entry`` last in their
-    history (trimmed to ``%(history)s``); ``reason``, ``message`` and
-    ``error_class`` may read ``j`` and ``d``. Each death is counted in the same
-    statement (counting_deaths). Returns, per burial: ``job_id``,
-    ``dead_letter_id``, ``requeue_count``, ``task_name``, ``queue_name``,
-    ``attempt`` and ``cancelled_by`` (who asked to cancel the job, "" if nobody).
-    """
-    errors = trimmed(f"(j.errors || jsonb_build_array({entry}))", "%(history)s")
-    values = dead_letter_select(
-        "gone",
-        errors="gone.dead_errors",
-        reason="gone.dead_reason",
-        error_class="gone.dead_error_class",
-        message="gone.dead_message",
-    )
-    return f"""
-        WITH gone AS (
-            DELETE FROM {JOB} AS j {f"USING {rows}" if rows else ""} WHERE {where}
-            RETURNING j.*, {errors} AS dead_errors, {reason} AS dead_reason,
-                      {error_class} AS dead_error_class, {message} AS dead_message
-        ), dead AS (
-            INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
-            RETURNING job_id, id, requeue_count, attempts, {DIED}
-        ), {counting_deaths("dead")}
-        SELECT dead.job_id, dead.id AS dead_letter_id, dead.requeue_count, dead.task_name,
-               dead.queue_name, dead.attempts AS attempt, gone.cancel_requested_by AS cancelled_by
-        FROM dead JOIN gone ON gone.id = dead.job_id
-    """
-
-
-def bury_sql() -> str:
-    """A failed attempt (ONE_ATTEMPT), fenced, for ``%(reason)s``, its error as the last error."""
-    return burial_sql(
-        ONE_ATTEMPT,
-        f"j.id = d.id AND {FENCE}",
-        entry=stamped("d.entry"),
-        reason="%(reason)s",
-        error_class="%(error_class)s",
-        message="%(message)s",
-    )
-
-
-def recovery_burial_sql() -> str:
-    """Lost leases (LOCKED_ROWS, value: the reason), the lost attempt recorded."""
-    cancelled = DeadReason.CANCELLED.value
-    message = (
-        f"CASE WHEN d.value = '{cancelled}' THEN 'cancelled by ' || j.cancel_requested_by "
-        "ELSE 'lease expired: worker ' || j.lease_owner || ' stopped heartbeating' END"
-    )
-    return burial_sql(
-        LOCKED_ROWS, "j.id = d.id", entry=lease_expired_entry_sql("j"), reason="d.value", message=message
-    )
-
-
-def cancel_burial_sql(*, ready: bool) -> str:
-    """Jobs as "cancelled" dead letters: ready ones by id (``ready``), or the refused retries.
-
-    A refused retry (FENCED_ENTRIES) is one whose lease is still held and
-    whose cancel was requested; its own entry is kept, without the delay.
-    """
-    if ready:
-        ended = {"kind": ErrorKind.FATAL.value, "ended": AttemptEnd.CANCELLED.value}
-        entry = event_entry_sql("j", message="%(message)s::text", worker="''", **ended)
-        rows, where, message = "", "j.id = ANY(%(ids)s) AND j.status = 'ready'", "%(message)s"
-    else:
-        entry = stamped("(d.entry - 'delay')")
-        rows, message = FENCED_ENTRIES, "'cancelled by ' || j.cancel_requested_by"
-        where = f"j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NOT NULL"
-    return burial_sql(rows, where, entry=entry, reason=f"'{DeadReason.CANCELLED.value}'", message=message)
-
-
-def revive_sql() -> str:
-    """The inverse of a burial: the dead letter ``%(id)s`` becomes a ready job."""
-    run_at = "statement_timestamp() + make_interval(secs => %(delay)s)"
-    values = revived_job_select("dead", run_at=run_at, max_attempts="%(max_attempts)s", actor="%(actor)s")
-    return f"""
-        WITH dead AS (DELETE FROM {DEAD} WHERE id = %(id)s RETURNING *)
-        INSERT INTO {JOB} ({REVIVED_COLUMNS}) SELECT {values} FROM dead
-        RETURNING id
-    """
 
 
 # -- locks, leases and cancel requests -------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection
 
 from django_jobretry.models import DeadReason
-from django_jobretry.services import statements
+from django_jobretry.services import burial_sql, statements
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEntry
 from django_jobretry.services.sql import named_rows
@@ -24,6 +24,7 @@ from django_jobretry.services.sql import named_rows
 __all__ = [
     "Burial",
     "ClaimedJob",
+    "Revival",
     "Written",
     "bury",
     "claim",
@@ -193,27 +194,39 @@ def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit
         "message": entry["message"],
     }
     with connection.cursor() as cursor:
-        cursor.execute(statements.bury_sql(), params)
+        cursor.execute(burial_sql.bury_sql(), params)
         rows = named_rows(cursor)
     return Burial(rows[0]["dead_letter_id"], rows[0]["requeue_count"]) if rows else None
 
 
-def revive(dead_letter_id: int, *, max_attempts: int, run_after: timedelta | None, actor: str) -> int | None:
-    """The inverse of bury: the dead letter becomes a ready job, in one statement.
+@dataclass(frozen=True, slots=True)
+class Revival:
+    """What became of one dead letter of a :func:`revive`: ``job_id`` None if a unique index refused it."""
 
-    The new job carries the history of its dead letter plus one
-    :class:`~django_jobretry.services.history.RequeueEntry`. Returns the new
-    job's id, or None when the dead letter no longer exists. A live job
-    holding the same unique_key makes the INSERT fail (IntegrityError) and
-    nothing changes.
+    dead_letter_id: int
+    job_id: int | None
+    unique_key: str | None
+    requeue_count: int
+
+
+def revive(allowed: Mapping[int, int], *, run_after: timedelta | None, actor: str) -> list[Revival]:
+    """The inverse of bury, for a set: each dead letter becomes a ready job, in one statement.
+
+    ``allowed`` maps each dead letter's id to the max_attempts its job gets.
+    Each new job carries the history of its dead letter plus one
+    :class:`~django_jobretry.services.history.RequeueEntry`. Returns one
+    Revival per dead letter that still existed, in id order; one whose key a
+    live job holds (or a lower id of the set took) stays a dead letter, with
+    ``job_id`` None. The caller holds the rows' locks (or accepts that one
+    may be gone by the time the statement runs).
     """
+    ids = sorted(allowed)
     params: dict[str, Any] = {
-        "id": dead_letter_id,
+        "ids": ids,
+        "allowed": [allowed[i] for i in ids],
         "delay": run_after.total_seconds() if run_after is not None else 0,
-        "max_attempts": max_attempts,
         "actor": actor,
     }
     with connection.cursor() as cursor:
-        cursor.execute(statements.revive_sql(), params)
-        row = cursor.fetchone()
-    return None if row is None else int(row[0])
+        cursor.execute(burial_sql.revive_sql(), params)
+        return [Revival(*row) for row in cursor.fetchall()]

@@ -20,10 +20,10 @@ from django.db import connection
 
 from django_jobretry.models import Job
 from django_jobretry.services import circuits, holds
+from django_jobretry.services.burial_sql import bury_sql
 from django_jobretry.services.sql import JOB
 from django_jobretry.services.statements import (
     EXPIRED_LEASES,
-    bury_sql,
     claim_sql,
     schedule_retries_sql,
     succeed_and_claim_sql,

@@ -20,7 +20,7 @@ from django.db import connection
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from django_jobretry.services import failure_writes, statements, transitions
+from django_jobretry.services import burial_sql, failure_writes, statements, transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.sql import END_LEASE, JOB
 from tests.integration.test_state_machine import MACHINE_SETTINGS, JobStoreMachine, short_history
@@ -82,7 +82,7 @@ CONTROL_SETTINGS = settings(MACHINE_SETTINGS, max_examples=1000, phases=[Phase.g
             unfenced(failure_writes, "schedule_retries", fence_in=statements),
             STALE_FAILURE,
         ),
-        (transitions, "bury", unfenced(transitions, "bury", fence_in=statements), STALE_FAILURE),
+        (transitions, "bury", unfenced(transitions, "bury", fence_in=burial_sql), STALE_FAILURE),
     ],
 )
 def test_the_machine_catches_a_broken_transition(
