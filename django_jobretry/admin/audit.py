@@ -25,7 +25,7 @@ from typing import cast
 
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.db import models
+from django.db import connection, models
 from django.http import HttpRequest
 
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
@@ -46,22 +46,33 @@ DISCARDED = "Discarded."
 
 
 def log(request: HttpRequest, rows: Iterable[Row]) -> None:
-    """Insert one LogEntry per row, attributed to the requesting user."""
+    """Insert one LogEntry per row, attributed to the requesting user, in one statement.
+
+    An ``INSERT ... SELECT FROM unnest`` of five arrays rather than
+    ``bulk_create``: a 50,000 dead-letter requeue logs 100,000 entries, and
+    building and quoting 700,000 parameters took longer than the requeue.
+    """
     # Only logged-in staff reach the admin views, so there is always a user id.
     user_id = cast(int, request.user.pk)
-    entries = [
-        LogEntry(
-            user_id=user_id,
-            content_type_id=ContentType.objects.get_for_model(obj, for_concrete_model=False).pk,
-            object_id=str(obj.pk),
-            object_repr=shown[:REPR_CHARS],
-            action_flag=flag,
-            change_message=message,
+    columns: tuple[list[int], list[str], list[str], list[int], list[str]] = ([], [], [], [], [])
+    for obj, flag, message, shown in rows:
+        columns[0].append(ContentType.objects.get_for_model(obj, for_concrete_model=False).pk)
+        columns[1].append(str(obj.pk))
+        columns[2].append(shown[:REPR_CHARS])
+        columns[3].append(flag)
+        columns[4].append(message)
+    if not columns[0]:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {LogEntry._meta.db_table}
+                (action_time, user_id, content_type_id, object_id, object_repr, action_flag, change_message)
+            SELECT statement_timestamp(), %s, t.*
+            FROM unnest(%s::int[], %s::text[], %s::text[], %s::smallint[], %s::text[]) AS t
+            """,
+            [user_id, *columns],
         )
-        for obj, flag, message, shown in rows
-    ]
-    if entries:
-        LogEntry.objects.bulk_create(entries)
 
 
 def source_label(source: str) -> str:

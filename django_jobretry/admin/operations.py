@@ -27,7 +27,7 @@ from django_jobretry import deadletters
 from django_jobretry.admin import audit, confirmation, selection
 from django_jobretry.admin.base import holds, parse_id, warn_ignored
 from django_jobretry.admin.selection import PINNED_FIELD, actor, summaries, target_ids
-from django_jobretry.exceptions import CannotResubmit
+from django_jobretry.exceptions import CannotResubmit, RequeueConflict
 from django_jobretry.models import DeadLetter
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -147,11 +147,11 @@ class DeadLetterActions(_Base):
         if conflicts:
             parts.append(
                 ngettext(
-                    "%(count)d not requeued: a live job holds the same unique key.",
-                    "%(count)d not requeued: a live job holds the same unique key.",
+                    "%(count)d not requeued: %(why)s",
+                    "%(count)d not requeued: %(why)s",
                     conflicts,
                 )
-                % {"count": conflicts}
+                % {"count": conflicts, "why": refusals_text(result.refusals)}
             )
         level = messages.SUCCESS if not (handled or conflicts) else messages.WARNING
         self.message_user(request, " ".join(parts), level)
@@ -255,6 +255,22 @@ class DeadLetterActions(_Base):
             audit.log(request, audit.discarded(dead))
         self.message_user(request, f"Dead letter {pk} discarded.", messages.SUCCESS)
         return self._changelist_redirect(request)
+
+
+#: Refused dead letters a message names one by one; the rest are counted.
+REFUSALS_NAMED = 20
+
+
+def refusals_text(refusals: list[RequeueConflict]) -> str:
+    """Each refused dead letter and why (its held unique key, or what its source said), the first few."""
+    named = "; ".join(
+        f"dead letter {refused.dead_letter_id}: {refused.why}"
+        if isinstance(refused, CannotResubmit)
+        else f"dead letter {refused.dead_letter_id}: a live job holds unique key {refused.unique_key!r}"
+        for refused in refusals[:REFUSALS_NAMED]
+    )
+    more = len(refusals) - REFUSALS_NAMED
+    return f"{named}; and {more} more." if more > 0 else f"{named}."
 
 
 def too_many_text() -> str:

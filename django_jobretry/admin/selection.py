@@ -20,8 +20,9 @@ from django_jobretry.models import DeadLetter
 #: The confirmation page pins the exact ids shown, in one field (a field per id
 #: would hit DATA_UPLOAD_MAX_NUMBER_FIELDS beyond 1,000 items).
 PINNED_FIELD = "jobretry_ids"
-#: Most dead letters one admin request acts on; beyond, `manage.py deadletters` paces the work.
-BULK_LIMIT = 10_000
+#: Most dead letters one admin request acts on (a few seconds: requeue_many revives them a chunk of
+#: 2,000 per statement); beyond, `manage.py deadletters` paces the work.
+BULK_LIMIT = 100_000
 #: Columns the admin log needs; histories and arguments stay unread.
 LOG_FIELDS = ("id", "job_id", "task_name", "reason")
 

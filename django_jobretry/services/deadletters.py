@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from django_jobretry.exceptions import NotDead, RequeueConflict
-from django_jobretry.models import DeadLetter, DeadReason, Job
+from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.services import dead_letter_chunks
 from django_jobretry.services.dead_letter_chunks import CHUNK, Locked, Outcome, Requeued
@@ -40,9 +40,6 @@ __all__ = [
     "requeue",
     "requeue_many",
 ]
-
-#: What a requeue result loads of each new job: enough to log and link it, no arguments.
-JOB_FIELDS = ("id", "task_name", "queue_name", "requeue_count", "status")
 
 
 @dataclass(frozen=True)
@@ -73,26 +70,18 @@ class BulkResult:
     #: Why each of ``conflicts`` was refused, in the same order: RequeueConflict names the held
     #: unique_key; CannotResubmit says why another source would not take it back.
     refusals: list[RequeueConflict] = field(default_factory=list)
-    #: Per done requeue, in the order of ``done``: the new job's id, or a Resubmitted for a
-    #: dead letter from another source.
-    became: list[int | Resubmitted] = field(default_factory=list)
+    #: The new Job of each done requeue, in the order of ``done`` (requeue only), as the requeue
+    #: made it: id, task_name, queue_name, requeue_count and status loaded, nothing else read (the
+    #: other fields load on access). A dead letter of another source gives a Resubmitted instead.
+    jobs: list[Job | Resubmitted] = field(default_factory=list)
 
-    @property
-    def jobs(self) -> list[Job | Resubmitted]:
-        """What ``became`` names, with each new job loaded (one query; no arguments read)."""
-        ids = [item for item in self.became if isinstance(item, int)]
-        loaded = Job.objects.only(*JOB_FIELDS).in_bulk(ids)
-        return [
-            item if isinstance(item, Resubmitted) else loaded.get(item, Job(pk=item)) for item in self.became
-        ]
-
-    def add(self, outcome: Outcome, became: list[int | Resubmitted]) -> None:
+    def add(self, outcome: Outcome, jobs: list[Job | Resubmitted]) -> None:
         """Append one chunk's outcome."""
         self.done += [row.id for row in outcome.done]
         self.already_handled += outcome.already_handled
         self.conflicts += [refused.dead_letter_id for refused in outcome.refusals]
         self.refusals += outcome.refusals
-        self.became += became
+        self.jobs += jobs
 
 
 def filtered(
@@ -185,7 +174,8 @@ def requeue(
         raise NotDead(dead_letter_id)
     if result.refusals:
         raise result.refusals[0]
-    return result.jobs[0]
+    became = result.jobs[0]
+    return became if isinstance(became, Resubmitted) else Job.objects.get(pk=became.pk)
 
 
 def discard(dead_letter_id: int, *, actor: str | None = None) -> None:
@@ -251,7 +241,15 @@ def _recorded(actor: str | None) -> str | None:
     return None if actor is None else recorded_actor(actor)
 
 
-def _became(row: Requeued) -> int | Resubmitted:
+READY = JobStatus.READY.value
+
+
+def _became(row: Requeued) -> Job | Resubmitted:
+    """What a requeued dead letter became, from the revive statement's row: no query."""
     if row.became == "job":
-        return int(row.job_id)
+        known = {"id": row.job_id, "task_name": row.task_name, "queue_name": row.queue_name}
+        known |= {"requeue_count": row.requeue_count, "status": READY}
+        # from_db takes the loaded values in the model's field order; the rest stay deferred.
+        names = [f.attname for f in Job._meta.concrete_fields if f.attname in known]
+        return Job.from_db(None, names, [known[name] for name in names])
     return Resubmitted(str(row.job_id), row.task_name, row.queue_name, row.requeue_count, row.became)

@@ -72,7 +72,8 @@ class TestRequeueAction:
         JobFactory.create(unique_key="invoice-7")
         response = superuser.act("requeue_selected", [dead.pk], post="yes")
         assert messages_of(response) == [
-            "0 dead letters requeued. 1 not requeued: a live job holds the same unique key."
+            f"0 dead letters requeued. 1 not requeued: dead letter {dead.pk}: "
+            "a live job holds unique key 'invoice-7'."
         ]
         assert DeadLetter.objects.filter(pk=dead.pk).exists()
 

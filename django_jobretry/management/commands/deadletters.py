@@ -185,7 +185,7 @@ class Command(DatabaseCommand):
                     part = service.requeue_many(batch, run_after=options["run_after"], actor=actor)
                 else:
                     part = service.discard_many(batch, actor=actor)
-                for name in ("done", "already_handled", "conflicts", "became"):
+                for name in ("done", "already_handled", "conflicts", "jobs"):
                     getattr(total, name).extend(getattr(part, name))
                 progress.update(start + len(batch))
         except KeyboardInterrupt:
@@ -199,10 +199,9 @@ class Command(DatabaseCommand):
     ) -> None:
         past = f"{action}d" if action.endswith("e") else f"{action}ed"
         if not self.options["all"] or self.options["verbosity"] >= 2:
-            jobs = dict(zip(result.done, result.became, strict=False))
+            jobs = dict(zip(result.done, result.jobs, strict=False))
             for pk in result.done:
-                became = jobs.get(pk)
-                job = "" if became is None else f" as job {getattr(became, 'pk', became)}"
+                job = f" as job {jobs[pk].pk}" if pk in jobs else ""
                 self.stdout.write(f"{past} dead letter {pk}{job}")
         lines = [f"{past} {len(result.done)} of {_count(len(ids))}"]
         if result.already_handled:
