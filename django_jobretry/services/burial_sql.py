@@ -132,7 +132,10 @@ def revive_sql() -> str:
             ON CONFLICT DO NOTHING
             RETURNING j.id, (j.requeue_history -> -1 ->> 'dead_letter_id')::bigint AS dead_letter_id
         ),
-        gone AS (DELETE FROM {DEAD} AS d USING revived WHERE d.id = revived.dead_letter_id)
+        gone AS (
+            DELETE FROM {DEAD} AS d USING revived
+            WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = revived.dead_letter_id
+        )
         SELECT dead.id AS dead_letter_id, revived.id AS job_id, dead.unique_key,
                dead.requeue_count + 1 AS requeue_count
         FROM dead LEFT JOIN revived ON revived.dead_letter_id = dead.id

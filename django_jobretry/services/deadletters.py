@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import cast
 
 from django.db.models import DurationField, Q, QuerySet, Value
@@ -70,18 +71,34 @@ class BulkResult:
     #: Why each of ``conflicts`` was refused, in the same order: RequeueConflict names the held
     #: unique_key; CannotResubmit says why another source would not take it back.
     refusals: list[RequeueConflict] = field(default_factory=list)
-    #: The new Job of each done requeue, in the order of ``done`` (requeue only), as the requeue
-    #: made it: id, task_name, queue_name, requeue_count and status loaded, nothing else read (the
-    #: other fields load on access). A dead letter of another source gives a Resubmitted instead.
-    jobs: list[Job | Resubmitted] = field(default_factory=list)
+    #: What each done requeue became, in the order of ``done``: read through ``jobs``.
+    made: list[Requeued] = field(default_factory=list, repr=False)
 
-    def add(self, outcome: Outcome, jobs: list[Job | Resubmitted]) -> None:
+    @cached_property
+    def jobs(self) -> list[Job | Resubmitted]:
+        """The new Job of each done requeue, in the order of ``done`` (requeue only), as the requeue made it.
+
+        id, task_name, queue_name, requeue_count and status are loaded, no
+        query is made, and any other field loads on access. A dead letter of
+        another source gives a Resubmitted instead. Built on first use: a
+        caller that only counts does not pay for 100,000 model instances.
+        """
+        return [_became(row) for row in self.made]
+
+    def add(self, outcome: Outcome) -> None:
         """Append one chunk's outcome."""
         self.done += [row.id for row in outcome.done]
         self.already_handled += outcome.already_handled
         self.conflicts += [refused.dead_letter_id for refused in outcome.refusals]
         self.refusals += outcome.refusals
-        self.jobs += jobs
+        self.made += [row for row in outcome.done if isinstance(row, Requeued)]
+        self.__dict__.pop("jobs", None)
+
+    def extend(self, other: BulkResult) -> None:
+        """Append another call's result (a paced command's batches)."""
+        for name in ("done", "already_handled", "conflicts", "refusals", "made"):
+            getattr(self, name).extend(getattr(other, name))
+        self.__dict__.pop("jobs", None)
 
 
 def filtered(
@@ -196,9 +213,8 @@ def requeue_many(
     actor, result = _recorded(actor), BulkResult()
     for chunk in dead_letter_chunks.chunks(_ids(ids)):
         outcome = dead_letter_chunks.requeue(chunk, run_after=run_after, actor=actor or "")
-        done = cast("list[Requeued]", outcome.done)
-        result.add(outcome, [_became(row) for row in done])
-        announce_requeues(done, actor)
+        result.add(outcome)
+        announce_requeues(cast("list[Requeued]", outcome.done), actor)
     return result
 
 
@@ -207,7 +223,7 @@ def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None
     actor, result = _recorded(actor), BulkResult()
     for chunk in dead_letter_chunks.chunks(_ids(ids)):
         outcome = dead_letter_chunks.discard(chunk)
-        result.add(outcome, [])
+        result.add(outcome)
         announce_discards(cast("list[Locked]", outcome.done), actor)
     return result
 

@@ -48,3 +48,15 @@ def test_the_schedules_benchmark_measures_every_look() -> None:
     looks = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| look,")]
     assert looks == ["look, nothing due", "look, 1 due", "look, 2 due", "look, all 20 due"], out
     assert "runs a minute" in out
+
+
+def test_the_requeue_benchmark_moves_every_dead_letter_each_way() -> None:
+    out = run_bench("bench/requeue.py", "--sizes", "300", "--sample", "20", "--rounds", "1", timeout=DEADLINE)
+    methods = [line.split("|")[2].strip() for line in out.splitlines() if line.startswith("| 300 |")]
+    assert methods == [
+        "per-row requeue()",
+        "requeue_many()",
+        "discard_many()",
+        "floor: INSERT ... SELECT + DELETE",
+    ], out
+    assert "300: requeue_many" in out

@@ -185,8 +185,7 @@ class Command(DatabaseCommand):
                     part = service.requeue_many(batch, run_after=options["run_after"], actor=actor)
                 else:
                     part = service.discard_many(batch, actor=actor)
-                for name in ("done", "already_handled", "conflicts", "jobs"):
-                    getattr(total, name).extend(getattr(part, name))
+                total.extend(part)
                 progress.update(start + len(batch))
         except KeyboardInterrupt:
             progress.close()
