@@ -13,10 +13,10 @@ import pytest
 from django_jobretry.services import retention
 from tests.processes import run_bench
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
 #: Seconds a smoke run may take before it fails instead of hanging.
 DEADLINE = 240
+#: The suite's 120 s timeout would kill a smoke run before DEADLINE, and with it the bench's output.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(DEADLINE + 30)]
 OLD = 2_500
 
 
