@@ -31,7 +31,7 @@ from django_jobretry.services.sql import DEAD
 CHUNK = 2_000
 
 _LOCK = f"""
-    SELECT id, job_id, task_name, queue_name, policy_name, reason, attempts, unique_key, source
+    SELECT id, job_id, task_name, queue_name, policy_name, attempts, source
     FROM {DEAD} WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE
 """
 _DISCARD = f"DELETE FROM {DEAD} WHERE id = ANY(%s::bigint[])"
@@ -61,9 +61,7 @@ class Locked(NamedTuple):
     task_name: str
     queue_name: str
     policy_name: str
-    reason: str
     attempts: int
-    unique_key: str | None
     source: str
 
 

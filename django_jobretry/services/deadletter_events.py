@@ -37,8 +37,9 @@ def announce_requeues(done: Sequence[Requeued], actor: str | None) -> None:
     elif done:
         more = {"job_ids": [row.job_id for row in done]}
         _announce_chunk(done, "requeued", actor, signals.dead_letters_requeued, more)
-        for row in _per_row(done, signals.job_requeued):
-            _one_requeue(row, actor, signals.job_requeued.has_listeners(DeadLetter))
+        rows, signal = _per_row(done, signals.job_requeued)
+        for row in rows:
+            _one_requeue(row, actor, signal)
 
 
 def announce_discards(done: Sequence[Locked], actor: str | None) -> None:
@@ -47,8 +48,9 @@ def announce_discards(done: Sequence[Locked], actor: str | None) -> None:
         announce_discard(done[0], actor)
     elif done:
         _announce_chunk(done, "discarded", actor, signals.dead_letters_discarded, {})
-        for row in _per_row(done, signals.dead_letter_discarded):
-            _one_discard(row, actor, signals.dead_letter_discarded.has_listeners(DeadLetter))
+        rows, signal = _per_row(done, signals.dead_letter_discarded)
+        for row in rows:
+            _one_discard(row, actor, signal)
 
 
 def announce_discard(dead: Locked, actor: str | None) -> None:
@@ -90,9 +92,11 @@ def _announce_chunk(
     signals.send(chunk_signal, DeadLetter, brief, **{outcome: pairs}, actor=actor)
 
 
-def _per_row[Row: (Requeued, Locked)](done: Sequence[Row], row_signal: Signal) -> Sequence[Row]:
-    """The rows that get their own DEBUG line and signal: all, if either has an audience; else none."""
-    return done if row_signal.has_listeners(DeadLetter) or logger.isEnabledFor(logging.DEBUG) else ()
+def _per_row[Row: (Requeued, Locked)](done: Sequence[Row], row_signal: Signal) -> tuple[Sequence[Row], bool]:
+    """The rows that get their own DEBUG line (all, if the signal or DEBUG has an audience), and
+    whether each also sends ``row_signal``: asked once per chunk, not per row."""
+    signal = row_signal.has_listeners(DeadLetter)
+    return (done if signal or logger.isEnabledFor(logging.DEBUG) else ()), signal
 
 
 def _one_requeue(row: Requeued, actor: str | None, signal: bool, level: int = logging.DEBUG) -> None:
