@@ -107,7 +107,8 @@ $(BENCH_STAMP): $(STAMP)
 # procrastinate's and django-tasks-db's (BENCH_PEERS_ARGS, e.g. "--jobs 1000 --rounds 1 --only ours
 # procrastinate"), worker throughput and latency with the claim's EXPLAIN, then the dead-letter admin
 # on 1,000,000 rows, 1,000 schedules, the claim with pauses and breakers (bench/holds.py), and bulk
-# requeue/discard of 10,000 and 100,000 dead letters beside the per-row way and the floor (bench/requeue.py).
+# requeue/discard of 10,000 and 100,000 dead letters beside the per-row way and the floor (bench/requeue.py),
+# and the failure groups of 1,000,000 dead letters (bench/failure_groups.py).
 bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python -m bench.sidebyside $(BENCH_PEERS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
@@ -115,6 +116,7 @@ bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/schedules.py $(BENCH_SCHEDULE_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/holds.py $(BENCH_HOLDS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/requeue.py $(BENCH_REQUEUE_ARGS)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/failure_groups.py $(BENCH_GROUPS_ARGS)
 
 # Large tables and memory (issue 12; docs/performance.md), each in a scratch database it drops:
 # options in BENCH_LARGE_ARGS (e.g. "--succeeded 100000") and BENCH_MEMORY_ARGS (e.g. "--jobs 300000").

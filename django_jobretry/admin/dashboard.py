@@ -27,7 +27,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
-from django_jobretry.admin import charts, dying
+from django_jobretry.admin import charts, dying, failure_groups
 from django_jobretry.admin.base import holds
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
@@ -201,6 +201,8 @@ class DashboardPage(_Base):
             "workers": worker_panel(request, site),
             "held": held_panel(site),
             "dying": dying.panel(found, site=site, now=now),
+            "groups": failure_groups.top_groups(site),
+            "groups_url": reverse(f"{site}:django_jobretry_deadletter_groups") + "?since=24h",
             "hourly": hourly,
             "sampled": sampled_hourly(now),
             "last_sample": status_samples.latest(),

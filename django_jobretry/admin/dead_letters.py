@@ -19,21 +19,32 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, fate, rendering, timestamps
+from django_jobretry.admin.argument_search import ArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
 from django_jobretry.admin.changelist import ErrorClassFilter, QueueFilter, TaskFilter
 from django_jobretry.admin.dashboard import DashboardPage
+from django_jobretry.admin.failure_groups import FailureGroupsPage, FingerprintFilter
 from django_jobretry.admin.matching import MatchingActions
+from django_jobretry.admin.repair import RepairPage, recorded_repairs
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 
 
-class DeadLetterAdmin(DashboardPage, MatchingActions, ReadOnlyRecordAdmin):
+class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActions, ReadOnlyRecordAdmin):
     """Newest dead first, filterable, searchable; actions instead of edits."""
 
     # Five columns beside Django's two sidebars at 1280 px: the queue rides under the task,
     # attempts and requeues under the reason, so the last error keeps room to be read.
     list_display = ("id", "task", "reason_code", "died", "last_error_line")
     list_display_links = ("id", "task")
-    list_filter = (QueueFilter, TaskFilter, "reason", ErrorClassFilter, "source")
+    list_filter = (
+        ArgumentSearch,
+        QueueFilter,
+        TaskFilter,
+        "reason",
+        ErrorClassFilter,
+        "source",
+        FingerprintFilter,
+    )
     date_hierarchy = "dead_at"
     search_fields = ("task_name", "last_error")
     search_help_text = "Task or error text; a number also matches a dead-letter id or job id."
@@ -111,12 +122,14 @@ class DeadLetterAdmin(DashboardPage, MatchingActions, ReadOnlyRecordAdmin):
         """
         if obj is not None:
             context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
+            context["repairs"] = recorded_repairs(request, obj.requeue_history)
             context["title"] = f"Dead letter {obj.pk}"
             context["subtitle"] = heading(obj)
             context["failure"] = self.failure(obj)
             context["attempts"] = rendering.attempt_history(obj.errors, obj.attempts)
         context["can_requeue"] = self.has_requeue_permission(request, obj)
         context["can_discard"] = self.has_discard_permission(request, obj)
+        context["can_repair"] = obj is not None and self.may_repair(request, obj)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def failure(self, dead: DeadLetter) -> dict[str, Any]:
@@ -154,7 +167,14 @@ class DeadLetterAdmin(DashboardPage, MatchingActions, ReadOnlyRecordAdmin):
 
     def get_urls(self) -> list[URLPattern]:
         # Before the defaults, whose "<path:object_id>/" would swallow these.
-        return [*self.dashboard_urls(), *self.matching_urls(), *self.action_urls(), *super().get_urls()]
+        return [
+            *self.dashboard_urls(),
+            *self.groups_urls(),
+            *self.repair_urls(),
+            *self.matching_urls(),
+            *self.action_urls(),
+            *super().get_urls(),
+        ]
 
 
 def heading(dead: DeadLetter) -> str:

@@ -29,9 +29,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, fate, rendering, timestamps
+from django_jobretry.admin.argument_search import RetryingArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.admin.holds import HeldFilter
+from django_jobretry.admin.repair import recorded_repairs
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job import RETRYING
 from django_jobretry.services.cancel import cancel_jobs
@@ -99,7 +101,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
     # Queue under the task, attempts in the status: what fits beside Django's sidebars at 1280 px.
     list_display = ("id", "state_display", "task", "run_at_shown", "last_error")
     list_display_links = ("id", "task")
-    list_filter = (StatusFilter, HeldFilter, QueueFilter, TaskFilter)
+    list_filter = (RetryingArgumentSearch, StatusFilter, HeldFilter, QueueFilter, TaskFilter)
     search_fields = ("task_name",)
     search_help_text = "Task name, or a job id."
     ordering = ("-id",)
@@ -181,6 +183,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
         """Adds the arguments, which depend on the viewer's rights, and names the job in the heading."""
         if obj is not None:
             context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
+            context["repairs"] = recorded_repairs(request, obj.requeue_history)
             context["title"] = f"Job {obj.pk}"
             word, detail = state_words(obj)
             context["subtitle"] = f"{obj.task_name} · {word}" + (f" ({detail})" if detail else "")

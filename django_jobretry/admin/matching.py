@@ -45,7 +45,12 @@ COUNT_FIELD = "jobretry_count"
 #: List parameters that say how to show the list, not which rows are on it.
 NOT_FILTERS = frozenset({PAGE_VAR, ORDER_VAR, ERROR_FLAG, ALL_VAR, IS_FACETS_VAR, IS_POPUP_VAR, TO_FIELD_VAR})
 #: The list's filters that `manage.py deadletters <verb> --all` takes as options.
-CLI_OPTIONS = {"queue_name": "--queue", "task_name": "--task", "reason": "--reason"}
+CLI_OPTIONS = {
+    "queue_name": "--queue",
+    "task_name": "--task",
+    "reason": "--reason",
+    "fingerprint": "--fingerprint",
+}
 
 
 def list_filters(query: QueryDict) -> QueryDict:

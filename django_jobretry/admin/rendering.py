@@ -151,7 +151,15 @@ def attempt_history(errors: Any, attempts: int) -> SafeString:
 def requeue_history(history: Any) -> SafeString:
     """Where this job came from: one row per earlier death and requeue."""
     entries = [
-        {**entry, "at": _when(entry.get("at")), "dead_at": _when(entry.get("dead_at"))}
+        {
+            **entry,
+            "at": _when(entry.get("at")),
+            "dead_at": _when(entry.get("dead_at")),
+            # How many arguments a repair changed; which, and how, only in the Arguments section.
+            "repaired": len(entry["repair"].get("changes", []))
+            if isinstance(entry.get("repair"), dict)
+            else None,
+        }
         for entry in (history if isinstance(history, list) else [])
         if isinstance(entry, dict)
     ]

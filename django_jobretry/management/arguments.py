@@ -15,7 +15,9 @@ from django.core.management.base import CommandParser
 from django.utils import timezone
 
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.models.fingerprints import check_fingerprint
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
+from django_jobretry.services.failure_groups import MAX_GROUPS
 from django_jobretry.validation import check_queue_name
 from django_jobretry.worker.options import (
     CONCURRENCY_RANGE,
@@ -141,6 +143,22 @@ def since(text: str) -> datetime:
             "2025-01-31 or 2025-01-31T08:00+01:00"
         ) from None
     return timezone.make_aware(moment) if timezone.is_naive(moment) else moment
+
+
+def fingerprint(text: str) -> str:
+    """``--fingerprint``: a failure group, 16 hex digits."""
+    try:
+        return check_fingerprint(text.strip().lower())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("fingerprint ")) from None
+
+
+def group_count(text: str) -> int:
+    """``groups --limit``: 1 to 500."""
+    value = _integer(text)
+    if not 1 <= value <= MAX_GROUPS:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_GROUPS}")
+    return value
 
 
 def recent(text: str) -> timedelta | datetime:

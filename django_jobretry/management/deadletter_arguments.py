@@ -14,6 +14,8 @@ from django.core.management.base import CommandParser, DjangoHelpFormatter
 from django_jobretry.management.arguments import (
     cursor,
     duration,
+    fingerprint,
+    group_count,
     page_size,
     positive_int,
     queue_name,
@@ -70,6 +72,9 @@ def _filters(parser: CommandParser) -> None:
         metavar="WHEN",
         help="dead within this long (1h, 7d) or since this time (2025-01-31, 2025-01-31T08:00+01:00)",
     )
+    group.add_argument(
+        "--fingerprint", type=fingerprint, metavar="GROUP", help="one failure group, as `groups` prints it"
+    )
 
 
 def _bulk(parser: CommandParser, verb: str) -> None:
@@ -110,12 +115,12 @@ def accept_django_options(actions: Any) -> None:
 
 
 def add_deadletters_arguments(parser: CommandParser) -> Any:
-    """list | show | requeue | discard | import-django-q2, each with its own options.
+    """list | groups | show | requeue | discard | import-django-q2, each with its own options.
 
     Returns the subparsers, for accept_django_options().
     """
     actions = parser.add_subparsers(
-        dest="action", required=True, metavar="{list,show,requeue,discard,import-django-q2}"
+        dest="action", required=True, metavar="{list,groups,show,requeue,discard,import-django-q2}"
     )
     listing = actions.add_parser(
         "list", help="dead letters, newest first", formatter_class=HelpFormatter, epilog=EPILOG
@@ -125,6 +130,19 @@ def add_deadletters_arguments(parser: CommandParser) -> Any:
     listing.add_argument("--limit", type=page_size, default=50, help="page size, 1-1000 (default 50)")
     listing.add_argument("--after", type=cursor, metavar="CURSOR", help="the next page's cursor")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
+    groups = actions.add_parser(
+        "groups", help="dead letters grouped by failure", formatter_class=HelpFormatter, epilog=EPILOG
+    )
+    groups.description = (
+        "Failure groups, largest first: dead letters of the same task, error class and message once "
+        "numbers, ids, quoted strings and hex are set aside (or of the fingerprint the task chose). "
+        "Act on one with `requeue --all --fingerprint GROUP`."
+    )
+    groups.add_argument(
+        "--since", type=recent, metavar="WHEN", help="only dead letters dead within this long (24h) or since"
+    )
+    groups.add_argument("--limit", type=group_count, default=20, help="groups shown, 1-500 (default 20)")
+    groups.add_argument("--json", action="store_true", help="machine-readable output")
     show = actions.add_parser(
         "show", help="everything about dead letters", formatter_class=HelpFormatter, epilog=EPILOG
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import getpass
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -20,6 +20,7 @@ from django.utils import timezone
 from django_jobretry.deadletters import filtered
 from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.display.redaction import redacted_payload
+from django_jobretry.management.repair_lines import repair_lines, shown_history
 from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import DeadLetter
 
@@ -54,26 +55,19 @@ def default_actor() -> str:
 # --- selection -----------------------------------------------------------------------------------
 
 #: The filter options (argparse dests) of list, requeue and discard.
-FILTERS = ("queue", "task", "reason", "error_class", "older_than", "since")
+FILTERS = ("queue", "task", "reason", "error_class", "older_than", "since", "fingerprint")
 
 
-def select(
-    *,
-    queue: str | None,
-    task: str | None,
-    reason: str | None,
-    error_class: str | None,
-    older_than: timedelta | None,
-    since: timedelta | datetime | None = None,
-) -> QuerySet[DeadLetter]:
-    """Dead letters matching the command's filters, newest dead first."""
+def select(options: Mapping[str, Any]) -> QuerySet[DeadLetter]:
+    """Dead letters matching the command's filters (its parsed ``options``), newest dead first."""
     return filtered(
-        queue_name=queue,
-        task_name=task,
-        reason=reason,
-        error_class=error_class,
-        older_than=older_than,
-        since=since,
+        queue_name=options["queue"],
+        task_name=options["task"],
+        reason=options["reason"],
+        error_class=options["error_class"],
+        older_than=options["older_than"],
+        since=options["since"],
+        fingerprint=options["fingerprint"],
     )
 
 
@@ -165,7 +159,7 @@ def detail(dead: DeadLetter) -> dict[str, Any]:
         "kwargs": kwargs,
         **({"arguments_hidden": hidden} if hidden else {}),
         "errors": dead.errors,
-        "requeue_history": dead.requeue_history,
+        "requeue_history": shown_history(dead.requeue_history),
     }
 
 
@@ -222,6 +216,7 @@ def show_lines(dead: DeadLetter) -> list[str]:
         )
         if entry.get("last_error"):
             lines.append(f"     last error: {printable(entry['last_error'], one_line=True)}")
+        lines += repair_lines(entry)
     return [printable(line) for line in lines]
 
 

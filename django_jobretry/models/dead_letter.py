@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
-from django_jobretry.models.fields import StoredJSONField, json_shapes
+from django_jobretry.models import fingerprints
+from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_shapes
 from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job import ORIGIN_JOB_ID, provenance_index
 
@@ -69,12 +70,15 @@ class DeadLetter(models.Model):
     #: The schedule and slot of a periodic run that died (NULL for every other dead letter).
     schedule_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     schedule_slot = models.DateTimeField(null=True, blank=True)
+    #: Its failure group, set by the database on every insert (models/fingerprints.py).
+    fingerprint = fingerprints.FingerprintField()
 
     class Meta:
         verbose_name = "dead letter"
         permissions = [
             ("requeue_deadletter", "Can requeue dead letters"),
             ("discard_deadletter", "Can discard dead letters"),
+            ("repair_deadletter", "Can repair a dead letter's arguments and requeue it"),
         ]
         indexes = [
             # Listing: newest dead first, keyset-paginated on (dead_at, id).
@@ -92,6 +96,14 @@ class DeadLetter(models.Model):
                     ("source", "source"),
                 )
             ),
+            # Failure groups (services/failure_groups.py): GROUP BY fingerprint, task, reason
+            # from the index alone, already in order; a group's rows by its fingerprint.
+            models.Index(
+                fields=["fingerprint", "task_name", "reason", "dead_at"], name="jobretry_dead_fingerprint"
+            ),
+            # Search by arguments (admin/argument_search.py): args @> [...], kwargs @> {...}.
+            GinPathIndex(field="args", name="jobretry_dead_args"),
+            GinPathIndex(field="kwargs", name="jobretry_dead_kwargs"),
             # A task result by id: the dead job's own id, or its first job id once requeued.
             models.Index(fields=["job_id"], name="jobretry_dead_job"),
             models.Index(ORIGIN_JOB_ID, name="jobretry_dead_origin", condition=models.Q(requeue_count__gt=0)),

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
+from django_jobretry.models.fingerprints import check_fingerprint
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.services import dead_letter_chunks
 from django_jobretry.services.dead_letter_chunks import CHUNK, Locked, Outcome, Requeued
@@ -109,10 +110,12 @@ def filtered(
     error_class: str | None = None,
     older_than: timedelta | None = None,
     since: timedelta | datetime | None = None,
+    fingerprint: str | None = None,
 ) -> QuerySet[DeadLetter]:
     """Dead letters matching the filters, newest dead first; ages use the database clock.
 
     ``since``: dead at or after this time, or within this long (a timedelta) back from now.
+    ``fingerprint``: one failure group's (services/failure_groups.py).
     """
     if reason is not None and reason not in DeadReason.values:
         raise ValueError(f"reason {reason!r} is invalid: one of {DeadReason.values}")
@@ -123,6 +126,8 @@ def filtered(
         queryset = queryset.filter(task_name=task_name)
     if reason is not None:
         queryset = queryset.filter(reason=reason)
+    if fingerprint is not None:
+        queryset = queryset.filter(fingerprint=check_fingerprint(fingerprint))
     if error_class is not None:
         # "PartnerTimeout", as `deadletters list` prints it, matches any module's class of that name.
         by_name = Q(last_error_class__endswith=f".{error_class}") if "." not in error_class else Q()
@@ -148,6 +153,7 @@ def list_dead(
     error_class: str | None = None,
     older_than: timedelta | None = None,
     since: timedelta | datetime | None = None,
+    fingerprint: str | None = None,
     limit: int = 50,
     after: tuple[datetime, int] | None = None,
 ) -> Page:
@@ -159,6 +165,7 @@ def list_dead(
         error_class=error_class,
         older_than=older_than,
         since=since,
+        fingerprint=fingerprint,
     )
     return page_of(queryset, limit=limit, after=after)
 

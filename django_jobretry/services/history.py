@@ -16,7 +16,7 @@ import enum
 import threading
 import traceback
 from dataclasses import dataclass
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from django_jobretry import exceptions
 from django_jobretry.conf import jobretry_settings
@@ -55,10 +55,15 @@ class AttemptEntry(TypedDict):
     #: Which rule made the error fatal ("FatalError raised by the job", "ValueError is in the
     #: fatal_errors of policy 'webhooks'"); only on fatal entries, absent from earlier ones.
     rule: NotRequired[str]
+    #: The failure group the task chose, from its exception's ``fingerprint`` attribute
+    #: (models/fingerprints.py); absent when it chose none.
+    fingerprint: NotRequired[str]
 
 
 #: Characters of a fatal entry's rule kept.
 RULE_CHARS = 300
+#: Characters of a task's own fingerprint kept.
+FINGERPRINT_CHARS = 200
 
 
 class RequeueEntry(TypedDict):
@@ -78,6 +83,9 @@ class RequeueEntry(TypedDict):
     first_attempt_at: NotRequired[str | None]
     #: The task id in the system that ran it, for a dead letter from an adapter (django-q2).
     external_id: NotRequired[str | None]
+    #: Set when the arguments were repaired first (services/repairs.py): ``by`` and ``changes``,
+    #: each ``{"path", "change", "old"?, "new"?}``; as private as the arguments.
+    repair: NotRequired[dict[str, Any]]
 
 
 #: Characters of the dead letter's last error kept in a requeue entry.
@@ -119,6 +127,8 @@ class RenderedError:
     error_class: str
     message: str
     traceback: str
+    #: The exception's ``fingerprint`` attribute when it is a non-empty string, else "".
+    fingerprint: str = ""
 
 
 #: Seconds a handler's exception gets to render its text (``__str__``, traceback).
@@ -156,7 +166,20 @@ def _render(error: BaseException) -> RenderedError:
         trace = "".join(traceback.format_exception(error))
     except BaseException:
         trace = ""
-    return RenderedError(_class_name(error), message, trace)
+    return RenderedError(_class_name(error), message, trace, _own_fingerprint(error))
+
+
+def _own_fingerprint(error: BaseException) -> str:
+    """The failure group a task names on its exception (``fingerprint = "partner-down"``), or "".
+
+    Read like ``__str__``: a property that raises, or a value that is not a
+    string, counts as no fingerprint, never as a second failure.
+    """
+    try:
+        chosen = getattr(error, "fingerprint", None)
+    except BaseException:
+        return ""
+    return clean_text(chosen, FINGERPRINT_CHARS) if isinstance(chosen, str) else ""
 
 
 def _class_name(error: BaseException) -> str:
@@ -194,6 +217,7 @@ def attempt_entry(
     message: str = "",
     traceback_text: str = "",
     rule: str | None = None,
+    fingerprint: str = "",
 ) -> AttemptEntry:
     """The one constructor of an attempt entry; every text is cleaned and bounded."""
     entry: AttemptEntry = {
@@ -207,6 +231,8 @@ def attempt_entry(
     }
     if rule:
         entry["rule"] = clean_text(rule, RULE_CHARS)
+    if fingerprint:
+        entry["fingerprint"] = clean_text(fingerprint, FINGERPRINT_CHARS)
     return entry
 
 
@@ -229,6 +255,7 @@ def error_entry(
         message=error.message,
         traceback_text=error.traceback,
         rule=rule,
+        fingerprint=error.fingerprint,
     )
 
 

@@ -60,3 +60,10 @@ def test_the_requeue_benchmark_moves_every_dead_letter_each_way() -> None:
         "floor: INSERT ... SELECT + DELETE",
     ], out
     assert "300: requeue_many" in out
+
+
+def test_the_failure_groups_benchmark_counts_every_dead_letter() -> None:
+    out = run_bench("bench/failure_groups.py", "--rows", "2000", "--rounds", "1", timeout=DEADLINE)
+    every = next(line for line in out.splitlines() if line.strip().startswith("every group"))
+    assert "groups of 2,000;" in every, out
+    assert "target: under 1000 ms for 2,000 dead letters" in out

@@ -140,9 +140,14 @@ def test_two_operators_requeue_all_matching_50000_once_between_them(
 
 
 def waiting_on_a_lock(deadline: float) -> None:
-    """Return once another backend waits on a row lock (the second requeue, inside its statement)."""
+    """Return once another backend waits on a row lock (the second requeue, inside its statement).
+
+    This runs inside the first requeue's transaction, where PostgreSQL keeps
+    one snapshot of pg_stat_activity: each poll clears it to see the present.
+    """
     with connection.cursor() as cursor:
         while time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
             cursor.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"

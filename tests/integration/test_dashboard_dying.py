@@ -43,7 +43,8 @@ JOBS = "admin:django_jobretry_job_changelist"
 #: The dashboard's round trips (a viewer, a queue, two dead letters): 30 before issue 18, when the
 #: hourly and the daily chart were a block of their own each; one block reads every death figure now.
 #: One more since issue 21: whether anything is held (the Held panel reads more only then).
-ROUND_TRIPS = 28
+#: One more since issue 22: the top failure groups of the last 24 hours, one statement.
+ROUND_TRIPS = 29
 
 
 class PartnerRejectedError(Exception):

@@ -1,4 +1,4 @@
-"""`manage.py deadletters list|show|requeue|discard|import-django-q2`: the operator's command line.
+"""`manage.py deadletters list|groups|show|requeue|discard|import-django-q2`: the operator's command line.
 
 Every change goes through django_jobretry.deadletters (guarded compare-and-swap):
 a dead letter someone else handled meanwhile is reported, never silently
@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 
 from django_jobretry import deadletters as service
 from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management import filter_hints, import_django_q2
+from django_jobretry.management import deadletter_groups, filter_hints, import_django_q2
 from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.management.deadletter_arguments import (
     EPILOG,
@@ -64,6 +64,8 @@ class Command(DatabaseCommand):
         action = options["action"]
         if action == "list":
             self.list_page()
+        elif action == "groups":
+            deadletter_groups.run(self, options)
         elif action == "show":
             self.show_ids(options["ids"])
         elif action == import_django_q2.ACTION:
@@ -72,14 +74,7 @@ class Command(DatabaseCommand):
             self.act(action)
 
     def selection(self) -> QuerySet[DeadLetter]:
-        return cli.select(
-            queue=self.options["queue"],
-            task=self.options["task"],
-            reason=self.options["reason"],
-            error_class=self.options["error_class"],
-            older_than=self.options["older_than"],
-            since=self.options["since"],
-        )
+        return cli.select(self.options)
 
     def list_page(self) -> None:
         page = service.page_of(self.selection(), limit=self.options["limit"], after=self.options["after"])

@@ -1,0 +1,163 @@
+"""Search by arguments (issue 22): only for users who may read arguments, answered by a GIN index.
+
+``?arguments=customer_id=42`` on the dead-letter and job lists: jsonb
+containment on args/kwargs. Without the payload permission there is no
+field, and the parameter in a URL is a 400 before any query.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from django_jobretry.admin.argument_search import InvalidSearch, containment
+from django_jobretry.models import DeadLetter, Job
+from tests.factories import DeadLetterFactory, JobFactory
+from tests.integration.conftest import Operator, hidden_inputs, messages_of
+
+pytestmark = pytest.mark.django_db
+
+DEAD_LIST = "admin:django_jobretry_deadletter_changelist"
+JOB_LIST = "admin:django_jobretry_job_changelist"
+FIELD = b'class="jobretry-argument-search"'
+
+
+def shown(response: Any) -> set[int]:
+    return {row.pk for row in response.context["cl"].result_list}
+
+
+@pytest.fixture
+def reader(make_user: Any) -> Operator:
+    return Operator(make_user("view_job", "view_deadletter", "view_job_payload", name="reader"))
+
+
+@pytest.fixture
+def dead() -> dict[str, DeadLetter]:
+    return {
+        "42": DeadLetterFactory.create(kwargs={"customer_id": 42, "region": "eu"}),
+        "42 as text": DeadLetterFactory.create(kwargs={"customer_id": "42", "region": "us"}),
+        "7": DeadLetterFactory.create(kwargs={"customer_id": 7, "order": {"id": 9}}),
+        "positional": DeadLetterFactory.create(args=[42, "abc"], kwargs={}),
+    }
+
+
+@pytest.mark.parametrize(
+    ("search", "expected"),
+    [
+        ("customer_id=42", {"42", "42 as text"}),
+        ('customer_id="42"', {"42 as text"}),
+        ("customer_id=42 region=eu", {"42"}),
+        ("region='us'", {"42 as text"}),
+        ("order.id=9", {"7"}),
+        ('{"customer_id": 7}', {"7"}),
+        ("42", {"positional"}),
+        ('[42, "abc"]', {"positional"}),
+        ("customer_id=1000", set()),
+    ],
+)
+def test_a_search_lists_exactly_the_dead_letters_whose_arguments_contain_it(
+    reader: Operator, dead: dict[str, DeadLetter], search: str, expected: set[str]
+) -> None:
+    response = reader.get(reverse(DEAD_LIST), {"arguments": search})
+    assert response.status_code == 200
+    assert shown(response) == {dead[name].pk for name in expected}
+
+
+def test_the_field_is_in_the_sidebar_and_keeps_the_other_filters(reader: Operator) -> None:
+    DeadLetterFactory.create(queue_name="mail")
+    response = reader.get(reverse(DEAD_LIST), {"queue_name": "mail"})
+    form = response.content.decode().split(FIELD.decode(), 1)[1].split("</form>", 1)[0]
+    assert hidden_inputs(form) == {"queue_name": "mail"}
+
+
+@pytest.mark.parametrize("listing", [DEAD_LIST, JOB_LIST])
+def test_without_the_payload_permission_there_is_no_field_and_the_url_is_refused(
+    viewer: Operator, dead: dict[str, DeadLetter], listing: str
+) -> None:
+    assert FIELD not in viewer.get(reverse(listing)).content
+    assert viewer.get(reverse(listing), {"arguments": "customer_id=42"}).status_code == 400
+
+
+def test_refused_to_everyone_when_a_redactor_hides_values(
+    reader: Operator, superuser: Operator, settings: Any
+) -> None:
+    redactor = "tests.integration.test_admin_security.redact"
+    settings.JOBRETRY = {**settings.JOBRETRY, "PAYLOAD_REDACTOR": redactor}
+    for operator in (reader, superuser):
+        assert FIELD not in operator.get(reverse(DEAD_LIST)).content
+        assert operator.get(reverse(DEAD_LIST), {"arguments": "password=h"}).status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("search", "said"),
+    [
+        ("customer_id=", "a value after '='"),
+        ("=42", "a name before '='"),
+        ('{"customer_id": 4', "is not valid JSON"),
+        ("region='eu", "cannot be read"),
+        ("x" * 1001, "longer than 1000 characters"),
+    ],
+)
+def test_a_search_that_cannot_be_read_is_the_lists_error_page_with_a_message(
+    reader: Operator, dead: dict[str, DeadLetter], search: str, said: str
+) -> None:
+    response = reader.get(reverse(DEAD_LIST), {"arguments": search}, follow=True)
+    assert response.redirect_chain[-1][0].endswith("?e=1")
+    assert any(said in message for message in messages_of(response)), messages_of(response)
+    assert DeadLetter.objects.count() == 4
+
+
+def test_the_job_list_searches_retrying_jobs(reader: Operator) -> None:
+    retrying = JobFactory.create(retrying=True, kwargs={"customer_id": 42})
+    JobFactory.create(kwargs={"customer_id": 42})  # never attempted: not searched
+    JobFactory.create(retrying=True, kwargs={"customer_id": 7})
+    response = reader.get(reverse(JOB_LIST), {"arguments": "customer_id=42"})
+    assert shown(response) == {retrying.pk}
+
+
+def test_requeue_all_matching_a_search_acts_on_exactly_those(
+    superuser: Operator, dead: dict[str, DeadLetter]
+) -> None:
+    url = reverse("admin:django_jobretry_deadletter_requeue_matching")
+    query = {"_changelist_filters": "arguments=customer_id%3D42"}
+    page = superuser.get(url, query)
+    assert page.context["counts"].total == 2
+    superuser.post(f"{url}?_changelist_filters=arguments%3Dcustomer_id%253D42", hidden_inputs(page.text))
+    assert set(DeadLetter.objects.values_list("pk", flat=True)) == {dead["7"].pk, dead["positional"].pk}
+    assert sorted(Job.objects.values_list("kwargs__region", flat=True)) == ["eu", "us"]
+
+
+def test_containment_refuses_an_empty_search() -> None:
+    with pytest.raises(InvalidSearch, match="the argument search is empty"):
+        containment("   ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_search_reads_the_gin_indexes_not_the_tables() -> None:
+    with connection.cursor() as cursor:
+        for table in (DeadLetter._meta.db_table, Job._meta.db_table):
+            cursor.execute(f"TRUNCATE {table}")
+        cursor.execute(
+            f"""
+            INSERT INTO {DeadLetter._meta.db_table} (job_id, task_name, queue_name, policy_name, priority,
+                args, kwargs, reason, attempts, max_attempts, errors, last_error_class, last_error,
+                requeue_count, requeue_history, enqueued_at, dead_at)
+            SELECT g, 'shop.task', 'default', 'default', 0, jsonb_build_array(g),
+                   jsonb_build_object('customer_id', g, 'region', 'eu'), 'fatal', 1, 3, '[]', 'E', 'boom',
+                   0, '[]', now(), now()
+            FROM generate_series(1, 20000) AS g
+            """
+        )
+        cursor.execute(f"ANALYZE {DeadLetter._meta.db_table}")
+    found = DeadLetter.objects.filter(containment("customer_id=4242"))
+    plan = str(found.explain())
+    assert "jobretry_dead_kwargs" in plan, plan
+    assert "Seq Scan" not in plan, plan
+    assert found.count() == 1
+    jobs = Job.objects.filter(containment("customer_id=4242"), status="ready", attempts__gt=0)
+    plan = str(jobs.explain())
+    assert "jobretry_job_retrying" in plan, plan  # the GIN index, or on so few rows the retrying one
+    assert "Seq Scan" not in plan, plan
