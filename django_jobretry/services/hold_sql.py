@@ -18,17 +18,19 @@ CIRCUITS = Circuit._meta.db_table
 
 
 def not_held(job: str) -> str:
-    """The claim's filter on the job rows ``job``: ``jobretry_held()`` (migration 0020) is false.
+    """The claim's filter on the job rows ``job``: ``jobretry_held()`` (migration 0025) is false.
 
     The function is true while a pause is in force on the job's queue or
     task, or its task's breaker is not closed and the job is not its probe
-    (a probe is let through its breaker, not through a pause). A PL/pgSQL
+    at the attempt it was chosen for (a probe is let through its breaker
+    once, not through a pause; a failed probe waits for the heartbeat to
+    reopen the breaker, services/circuits.py). A PL/pgSQL
     function, not two anti-joins written into the claim: the
     claim is planned at every call, and the joins cost it more to plan than
     the function costs to run on its few candidate rows (its own queries are
     planned once per session). The claim still walks jobretry_job_claim.
     """
-    return f"AND NOT jobretry_held({job}.queue_name, {job}.task_name, {job}.id)"
+    return f"AND NOT jobretry_held({job}.queue_name, {job}.task_name, {job}.id, {job}.attempts)"
 
 
 def held_seconds(since: str, until: str) -> str:

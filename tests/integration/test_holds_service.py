@@ -204,6 +204,29 @@ class TestBreaker:
         assert (row.state, row.opens, row.cooldown_seconds) == (CircuitState.OPEN, 2, 1200)
         assert row.open_until > db_now() + timedelta(seconds=1100)
 
+    def test_a_failed_probe_is_not_claimed_again_before_the_breaker_judges_it(self) -> None:
+        """Its retry is due at once (1 ms backoff), but it is held until a heartbeat reopens the breaker.
+
+        Before, a probe let through by id ran its retries too: a heartbeat
+        late under load cost an attempt per retry while the partner was down.
+        """
+        self.trip()
+        Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
+        circuits.beat()
+        chosen = Circuit.objects.get()
+        probe, before = chosen.probe_job_id, chosen.probe_attempts
+        assert probe is not None
+        assert before is not None
+        assert claim_ids() == {probe}
+        run_jobs(max_runs=1)
+        failed = Job.objects.get(pk=probe)
+        assert (failed.status, failed.attempts) == (JobStatus.READY, before + 1)
+        Job.objects.filter(pk=probe).update(run_at=db_now() - timedelta(seconds=1))
+        assert Circuit.objects.get().state == CircuitState.HALF_OPEN  # no heartbeat yet
+        assert claim_ids() == set()
+        run_jobs(max_runs=3)
+        assert Job.objects.get(pk=probe).attempts == before + 1
+
     def test_with_nothing_due_to_probe_it_closes(self) -> None:
         self.trip()
         Job.objects.filter(task_name=call_partner.name).update(run_at=db_now() + timedelta(days=1))
