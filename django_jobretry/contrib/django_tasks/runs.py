@@ -86,17 +86,27 @@ class TaskRun:
             value = self.task.call(TaskContext(task_result=result), *args, **kwargs)
         else:
             value = self.task.call(*args, **kwargs)
-        # Without the arguments, which the job holds: they may nest deeper than pickle goes.
-        running = dataclasses.replace(result, args=[], kwargs={})
+        # Without the arguments, which the job holds: they may nest deeper than pickle goes. Without
+        # the task: on Django 6.0 a Task pickles its function by name, which names the Task instead
+        # (a process pool's child could not send it back); the main loop has it in its registry.
+        running = dataclasses.replace(result, task=None, args=[], kwargs={})  # type: ignore[arg-type]
         return Kept(_stored(self.name, value), functools.partial(_finish, running))
 
 
 def _finish(running: TaskResult[..., Any], outcome: Succeeded, finished_at: datetime) -> None:
     """``task_finished`` of a success (``Kept.finish``): the result its attempt read as it started, finished
     at the time the success statement wrote. Called on the main loop, it reads nothing again."""
+    task = task_of(outcome.job.task_name)
+    if task is None:  # it ran from this registry a moment ago: cannot happen, but never fail the loop
+        return
     args, kwargs = outcome.job.arguments()
     done = dataclasses.replace(
-        running, status=TaskResultStatus.SUCCESSFUL, finished_at=finished_at, args=args, kwargs=kwargs
+        running,
+        task=task,
+        status=TaskResultStatus.SUCCESSFUL,
+        finished_at=finished_at,
+        args=args,
+        kwargs=kwargs,
     )
     object.__setattr__(done, "_return_value", json.loads(outcome.result) if outcome.result else None)
     send_task_signal(task_finished, done.task, done)
