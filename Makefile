@@ -19,7 +19,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(DJANGO)
 WITHDB := $(BIN)/python -m devtools.withdb
 
-.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix mutation bench bench-large bench-memory bench-django-q2 browser pgbouncer clean
+.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix versions mutation bench bench-large bench-memory bench-django-q2 browser pgbouncer clean
 
 help:
 	@echo "make demo       run the example project's demo (embedded PostgreSQL unless DATABASE_URL is set)"
@@ -27,6 +27,7 @@ help:
 	@echo "make lint       ruff check, ruff format --check, mypy"
 	@echo "make docs       build the docs with warnings as errors"
 	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
+	@echo "make versions   the adapter's tests on the oldest django-q2, the task backend's on Django 6.0, and the canaries"
 	@echo "make mutation   mutation testing of the policy module (slow; not part of make test)"
 	@echo "make bench      side by side with the peers, worker and dead-letter admin benchmarks (docs/performance.md)"
 	@echo "make bench-large  drain and claim with 10^6 succeeded jobs + 10^5 dead letters, then pruning them (~5 min)"
@@ -89,6 +90,11 @@ docs: $(STAMP)
 
 matrix: $(STAMP)
 	$(BIN)/nox $(NOX_ARGS)
+
+# The ends of the declared ranges the full suites do not reach (noxfile.py UPSTREAM): the oldest
+# django-q2 under the adapter's tests, Django 6.0 under the task backend's, with the canaries.
+versions: $(STAMP)
+	$(BIN)/nox --session upstream
 
 # mutmut 3 ([tool.mutmut] in pyproject.toml) from scratch, then the score; fails below 90 % killed.
 mutation: $(STAMP)

@@ -10,6 +10,38 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["tests"]
 
+#: Printed before a pass, so the log says what it ran on.
+VERSIONS = "from importlib.metadata import version as v; print(v('django'), v('django-q2'))"
+#: The django-q2 adapter's tests, and the canaries on django-q2's internals it relies on.
+ADAPTER_TESTS = (
+    "tests/canaries",
+    "tests/unit/test_django_q2_checks.py",
+    "tests/unit/test_django_q2_pickles.py",
+    "tests/integration/test_deadletters_import_django_q2.py",
+    "tests/features/test_django_q2.py",
+    "tests/features/test_django_q2_import.py",
+    *(f"tests/integration/test_django_q2_{name}.py" for name in (
+        "adapter", "claim_directory", "cluster", "failure_admin", "hostile_arguments", "import_hostile",
+        "redis", "redis_decisions",
+    )),
+)  # fmt: skip
+#: The django.tasks backend's tests, and the canaries on Django's task framework.
+BACKEND_TESTS = (
+    "tests/canaries",
+    "tests/features/test_django_tasks.py",
+    *(f"tests/integration/test_tasks_{name}.py" for name in (
+        "backend", "backend_api", "backend_checks", "backend_hostile", "backend_runs", "contract",
+        "process_pool", "schedules",
+    )),
+)  # fmt: skip
+#: The ends of the ranges pyproject.toml declares that the full suites (newest django-q2, on Django
+#: 6.1 and 5.2) do not run: target -> (Django series, extra requirement, tests). django-q2 1.10 is
+#: the first with the post_execute_in_worker signal the adapter connects to.
+UPSTREAM = {
+    "django-q2-1.10.0": ("6.1", "django-q2==1.10.0", ADAPTER_TESTS),
+    "django-6.0": ("6.0", None, BACKEND_TESTS),
+}
+
 
 @nox.session
 @nox.parametrize("django", ["5.2", "6.0", "6.1"])
@@ -30,3 +62,17 @@ def tests(session: nox.Session, django: str) -> None:
         workers,
         *session.posargs,
     )
+
+
+@nox.session
+@nox.parametrize("target", list(UPSTREAM))
+def upstream(session: nox.Session, target: str) -> None:
+    """A short pass at one end of a declared range: the adapter's or the backend's tests and the canaries."""
+    django, extra, tests = UPSTREAM[target]
+    session.install("-e", ".[dev]", f"django~={django}.0", *([extra] if extra else []))
+    session.run("python", "-c", VERSIONS, silent=False)
+    workers = os.environ.get("PYTEST_WORKERS") or str((os.cpu_count() or 2) + 1)
+    session.run(
+        "python", "-m", "devtools.withdb", "--throwaway", "--",
+        "python", "-m", "pytest", "-n", workers, *tests, *session.posargs,
+    )  # fmt: skip

@@ -131,3 +131,13 @@ def test_the_app_must_come_after_django_q_and_django_jobretry() -> None:
 def test_retry_policy_takes_a_name_or_none() -> None:
     with pytest.raises(TypeError, match="policy name or None"):
         retry_policy(3)  # type: ignore[arg-type]
+
+
+def test_a_django_q2_without_post_execute_in_worker_is_too_old(monkeypatch: pytest.MonkeyPatch) -> None:
+    """django-q2 before 1.10 has no post_execute_in_worker: the adapter connects nothing and says why."""
+    from django_q import signals
+
+    monkeypatch.delattr(signals, "post_execute_in_worker")
+    (problem,) = [p for p in check_django_q2(None) if p.id == "django_jobretry.E032"]
+    assert "is too old for the adapter: it needs 1.10 or newer" in problem.msg
+    assert problem.hint == "pip install 'django-q2>=1.10,<2'"

@@ -16,10 +16,11 @@ class DjangoQ2AdapterConfig(AppConfig):
         from django_jobretry.contrib.django_q2 import checks  # noqa: F401 - registers the checks
 
         try:
-            import django_q  # noqa: F401
+            from django_q import signals
         except ImportError:  # the check (E032) says so; nothing to connect to
             return
-        connect()
+        if hasattr(signals, "post_execute_in_worker"):  # else too old (before 1.10): E032 says so
+            connect()
 
 
 def connect() -> None:

@@ -91,9 +91,20 @@ def _setting_problems(section: object, raw: dict[str, Any]) -> list[CheckMessage
 
 def _app_problems() -> list[CheckMessage]:
     try:
-        import django_q  # noqa: F401
+        from django_q import signals
     except ImportError:
         return [_error(32, "django-q2 is not installed.", "pip install 'django-jobretry[django-q2]'")]
+    if not hasattr(signals, "post_execute_in_worker"):
+        from importlib.metadata import version
+
+        return [
+            _error(
+                32,
+                f"django-q2 {version('django-q2')} is too old for the adapter: it needs 1.10 or newer "
+                "(the post_execute_in_worker signal), so nothing is connected.",
+                "pip install 'django-q2>=1.10,<2'",
+            )
+        ]
     apps = list(settings.INSTALLED_APPS)
     if "django_q" not in apps:
         return [_error(32, '"django_q" is not in INSTALLED_APPS.', f'Add it before "{APP}".')]
