@@ -110,7 +110,7 @@ def cancel_burial_sql(*, ready: bool) -> str:
     return burial_sql(rows, where, entry=entry, reason=f"'{DeadReason.CANCELLED.value}'", message=message)
 
 
-def revive_sql() -> str:
+def revive_sql(*, guarded: bool = True) -> str:
     """The inverse of a burial, for a set: the dead letters ``%(ids)s`` become ready jobs.
 
     ``%(allowed)s`` is each one's max_attempts (its current policy's). One
@@ -119,6 +119,11 @@ def revive_sql() -> str:
     of the same set took it first: the INSERT runs in id order). Only the
     dead letters that became jobs are deleted; the new job names its dead
     letter in the RequeueEntry it carries, which is how the DELETE finds it.
+
+    ``guarded=False`` leaves out ``ON CONFLICT DO NOTHING``, for a set of
+    which no dead letter has a ``unique_key`` or a schedule slot: no unique
+    index of the jobs table can refuse such rows, and the speculative
+    insertion the guard needs costs a third of the statement.
     """
     run_at = "statement_timestamp() + make_interval(secs => %(delay)s)"
     values = revived_job_select("dead", run_at=run_at, max_attempts="dead.allowed", actor="%(actor)s")
@@ -129,7 +134,7 @@ def revive_sql() -> str:
         ),
         revived AS (
             INSERT INTO {JOB} AS j ({REVIVED_COLUMNS}) SELECT {values} FROM dead ORDER BY dead.id
-            ON CONFLICT DO NOTHING
+            {"ON CONFLICT DO NOTHING" if guarded else ""}
             RETURNING j.id, (j.requeue_history -> -1 ->> 'dead_letter_id')::bigint AS dead_letter_id
         ),
         gone AS (

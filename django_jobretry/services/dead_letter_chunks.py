@@ -31,7 +31,8 @@ from django_jobretry.services.sql import DEAD
 CHUNK = 2_000
 
 _LOCK = f"""
-    SELECT id, job_id, task_name, queue_name, policy_name, attempts, source
+    SELECT id, job_id, task_name, queue_name, policy_name, attempts, source,
+           unique_key IS NOT NULL OR schedule_name IS NOT NULL AS keyed
     FROM {DEAD} WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE
 """
 _DISCARD = f"DELETE FROM {DEAD} WHERE id = ANY(%s::bigint[])"
@@ -63,6 +64,8 @@ class Locked(NamedTuple):
     policy_name: str
     attempts: int
     source: str
+    #: Has a unique_key or a schedule slot: a unique index of the jobs table may refuse its revival.
+    keyed: bool
 
 
 @dataclass
@@ -95,7 +98,8 @@ def requeue(ids: list[int], *, run_after: timedelta | None, actor: str) -> Outco
     with transaction.atomic():
         locked, gone = lock(ids)
         ours = [dead for dead in locked if dead.source == DeadLetterSource.JOBRETRY]
-        revived = transitions.revive(_allowed(ours), run_after=run_after, actor=actor)
+        guarded = any(dead.keyed for dead in ours)
+        revived = transitions.revive(_allowed(ours), run_after=run_after, actor=actor, guarded=guarded)
         by_id = {dead.id: dead for dead in ours}
         done: list[Requeued | Locked] = [
             Requeued.of(by_id[r.dead_letter_id], r.job_id, r.requeue_count)

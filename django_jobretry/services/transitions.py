@@ -209,7 +209,9 @@ class Revival:
     requeue_count: int
 
 
-def revive(allowed: Mapping[int, int], *, run_after: timedelta | None, actor: str) -> list[Revival]:
+def revive(
+    allowed: Mapping[int, int], *, run_after: timedelta | None, actor: str, guarded: bool = True
+) -> list[Revival]:
     """The inverse of bury, for a set: each dead letter becomes a ready job, in one statement.
 
     ``allowed`` maps each dead letter's id to the max_attempts its job gets.
@@ -218,7 +220,9 @@ def revive(allowed: Mapping[int, int], *, run_after: timedelta | None, actor: st
     Revival per dead letter that still existed, in id order; one whose key a
     live job holds (or a lower id of the set took) stays a dead letter, with
     ``job_id`` None. The caller holds the rows' locks (or accepts that one
-    may be gone by the time the statement runs).
+    may be gone by the time the statement runs). ``guarded=False``: the
+    caller knows no dead letter of the set has a unique_key or a schedule
+    slot (burial_sql.revive_sql).
     """
     ids = sorted(allowed)
     params: dict[str, Any] = {
@@ -228,5 +232,5 @@ def revive(allowed: Mapping[int, int], *, run_after: timedelta | None, actor: st
         "actor": actor,
     }
     with connection.cursor() as cursor:
-        cursor.execute(burial_sql.revive_sql(), params)
+        cursor.execute(burial_sql.revive_sql(guarded=guarded), params)
         return [Revival(*row) for row in cursor.fetchall()]

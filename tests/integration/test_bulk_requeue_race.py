@@ -194,3 +194,27 @@ def test_negative_control_without_the_row_lock_one_dead_letter_becomes_two_jobs(
     race_two_requeues(ids)
     revived = revived_dead_letter_ids()
     assert len(revived) > len(set(revived)), "without FOR UPDATE both requeues should have revived the rows"
+
+
+def test_a_chunk_with_a_dead_periodic_run_keeps_the_guard_and_reports_its_slot_taken() -> None:
+    """Only chunks without keys or slots skip ON CONFLICT: a slot another run holds is refused, no error.
+
+    Were the chunk's ``keyed`` test to ignore schedules, the INSERT would
+    fail on jobretry_job_one_run_per_slot (checked by hand when it was written).
+    """
+    taken = JobFactory.create(schedule_name="nightly")
+    Job.objects.filter(pk=taken.pk).update(schedule_slot="2026-12-01T02:00:00+00:00")
+    periodic = DeadLetter.objects.create(
+        **{**plain_dead_letter(), "schedule_name": "nightly", "schedule_slot": "2026-12-01T02:00:00+00:00"}
+    )
+    free = DeadLetter.objects.create(**plain_dead_letter())
+    result = service.requeue_many([periodic.pk, free.pk], actor="a")
+    assert (result.done, result.conflicts) == ([free.pk], [periodic.pk])
+    assert DeadLetter.objects.filter(pk=periodic.pk).exists()
+
+
+def plain_dead_letter() -> dict[str, Any]:
+    return {
+        "job_id": 7, "task_name": TASK, "queue_name": "default", "policy_name": "three",
+        "reason": "exhausted", "attempts": 3, "max_attempts": 3, "enqueued_at": "2026-12-01T01:00:00+00:00",
+    }  # fmt: skip
