@@ -8,8 +8,8 @@
   the held jobs at the breaker's end (their ``run_at``), so other tasks'
   claims do not walk past them; their held time is counted as they move.
 - **Half-open**: once the cooldown is over, a worker's heartbeat
-  (:func:`beat`) makes the task's next due job the probe, the one job the
-  claim lets through.
+  (:func:`beat`) makes the task's due job with the most attempts left the
+  probe, the one job the claim lets through, for one attempt.
 - The probe's fate decides: a success closes the breaker and releases the
   held jobs ``1 / release_per_second`` apart; a retry, a lost lease or a
   death reopens it with the cooldown doubled (capped); a probe that is gone
@@ -147,7 +147,7 @@ def _judge(row: dict[str, Any]) -> None:
 
 
 def _probe_or_close(task: str, rate: float) -> None:
-    """Let the task's next due job through as the probe; with none due, nothing is held: close."""
+    """Let a due job of the task through as the probe (hold_sql.CHOOSE_PROBE); with none due, close."""
     with connection.cursor() as cursor:
         cursor.execute(hold_sql.CHOOSE_PROBE, {"task": task})
         row = cursor.fetchone()

@@ -158,12 +158,15 @@ PARK = f"""
     FROM parked WHERE j.id = parked.id
 """
 
-#: The next job of ``%(task)s`` the claim would take, made the half-open breaker's probe.
+#: The due job of ``%(task)s`` with the most attempts left (then in claim order), made the half-open
+#: breaker's probe. Most attempts left, not claim order alone: a failed probe's retry is due before
+#: the jobs parked at the breaker's end, and would be chosen at every opening of a long outage until
+#: its attempts ran out and it died, while the others waited with all of theirs.
 CHOOSE_PROBE = f"""
     WITH probe AS (
         SELECT id, attempts, queue_name FROM {JOB}
         WHERE task_name = %(task)s AND status = 'ready' AND run_at <= statement_timestamp()
-        ORDER BY priority DESC, run_at, id LIMIT 1
+        ORDER BY max_attempts - attempts DESC, priority DESC, run_at, id LIMIT 1
     )
     UPDATE {CIRCUITS} AS c SET state = 'half_open', probe_job_id = probe.id, probe_attempts = probe.attempts,
         updated_at = statement_timestamp()

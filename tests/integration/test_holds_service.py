@@ -227,6 +227,24 @@ class TestBreaker:
         run_jobs(max_runs=3)
         assert Job.objects.get(pk=probe).attempts == before + 1
 
+    def test_each_opening_probes_with_the_job_that_has_the_most_attempts_left(self) -> None:
+        """A long outage spreads its probes: a failed probe is not chosen while others have more left."""
+        self.trip()
+        probes: list[int] = []
+        for _ in range(3):
+            Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
+            Job.objects.filter(task_name=call_partner.name).update(run_at=db_now() - timedelta(seconds=1))
+            circuits.beat()
+            probe = Circuit.objects.get().probe_job_id
+            assert probe is not None
+            probes.append(probe)
+            run_jobs(max_runs=1)
+            circuits.beat()  # the probe failed: open again
+            assert Circuit.objects.get().state == CircuitState.OPEN
+        assert len(set(probes)) == 3, probes
+        left = [job.max_attempts - job.attempts for job in Job.objects.filter(pk__in=probes)]
+        assert min(left) >= OUTAGE.max_attempts - 2, left
+
     def test_with_nothing_due_to_probe_it_closes(self) -> None:
         self.trip()
         Job.objects.filter(task_name=call_partner.name).update(run_at=db_now() + timedelta(days=1))
