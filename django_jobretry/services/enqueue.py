@@ -15,7 +15,7 @@ from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
-from django_jobretry.registry import resolve_policy
+from django_jobretry.registry import TaskDefinition, resolve_policy
 from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
 from django_jobretry.services.sql import statement_guard, violates
 from django_jobretry.signatures import check_call
@@ -54,7 +54,7 @@ def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     """Insert one job (or return the live one holding its unique_key): one statement in autocommit."""
     check_run_after(run_at := definition.run_after)
     shared = _shared(definition)
-    arguments = _arguments(definition, args, kwargs)
+    arguments = checked_arguments(definition, args, kwargs)
     if definition.unique_key is not None:
         return _enqueue_unique(shared, arguments, definition.unique_key, run_at)
     job = insert_one(shared, arguments, None, run_at)
@@ -67,7 +67,7 @@ def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mappi
     if definition.unique_key is not None:
         raise InvalidJob("bulk_enqueue does not take unique_key; enqueue keyed jobs one by one")
     check_run_after(run_at := definition.run_after)
-    rows = [_arguments(definition, tuple(args), dict(kwargs)) for args, kwargs in calls]
+    rows = [checked_arguments(definition, tuple(args), dict(kwargs)) for args, kwargs in calls]
     if not rows:
         return []
     created = insert_many(_shared(definition), rows, run_at)
@@ -87,8 +87,14 @@ def notify(queue_names: Sequence[str]) -> None:
             cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, queue_name])
 
 
-def _arguments(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments:
-    """The call's arguments as stored, or InvalidJob: not JSON, or not a call the function can take."""
+def checked_arguments(
+    definition: JobSpec | TaskDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Arguments:
+    """The call's arguments as stored, or InvalidJob: not JSON, or not a call the function can take.
+
+    Every enqueue checks its arguments here, and so does a repair of a dead
+    letter's (services/repairs.py), with the task's registered definition.
+    """
     arguments = encode_arguments(
         definition.name,
         args,

@@ -31,9 +31,8 @@ from django_jobretry.exceptions import InvalidJob, NotDead
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 from django_jobretry.registry import registry
 from django_jobretry.services.deadletters import requeue_many
+from django_jobretry.services.enqueue import checked_arguments
 from django_jobretry.services.history import recorded_actor
-from django_jobretry.signatures import check_call
-from django_jobretry.validation import encode_arguments
 
 logger = logging.getLogger("django_jobretry")
 
@@ -70,14 +69,7 @@ def validated(task_name: str, args: Any, kwargs: Any) -> tuple[list[Any], dict[s
             f"task {task_name!r} is not registered in this process: its arguments cannot be checked, "
             "so they cannot be repaired here"
         )
-    arguments = encode_arguments(
-        task_name,
-        tuple(args),
-        kwargs,
-        max_bytes=jobretry_settings.max_args_bytes,
-        max_depth=jobretry_settings.max_args_depth,
-    )
-    check_call(task_name, definition.func, args, kwargs, takes_context=definition.takes_context)
+    arguments = checked_arguments(definition, tuple(args), kwargs)
     return arguments.args, arguments.kwargs
 
 
