@@ -79,8 +79,13 @@ def when(value: datetime | None) -> str:
 
 
 def first_line(dead: DeadLetter) -> str:
-    lines = dead.last_error.strip().splitlines()
-    short_class = dead.last_error_class.rpartition(".")[2]
+    return error_line(dead.last_error_class, dead.last_error)
+
+
+def error_line(error_class: str, message: str) -> str:
+    """``PartnerTimeout: the message's first line``, as the tables print an error."""
+    lines = message.strip().splitlines()
+    short_class = error_class.rpartition(".")[2]
     return ": ".join(part for part in (short_class, lines[0] if lines else "") if part)
 
 

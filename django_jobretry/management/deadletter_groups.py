@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.core.serializers.json import DjangoJSONEncoder
 
-from django_jobretry.management.deadletter_cli import clip, table, when
+from django_jobretry.management.deadletter_cli import clip, error_line, table, when
 from django_jobretry.services.failure_groups import FailureGroup, groups
 
 HEADERS = ("fingerprint", "dead", "first seen", "last seen", "tasks", "reasons", "example")
@@ -38,9 +38,7 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
 
 
 def row(group: FailureGroup) -> tuple[object, ...]:
-    example = ": ".join(
-        part for part in (group.example_class.rpartition(".")[2], _first(group.example_message)) if part
-    )
+    example = error_line(group.example_class, group.example_message)
     return (
         group.fingerprint,
         group.count,
@@ -63,8 +61,3 @@ def as_json(group: FailureGroup) -> dict[str, Any]:
         "example_class": group.example_class,
         "example_message": group.example_message,
     }
-
-
-def _first(message: str) -> str:
-    lines = message.strip().splitlines()
-    return lines[0] if lines else ""
