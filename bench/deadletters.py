@@ -399,6 +399,11 @@ def admin_pages(newest_id: int, newest_at: datetime) -> list[Page]:
 # -- plans -------------------------------------------------------------------------------------
 
 
+def explainable(sql: str) -> bool:
+    """A read: EXPLAIN ANALYZE would run a write, and a loaded machine can make a ROLLBACK slow."""
+    return sql.lstrip().upper().startswith("SELECT")
+
+
 def explain(sql: str) -> str:
     rows = execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")
     return "\n".join(row[0] for row in rows)
@@ -562,7 +567,8 @@ def slow_statements(timed: list[tuple[Page, list[Run]]]) -> list[str]:
                 break
             lines.append(f"- {ms(statement.seconds)} ms, {purpose(statement.sql, table)}:")
             lines.append(f"  `{' '.join(statement.sql.split())[:400]}`")
-            lines.append(f"  plan: {plan_nodes(explain(statement.sql))}")
+            if explainable(statement.sql):
+                lines.append(f"  plan: {plan_nodes(explain(statement.sql))}")
     return lines
 
 

@@ -127,16 +127,17 @@ def test_two_operators_requeue_all_matching_50000_once_between_them(
     )
 
     said = [" ".join(messages_of(response)) for response in responses]
+    left = sorted(DeadLetter.objects.values_list("pk", flat=True))
+    assert left == sorted(refused), (len(left), left[:5], left[-5:], said)
+    revived = revived_dead_letter_ids()
+    assert len(revived) == len(set(revived)) == 50_000 - len(refused), said
+    assert set(revived) == set(ids) - set(refused)
     done = [int(DONE.match(text).group(1)) for text in said]
     assert sum(done) == 50_000 - len(refused), said
     for text, requeued in zip(said, done, strict=True):
         handled = HANDLED.search(text)
         assert (int(handled.group(1)) if handled else 0) == 50_000 - len(refused) - requeued, text
         assert {int(pk): key for pk, key in REFUSED.findall(text)} == refused, text
-    revived = revived_dead_letter_ids()
-    assert len(revived) == len(set(revived)) == 50_000 - len(refused)
-    assert set(revived) == set(ids) - set(refused)
-    assert sorted(DeadLetter.objects.values_list("pk", flat=True)) == sorted(refused)
 
 
 def waiting_on_a_lock(deadline: float) -> None:
