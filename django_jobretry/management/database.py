@@ -38,6 +38,10 @@ def _where(wrapper: BaseDatabaseWrapper) -> str:
     return f"database {wrapper.alias!r} (host {host}, port {port}, name {settings.get('NAME')!r})"
 
 
+class LostConnection(CommandError):
+    """The database was reached, then the connection was cut (a restart, a terminated backend)."""
+
+
 def unreachable(error: DatabaseError | InterfaceError) -> CommandError | None:
     """The one-line error for ``error`` when it came from a database this process cannot reach, else None."""
     cut_off = [wrapper for wrapper in connections.all(initialized_only=True) if _cut_off(wrapper)]
@@ -45,8 +49,10 @@ def unreachable(error: DatabaseError | InterfaceError) -> CommandError | None:
         return None
     wrapper = cut_off[0]
     lines = str(error).strip().splitlines() or [type(error).__name__]
-    verb = "could not reach" if wrapper.connection is None else "lost the connection to"
-    return CommandError(
+    never = wrapper.connection is None
+    kind = CommandError if never else LostConnection
+    verb = "could not reach" if never else "lost the connection to"
+    return kind(
         f"{verb} {_where(wrapper)}: {printable(lines[0], one_line=True)}", returncode=EXIT_UNREACHABLE
     )
 

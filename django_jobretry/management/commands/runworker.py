@@ -7,6 +7,7 @@ command only turns its options into WorkerOptions and sets up logging.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
@@ -14,15 +15,42 @@ from django.db import connection
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.management.arguments import add_runworker_arguments
-from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.database import DatabaseCommand, LostConnection
 from django_jobretry.worker import Worker, WorkerOptions
+from django_jobretry.worker.session import Backoff, drop_connection
 from django_jobretry.worker.startup import warn_unknown_queues
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 
 
+#: Times a start whose connection is cut (after it reached the database) begins again.
+START_ATTEMPTS = 5
+
+
 class Command(DatabaseCommand):
     help = "Run background jobs from the database until stopped (SIGTERM/SIGINT stop gracefully)."
+    started = False
+
+    def execute(self, *args: Any, **options: Any) -> str | None:
+        """Start again when the connection is cut while starting: an outage, not a mistake to name.
+
+        A database never reached still ends the command (exit 4); once the
+        worker runs, it rides out outages itself.
+        """
+        backoff = Backoff()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return super().execute(*args, **options)
+            except LostConnection as lost:
+                if self.started or attempt == START_ATTEMPTS:
+                    raise
+                delay = backoff.failed()
+                logging.getLogger("django_jobretry").warning(
+                    "%s; starting again in %.1fs", lost, delay, extra={"outcome": "start_retried"}
+                )
+                drop_connection()
+                time.sleep(delay)
+        return None  # pragma: no cover - the last attempt returns or raises
 
     def add_arguments(self, parser: CommandParser) -> None:
         add_runworker_arguments(parser)
@@ -61,4 +89,5 @@ class Command(DatabaseCommand):
                 max_memory_mb=options["max_memory_mb"],
             )
         )
+        self.started = True
         worker.run()
