@@ -123,6 +123,7 @@ bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/holds.py $(BENCH_HOLDS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/requeue.py $(BENCH_REQUEUE_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/failure_groups.py $(BENCH_GROUPS_ARGS)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/limits.py $(BENCH_LIMITS_ARGS)
 
 # Large tables and memory (issue 12; docs/performance.md), each in a scratch database it drops:
 # options in BENCH_LARGE_ARGS (e.g. "--succeeded 100000") and BENCH_MEMORY_ARGS (e.g. "--jobs 300000").

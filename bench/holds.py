@@ -22,7 +22,6 @@ The table gives the median jobs/s of each and its ratio to "none".
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections.abc import Callable
 from datetime import timedelta
@@ -31,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.run import bulk_enqueue, drain, empty_jobs, query, setup_django  # noqa: E402
+from bench.run import bulk_enqueue, drain, empty_jobs, print_drain_ratios, query, setup_django  # noqa: E402
 
 HELD_TASK = "bench.holds.held"
 
@@ -107,13 +106,7 @@ def main() -> None:
             rates[label].append(options.jobs / result.wall)
     empty_jobs()
     clear_holds()
-    base = statistics.median(rates["none"])
-    print(f"drain of {options.jobs} no-op jobs, 1 process at --concurrency 10, {options.rounds} rounds")
-    print("| setup | median jobs/s | range | ratio to none |")
-    print("|---|---:|---:|---:|")
-    for label, values in rates.items():
-        median = statistics.median(values)
-        print(f"| {label} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {median / base:.2f} |")
+    print_drain_ratios(options.jobs, options.rounds, rates, "none")
 
 
 if __name__ == "__main__":

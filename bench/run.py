@@ -179,6 +179,19 @@ def bench_single_enqueue(count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
+def print_drain_ratios(jobs: int, rounds: int, rates: dict[str, list[float]], base: str) -> None:
+    """The drain benchmarks' table: each setup's median jobs/s, its range and its ratio to ``base``."""
+    reference = statistics.median(rates[base])
+    print(f"drain of {jobs} no-op jobs, 1 process at --concurrency 10, {rounds} rounds")
+    print(f"| setup | median jobs/s | range | ratio to {base} |")
+    print("|---|---:|---:|---:|")
+    for label, values in rates.items():
+        median = statistics.median(values)
+        print(
+            f"| {label} | {median:,.0f} | {min(values):,.0f}-{max(values):,.0f} | {median / reference:.2f} |"
+        )
+
+
 def bulk_enqueue(count: int, chunk: int) -> float:
     noop = noop_job()
     started = time.perf_counter()

@@ -13,9 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, overload
 
+from django_jobretry.conf.limits import declare_task, unknown_key_arguments
 from django_jobretry.conf.schedules import InvalidSchedule, declare, job_schedule
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
+from django_jobretry.policy.limits import InvalidLimit, Limit
 from django_jobretry.registry import registry
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import (
@@ -149,6 +151,10 @@ def job[**P](
     policy: str | RetryPolicy = "default",
     priority: int = 0,
     timeout: float | timedelta | None = None,
+    concurrency: int | None = None,
+    concurrency_key: str | None = None,
+    rate: str | None = None,
+    burst: int | None = None,
     schedule: str | None = None,
     every: float | timedelta | None = None,
     tz: str | None = None,
@@ -165,6 +171,10 @@ def job[**P](
     policy: str | RetryPolicy = "default",
     priority: int = 0,
     timeout: float | timedelta | None = None,
+    concurrency: int | None = None,
+    concurrency_key: str | None = None,
+    rate: str | None = None,
+    burst: int | None = None,
     schedule: str | None = None,
     every: float | timedelta | None = None,
     tz: str | None = None,
@@ -176,6 +186,10 @@ def job[**P](
     each job and looked up by workers, so keep it stable across deploys.
     ``timeout`` (seconds or a timedelta) limits one attempt; it wins over the
     policy's ``timeout``.
+
+    ``concurrency`` (with ``concurrency_key``, per key), ``rate`` and
+    ``burst`` limit how many of its jobs run at once and start per period,
+    across every worker (docs/limits.md).
 
     ``schedule`` (a cron expression, read in ``tz``, UTC by default) or
     ``every`` (seconds or a timedelta) also runs the job periodically, with
@@ -199,6 +213,15 @@ def job[**P](
             priority=priority,
             timeout=check_timeout(timeout),
         )
+        where = f"@job {definition.name}"
+        limit = Limit.declare(
+            where, concurrency=concurrency, concurrency_key=concurrency_key, rate=rate, burst=burst
+        )
+        if limit is not None and (unknown := unknown_key_arguments(limit, function, takes_context=False)):
+            raise InvalidLimit(
+                f"{where}: concurrency_key {concurrency_key!r} names {unknown[0]!r}, "
+                f"which {function.__name__}() does not take"
+            )
         spec = None  # checked before the task is registered: a refused @job leaves nothing behind
         if schedule is not None or every is not None or tz is not None or schedule_options:
             spec = job_schedule(definition.name, cron=schedule, every=every, tz=tz, **schedule_options)
@@ -209,6 +232,7 @@ def job[**P](
                     definition.name, "schedule", schedule or every, f"a call with no arguments ({exc})"
                 ) from None
         registry.register(definition)
+        declare_task(definition.name, limit)
         if spec is not None:
             declare(spec)
         return definition

@@ -7,8 +7,10 @@ test fast instead of hanging it, and nothing "sleeps and hopes".
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -159,3 +161,43 @@ def session_alive(backend_pid: int) -> bool:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [backend_pid])
         return cursor.fetchone() is not None
+
+
+class Running:
+    """Worker processes whose output is read as it comes: a full pipe would block a busy worker's logging."""
+
+    def __init__(self, workers: Workers, count: int, *args: str) -> None:
+        self.processes = [spawn(workers, *args) for _ in range(count)]
+        self.lines: list[str] = []
+        self.readers = [threading.Thread(target=self._read, args=(p,), daemon=True) for p in self.processes]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        self.lines.extend(process.stdout)
+
+    def wait(self, condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        """wait_until, failing with the workers' output so far."""
+        try:
+            wait_until(condition, timeout=timeout, what=what)
+        except pytest.fail.Exception:
+            pytest.fail(
+                f"timed out after {timeout}s waiting for {what}; workers said:\n{''.join(self.lines)[-8000:]}"
+            )
+
+    def stop(self) -> str:
+        """SIGTERM each worker still running, wait for it (hard deadline); their output."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process, reader in zip(self.processes, self.readers, strict=True):
+            try:
+                code = process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"worker {process.pid} did not stop within 30 s")
+            reader.join(timeout=30)
+            if process.stdout is not None:
+                process.stdout.close()
+            assert code in (0, -signal.SIGKILL), "".join(self.lines)
+        return "".join(self.lines)

@@ -15,11 +15,12 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.urls import URLPattern, URLResolver, get_resolver
 
 # Imported to register their checks: PostgreSQL (E013); LISTEN and pooling (E012, W002, W003);
-# the modules workers import (E014, E015, E025); the schedules (E040-E043).
+# the modules workers import (E014, E015, E025); the schedules (E040-E043); the limits (E050, E051).
 from django_jobretry.conf import (  # noqa: F401
     HEARTBEATS_PER_LEASE,
     database_engine,
     jobretry_settings,
+    limit_checks,
     pooling,
     schedule_checks,
     task_module_checks,

@@ -110,6 +110,8 @@ DEFAULTS: dict[str, Any] = {
     "TASK_MODULES": [],
     # Periodic schedules by name (django_jobretry/conf/schedules.py; checks E040-E046).
     "SCHEDULES": {},
+    # Concurrency and rate limits by queue name (django_jobretry/conf/limits.py; check E050).
+    "QUEUE_LIMITS": {},
 }
 
 #: A metrics token shorter than this is guessable (a 128-bit secret is 22+ characters).

@@ -8,7 +8,7 @@ from django.db.models.functions import Now
 from django_jobretry.models import fingerprints
 from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_shapes
 from django_jobretry.models.instants import holdable_times
-from django_jobretry.models.job import ORIGIN_JOB_ID, provenance_index
+from django_jobretry.models.job import LANE_MAX_LENGTH, ORIGIN_JOB_ID, provenance_index
 
 
 class DeadReason(models.TextChoices):
@@ -70,6 +70,8 @@ class DeadLetter(models.Model):
     #: The schedule and slot of a periodic run that died (NULL for every other dead letter).
     schedule_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     schedule_slot = models.DateTimeField(null=True, blank=True)
+    #: The lane of the job (conf/limits.py), carried back by a requeue; NULL: not limited.
+    limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     #: Its failure group, set by the database on every insert (models/fingerprints.py).
     fingerprint = fingerprints.FingerprintField()
 

@@ -41,6 +41,8 @@ RETRYING = models.Q(status=JobStatus.READY, attempts__gt=0)
 #: Longest name of who cancelled a running job that is recorded (longer ones are cut where
 #: they enter the cancel service; ``canceljobs --actor`` refuses them).
 ACTOR_MAX_LENGTH = 150
+#: Longest limit lane: "key:" or "queue:" and a concurrency key (policy/limits.py MAX_KEY_CHARS) or a name.
+LANE_MAX_LENGTH = 210
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -100,8 +102,10 @@ class Job(models.Model):
     retry_until = models.DateTimeField(null=True, blank=True)
     #: Times this job snoozed (``raise Snooze``): each gave its attempt back; bounded by ``max_snoozes``.
     snoozes = models.PositiveIntegerField(db_default=0)
-    #: Seconds this job was due but held by a pause or a breaker: not counted against ``retry_for``.
+    #: Seconds this job was due but held by a pause, a breaker or a limit: not counted against ``retry_for``.
     held_seconds = models.FloatField(db_default=0)
+    #: A limited job's lane (conf/limits.py): the limited claim serves lanes in turn; NULL: not limited.
+    limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
 
     objects = JobQuerySet.as_manager()
 
@@ -156,6 +160,15 @@ class Job(models.Model):
             # enqueue, the claim and a success write nothing to them; only a retry does.
             GinPathIndex(field="args", name="jobretry_job_retrying_args", condition=RETRYING),
             GinPathIndex(field="kwargs", name="jobretry_job_retrying_kwargs", condition=RETRYING),
+            # The limited claim's walk (services/limit_sql.py): lane by lane, each in claim order.
+            models.Index(
+                "limit_lane",
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="jobretry_job_lane",
+                condition=models.Q(status="ready", limit_lane__isnull=False),
+            ),
             # Pruning finished jobs by age.
             models.Index(
                 fields=["finished_at"],

@@ -11,12 +11,15 @@ from typing import Any
 from django.db import IntegrityError, connection
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf.limits import lane
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
+from django_jobretry.policy.limits import InvalidLimit
 from django_jobretry.registry import TaskDefinition, resolve_policy
-from django_jobretry.services.job_insert import CHANNEL, RunAt, Shared, insert_many, insert_one
+from django_jobretry.services.job_insert import CHANNEL, RunAt, insert_many, insert_one
+from django_jobretry.services.job_prototypes import Shared
 from django_jobretry.services.sql import statement_guard, violates
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import Arguments, encode_arguments
@@ -55,9 +58,10 @@ def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     check_run_after(run_at := definition.run_after)
     shared = _shared(definition)
     arguments = checked_arguments(definition, args, kwargs)
+    lane = limit_lane(definition, args, kwargs)
     if definition.unique_key is not None:
-        return _enqueue_unique(shared, arguments, definition.unique_key, run_at)
-    job = insert_one(shared, arguments, None, run_at)
+        return _enqueue_unique(shared, arguments, definition.unique_key, run_at, lane)
+    job = insert_one(shared, arguments, None, run_at, lane)
     _log_enqueued(job)
     return job
 
@@ -67,10 +71,12 @@ def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mappi
     if definition.unique_key is not None:
         raise InvalidJob("bulk_enqueue does not take unique_key; enqueue keyed jobs one by one")
     check_run_after(run_at := definition.run_after)
-    rows = [checked_arguments(definition, tuple(args), dict(kwargs)) for args, kwargs in calls]
+    pairs = [(tuple(args), dict(kwargs)) for args, kwargs in calls]
+    rows = [checked_arguments(definition, args, kwargs) for args, kwargs in pairs]
     if not rows:
         return []
-    created = insert_many(_shared(definition), rows, run_at)
+    lanes = [limit_lane(definition, args, kwargs) for args, kwargs in pairs]
+    created = insert_many(_shared(definition), rows, run_at, lanes)
     logger.debug(
         "enqueued %d jobs of %s",
         len(created),
@@ -106,6 +112,23 @@ def checked_arguments(
     return arguments
 
 
+def limit_lane(
+    definition: JobSpec | TaskDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str | None:
+    """The job's limit lane (conf/limits.py), or InvalidJob when its concurrency key cannot be filled in."""
+    try:
+        return lane(
+            definition.name,
+            definition.queue_name,
+            definition.func,
+            args,
+            kwargs,
+            takes_context=definition.takes_context,
+        )
+    except InvalidLimit as exc:
+        raise InvalidJob(f"{definition.name}: {exc}") from None
+
+
 def _shared(definition: JobSpec) -> Shared:
     """The columns all of the definition's jobs share; the policy is read from the settings now."""
     policy_name, policy = resolve_policy(definition.policy)
@@ -118,7 +141,9 @@ def _shared(definition: JobSpec) -> Shared:
     )
 
 
-def _enqueue_unique(shared: Shared, arguments: Arguments, unique_key: str, run_at: RunAt) -> Job:
+def _enqueue_unique(
+    shared: Shared, arguments: Arguments, unique_key: str, run_at: RunAt, lane: str | None
+) -> Job:
     """Insert, or return the live job that already holds the key.
 
     The conditional unique index decides under concurrency: a second insert
@@ -127,7 +152,7 @@ def _enqueue_unique(shared: Shared, arguments: Arguments, unique_key: str, run_a
     for _ in range(5):
         try:
             with statement_guard():  # a failed INSERT must not abort the caller's transaction
-                job = insert_one(shared, arguments, unique_key, run_at)
+                job = insert_one(shared, arguments, unique_key, run_at, lane)
         except IntegrityError as exc:
             if not violates(exc, UNIQUE_CONSTRAINT):
                 raise

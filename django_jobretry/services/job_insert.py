@@ -29,18 +29,17 @@ not at all on rollback. ``pre_save`` and ``post_save`` are not sent, as for
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.db import connection
 from django.db.models import Field
-from django.db.models.base import ModelState
-from django.db.models.signals import post_init, pre_init
 
 from django_jobretry.models import CounterEvent, Job
 from django_jobretry.services.console.counters import COUNTERS
+from django_jobretry.services.job_prototypes import ARGUMENTS, CACHED_DEFINITIONS, Shared, new_jobs, prototype
 from django_jobretry.validation import Arguments
 
 if TYPE_CHECKING:
@@ -49,29 +48,15 @@ if TYPE_CHECKING:
 #: LISTEN/NOTIFY channel; the payload is the queue name.
 CHANNEL = "django_jobretry"
 
-#: The arguments, bound as JSON text per job; every statement casts them to jsonb.
-ARGUMENTS = ("args", "kwargs")
 #: Bound per call of the one-job statement, besides the arguments (and run_at when given).
-PER_CALL = ("unique_key",)
+PER_CALL = ("unique_key", "limit_lane")
+#: Bound per job of the bulk statement as one array each, like the arguments (conf/limits.py).
+PER_ROW = ("limit_lane",)
 
 #: When the job may run: the column's database default (now), a given time, or now plus a delay.
 type RunAt = datetime | timedelta | None
 #: The shape of the statement each RunAt needs: "default" leaves run_at out.
 type RunAtKind = Literal["default", "at", "after"]
-
-#: How many definitions keep their statements and prototype (least recently used first out).
-CACHED_DEFINITIONS = 512
-
-
-@dataclass(frozen=True)
-class Shared:
-    """The columns every job of one definition has; its statements write them as literals."""
-
-    task_name: str
-    queue_name: str
-    policy_name: str
-    priority: int
-    max_attempts: int
 
 
 @dataclass(frozen=True)
@@ -151,14 +136,6 @@ def _parameters(fields: list[Field[Any, Any]], bound: set[str]) -> tuple[Field[A
     return tuple(field for field in fields if field.attname in bound)
 
 
-@functools.lru_cache(maxsize=CACHED_DEFINITIONS)
-def _prototype(shared: Shared) -> dict[str, Any]:
-    """A job of ``shared`` as ``Job(...)`` builds it, without ``_state``: copied for each new job."""
-    values = dict(vars(Job(**vars(shared))))
-    del values["_state"]
-    return values
-
-
 def _count_and_wake(shared: Shared) -> tuple[str, str]:
     """The CTE that appends the count of ``j``'s rows, and the NOTIFY of the outer SELECT.
 
@@ -180,7 +157,7 @@ def _count_and_wake(shared: Shared) -> tuple[str, str]:
 def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
     fields = _columns(run_at)
     bound = {*ARGUMENTS, *PER_CALL, "run_at"}
-    values = _values(fields, bound, run_at, _prototype(shared))
+    values = _values(fields, bound, run_at, prototype(shared))
     returning = ", ".join(_returning()[0])
     insert = f"{_into(fields)} VALUES ({', '.join(values)})"
     counted, wake = _count_and_wake(shared)
@@ -192,62 +169,22 @@ def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
 def _many_jobs(shared: Shared, run_at: RunAtKind) -> _Statement:
     """The bulk statement: one array per argument column; one row back, the ids as an array."""
     fields = _columns(run_at)
-    bound = {*ARGUMENTS, "run_at"}
-    values = _values(fields, bound, run_at, _prototype(shared))
-    selected = [
-        f"u.{f.attname}" if f.attname in ARGUMENTS else v for f, v in zip(fields, values, strict=True)
-    ]
-    unnest = ", ".join("%s::jsonb[]" for _ in ARGUMENTS)
+    bound = {*ARGUMENTS, *PER_ROW, "run_at"}
+    values = _values(fields, bound, run_at, prototype(shared))
+    per_row = (*ARGUMENTS, *PER_ROW)
+    selected = [f"u.{f.attname}" if f.attname in per_row else v for f, v in zip(fields, values, strict=True)]
+    unnest = ", ".join(["%s::jsonb[]" for _ in ARGUMENTS] + ["%s::text[]" for _ in PER_ROW])
     key, *filled = _returning()[0]
     # Every row of one statement gets the same filled-in values (now(), constants, one run_at).
     once = ", ".join(f"(array_agg(j.{column}))[1]" for column in filled)
     counted, wake = _count_and_wake(shared)
     sql = (
         f"WITH j AS ({_into(fields)} SELECT {', '.join(selected)} "
-        f"FROM unnest({unnest}) WITH ORDINALITY AS u({', '.join(ARGUMENTS)}, n) ORDER BY u.n "
+        f"FROM unnest({unnest}) WITH ORDINALITY AS u({', '.join(per_row)}, n) ORDER BY u.n "
         f"RETURNING {key}, {', '.join(filled)}), "
         f"{counted} SELECT array_agg(j.{key} ORDER BY j.{key}), {once}, {wake} FROM j"
     )
-    return _Statement(sql, tuple(f for f in _parameters(fields, bound) if f.attname not in ARGUMENTS))
-
-
-@functools.cache
-def _fresh_defaults() -> tuple[Field[Any, Any], ...]:
-    """Fields whose default is made by a call (``list``, ``dict``): each job needs its own."""
-    return tuple(
-        field
-        for field in Job._meta.concrete_fields
-        if field.has_default() and callable(field.default) and field.attname not in ARGUMENTS
-    )
-
-
-def _new_jobs(shared: Shared) -> Callable[[dict[str, Any]], Job]:
-    """Makes saved jobs of ``shared``: copies of the prototype, as unpickling builds them.
-
-    ``Job(...)`` when something listens to ``pre_init``/``post_init``, so those still fire.
-    """
-    alias = connection.alias
-
-    def saved(job: Job) -> Job:
-        job._state.adding, job._state.db = False, alias
-        return job
-
-    if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
-        columns = vars(shared)
-        return lambda values: saved(Job(**columns, **values))
-    prototype, fresh = _prototype(shared), _fresh_defaults()
-
-    def copy(values: dict[str, Any]) -> Job:
-        job = Job.__new__(Job)
-        attributes = job.__dict__
-        attributes.update(prototype)
-        for field in fresh:
-            attributes[field.attname] = field.get_default()
-        attributes.update(values)
-        attributes["_state"] = ModelState()
-        return saved(job)
-
-    return copy
+    return _Statement(sql, tuple(f for f in _parameters(fields, bound) if f.attname not in per_row))
 
 
 def _filled(row: Sequence[Any]) -> dict[str, Any]:
@@ -255,14 +192,22 @@ def _filled(row: Sequence[Any]) -> dict[str, Any]:
     return {field.attname: value for field, value in zip(_returning()[1], row, strict=False)}
 
 
-def insert_one(shared: Shared, arguments: Arguments, unique_key: str | None, run_at: RunAt) -> Job:
+def insert_one(
+    shared: Shared, arguments: Arguments, unique_key: str | None, run_at: RunAt, lane: str | None = None
+) -> Job:
     """INSERT one job, count it and wake its queue's workers: one statement, one round trip.
 
     ``run_at`` is how the job's start time is given (see :data:`RunAt`); the
-    time the database stored comes back in the job's ``run_at``.
+    time the database stored comes back in the job's ``run_at``. ``lane``:
+    its limit lane (conf/limits.py), None when no limit applies.
     """
     statement = _one_job(shared, _kind(run_at))
-    given = {"args": arguments.args_json, "kwargs": arguments.kwargs_json, "unique_key": unique_key}
+    given = {
+        "args": arguments.args_json,
+        "kwargs": arguments.kwargs_json,
+        "unique_key": unique_key,
+        "limit_lane": lane,
+    }
     params = [
         given[field.attname] if field.attname in given else _prepared(field, run_at)
         for field in statement.fields
@@ -272,23 +217,35 @@ def insert_one(shared: Shared, arguments: Arguments, unique_key: str | None, run
         row = cursor.fetchone()
     if row is None:  # pragma: no cover - an INSERT ... VALUES returns its row or raises
         raise RuntimeError("the enqueue statement returned no row")
-    values = {"args": arguments.args, "kwargs": arguments.kwargs, "unique_key": unique_key, **_filled(row)}
-    return _new_jobs(shared)(values)
+    values = {
+        "args": arguments.args,
+        "kwargs": arguments.kwargs,
+        "unique_key": unique_key,
+        "limit_lane": lane,
+        **_filled(row),
+    }
+    return new_jobs(shared)(values)
 
 
-def insert_many(shared: Shared, rows: Sequence[Arguments], run_at: RunAt) -> list[Job]:
-    """INSERT one job per checked ``rows`` entry: one statement. Returns the jobs in the order of ``rows``."""
+def insert_many(
+    shared: Shared, rows: Sequence[Arguments], run_at: RunAt, lanes: Sequence[str | None] | None = None
+) -> list[Job]:
+    """INSERT one job per checked ``rows`` entry: one statement. Returns the jobs in the order of ``rows``.
+
+    ``lanes``: each job's limit lane, in the order of ``rows`` (None: no limit applies to any).
+    """
     statement = _many_jobs(shared, _kind(run_at))
+    lanes = list(lanes) if lanes is not None else [None] * len(rows)
     params: list[Any] = [_prepared(field, run_at) for field in statement.fields]
-    params += [[row.args_json for row in rows], [row.kwargs_json for row in rows]]
+    params += [[row.args_json for row in rows], [row.kwargs_json for row in rows], lanes]
     with connection.cursor() as cursor:
         cursor.execute(statement.sql, params)
         returned = cursor.fetchone()
     if returned is None or len(returned[0]) != len(rows):  # pragma: no cover - one row per call, always
         raise RuntimeError("the bulk enqueue statement did not return every new id")
     ids, *filled = returned
-    common, new_job = _filled([None, *filled]), _new_jobs(shared)
+    common, new_job = _filled([None, *filled]), new_jobs(shared)
     return [
-        new_job({**common, "args": row.args, "kwargs": row.kwargs, "id": job_id})
-        for row, job_id in zip(rows, ids, strict=True)
+        new_job({**common, "args": row.args, "kwargs": row.kwargs, "limit_lane": lane, "id": job_id})
+        for row, lane, job_id in zip(rows, lanes, ids, strict=True)
     ]

@@ -111,9 +111,10 @@ class Recorder:
         limit: int,
         lease_seconds: float,
         queues: Sequence[str] | None,
+        skip_lanes: bool = False,
     ) -> list[ClaimedJob]:
         """:meth:`record_successes` and ``retries`` (each decided a retry), and claim up to
-        ``limit`` jobs, in the same statement."""
+        ``limit`` jobs, in the same statement (``skip_lanes``: not limited ones)."""
         history = jobretry_settings.error_history_limit
 
         def claim(with_retries: bool) -> tuple[transitions.Written, list[ClaimedJob]]:
@@ -125,6 +126,7 @@ class Recorder:
                 lease_seconds=lease_seconds,
                 queues=queues,
                 retries=params,
+                skip_lanes=skip_lanes,
             )
 
         try:

@@ -68,7 +68,7 @@ CLEAR_LEASE = f"lease_owner = '', {END_LEASE}"
 #: (bury) and when its dead letter is requeued (revive).
 CARRIED_COLUMNS = (
     *("task_name", "queue_name", "policy_name", "priority", "args", "kwargs", "unique_key"),
-    *("schedule_name", "schedule_slot"),
+    *("schedule_name", "schedule_slot", "limit_lane"),
 )
 
 #: A DeadLetter row, in the order :func:`dead_letter_select` gives its values.

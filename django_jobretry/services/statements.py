@@ -42,11 +42,15 @@ def pick_sql(filters: str = "") -> str:
     """
 
 
-#: Claim the rows of ``picked``: the attempt is counted here (docs/design.md#rule-1).
-#: Its RETURNING columns are named like ClaimedJob's fields, plus the claim order's keys.
-CLAIM_PICKED = f"""
+def claim_picked(also: str = "") -> str:
+    """Claim the rows of ``picked``: the attempt is counted here (docs/design.md#rule-1).
+
+    Its RETURNING columns are named like ClaimedJob's fields, plus the claim
+    order's keys. ``also``: more ``column = value`` pairs for the SET list.
+    """
+    return f"""
     UPDATE {JOB} AS j
-    SET status = 'running', attempts = j.attempts + 1, lease_owner = %(owner)s,
+    SET status = 'running', attempts = j.attempts + 1, lease_owner = %(owner)s,{also}
         lease_token = gen_random_uuid(),
         lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
         started_at = statement_timestamp(),
@@ -56,7 +60,10 @@ CLAIM_PICKED = f"""
               j.attempts AS attempt, j.max_attempts, j.lease_token AS token,
               {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count, j.schedule_name, j.snoozes,
               {RETRY_WINDOW}, j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
-"""
+    """
+
+
+CLAIM_PICKED = claim_picked()
 
 #: Finished attempts succeeded, fenced; returns the ids that still held their lease, and when.
 SUCCEED = f"""
@@ -69,17 +76,26 @@ SUCCEED = f"""
 """
 
 
-def claim_sql(*, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False) -> str:
+#: The ordinary claim's filter while limits are declared: limited jobs go through limit_sql.py.
+NO_LANE = "AND limit_lane IS NULL "
+
+
+def claim_sql(
+    *, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False, skip_lanes: bool = False
+) -> str:
     """The claim. Workers filter by queue only; the task and id filters serve ``testing.run_jobs``."""
     filters = (
-        ("AND queue_name = ANY(%(queues)s) " if filter_queues else "")
+        (NO_LANE if skip_lanes else "")
+        + ("AND queue_name = ANY(%(queues)s) " if filter_queues else "")
         + ("AND task_name = ANY(%(tasks)s) " if filter_tasks else "")
         + ("AND id <> ALL(%(skip)s::bigint[])" if skip_ids else "")
     )
     return f"WITH picked AS ({pick_sql(filters)}) {CLAIM_PICKED}"
 
 
-def succeed_and_claim_sql(*, filter_queues: bool, with_retries: bool = False) -> str:
+def succeed_and_claim_sql(
+    *, filter_queues: bool, with_retries: bool = False, skip_lanes: bool = False
+) -> str:
     """SUCCEED, the retries (parameters prefixed ``retry_``) and the claim, as one statement.
 
     One row always comes back: ``ids``, the array of the ids whose outcome was
@@ -88,7 +104,7 @@ def succeed_and_claim_sql(*, filter_queues: bool, with_retries: bool = False) ->
     disjoint rows (running ones, ready ones), so running them on one snapshot
     changes nothing any of them sees: a job made ready again here is not claimed.
     """
-    filters = "AND queue_name = ANY(%(queues)s)" if filter_queues else ""
+    filters = (NO_LANE if skip_lanes else "") + ("AND queue_name = ANY(%(queues)s)" if filter_queues else "")
     retried = f", retried AS ({schedule_retries_sql('retry_')})" if with_retries else ""
     kept = "SELECT id FROM done" + (" UNION ALL SELECT id FROM retried" if with_retries else "")
     return f"""

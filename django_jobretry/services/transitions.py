@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection
 
 from django_jobretry.models import DeadReason
-from django_jobretry.services import burial_sql, statements
+from django_jobretry.services import burial_sql, limit_sql, statements
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.history import AttemptEntry
 from django_jobretry.services.sql import named_rows
@@ -28,6 +28,7 @@ __all__ = [
     "Written",
     "bury",
     "claim",
+    "claim_limited",
     "claimed_jobs",
     "fence_arrays",
     "heartbeat",
@@ -80,9 +81,15 @@ def claim(
     *,
     task_names: Sequence[str] | None = None,
     skip: Collection[int] = (),
+    skip_lanes: bool = False,
 ) -> list[ClaimedJob]:
-    """Claim up to ``limit`` due jobs; the attempt is counted here (docs/design.md#rule-1)."""
-    sql = statements.claim_sql(filter_queues=bool(queues), filter_tasks=bool(task_names), skip_ids=bool(skip))
+    """Claim up to ``limit`` due jobs; the attempt is counted here (docs/design.md#rule-1).
+
+    ``skip_lanes``: leave limited jobs to :func:`claim_limited` (while limits are declared).
+    """
+    sql = statements.claim_sql(
+        filter_queues=bool(queues), filter_tasks=bool(task_names), skip_ids=bool(skip), skip_lanes=skip_lanes
+    )
     params = {
         **_claim_params(owner, limit, lease_seconds, queues),
         "tasks": list(task_names or []),
@@ -91,6 +98,23 @@ def claim(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return claimed_jobs(named_rows(cursor))
+
+
+def claim_limited(
+    owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None, limits: Mapping[str, Any]
+) -> tuple[list[ClaimedJob], float | None]:
+    """Claim up to ``limit`` due limited jobs while ``limits`` (conf/limits.claim_limits) have room.
+
+    Returns the jobs and the seconds until a rate lets the next one start
+    (None: no job was held by a rate), services/limit_sql.py.
+    """
+    params = {**_claim_params(owner, limit, lease_seconds, queues), "limits": json.dumps(limits)}
+    params["queues"] = list(queues) if queues else None
+    with connection.cursor() as cursor:
+        cursor.execute(limit_sql.LIMITED_CLAIM, params)
+        rows = named_rows(cursor)
+    wait = rows[0]["rate_wait"] if rows else None
+    return claimed_jobs([row for row in rows if row["id"] is not None]), wait
 
 
 def fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
@@ -131,6 +155,7 @@ def succeed_and_claim(
     lease_seconds: float,
     queues: Sequence[str] | None,
     retries: Mapping[str, Any] | None = None,
+    skip_lanes: bool = False,
 ) -> tuple[Written, list[ClaimedJob]]:
     """:func:`succeed`, the ``retries`` and then :func:`claim`, in one statement: one round trip, one commit.
 
@@ -143,7 +168,9 @@ def succeed_and_claim(
         **_claim_params(owner, limit, lease_seconds, queues),
         **(retries or {}),
     }
-    sql = statements.succeed_and_claim_sql(filter_queues=bool(queues), with_retries=bool(retries))
+    sql = statements.succeed_and_claim_sql(
+        filter_queues=bool(queues), with_retries=bool(retries), skip_lanes=skip_lanes
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = named_rows(cursor)

@@ -29,6 +29,7 @@ from django_jobretry.worker import announce
 from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.claim_schedule import ClaimSchedule
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
+from django_jobretry.worker.limited import LimitedClaims
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.process_pool import ChildSlot
@@ -75,6 +76,7 @@ class Worker:
         self.failed: list[FailedAttempt] = []  # decided to die, or to be decided under the row lock
         self.retrying: list[FailedAttempt] = []  # decided as retries, written with the next claim
         self.recorder = Recorder(self.id, type(self))
+        self.limited = LimitedClaims(self.id, self.lease, self.options.queues, self.recorder.retries_due)
         self.slots: list[ChildSlot] = []
         self.time_limits = TimeLimits(self.running, self.recorder, self.slots)
         self.cancel_requests: dict[int, str] = {}  # job id -> who; from the heartbeat thread
@@ -183,18 +185,6 @@ class Worker:
             return True
         return self.options.burst and claimed == 0 and idle
 
-    def _claim_limit(self) -> int:
-        """How many jobs to claim now: 0 while busy, until half the slots are free.
-
-        One claim of many jobs costs about what one claim of a single job does.
-        """
-        free = self.options.concurrency - len(self.running)
-        if self.running and free < max(1, self.options.concurrency // 2):
-            return 0
-        if self.options.max_jobs is not None:
-            free = min(free, self.options.max_jobs - self.claimed_total)
-        return max(free, 0)
-
     def _unrecorded(self) -> bool:
         return bool(self.succeeded or self.failed or self.retrying)
 
@@ -240,7 +230,7 @@ class Worker:
         One round trip per job at ``--concurrency 1``. Returns how many jobs
         were claimed, None when no claim was due.
         """
-        limit = self._claim_limit() if claim else 0
+        limit = self.options.claim_size(len(self.running), self.claimed_total) if claim else 0
         claimed: list[ClaimedJob] = []
         if (self.succeeded and limit) or self.retrying:
             claimed = self.recorder.record_successes_and_claim(
@@ -249,18 +239,26 @@ class Worker:
                 limit=limit,
                 lease_seconds=self.lease,
                 queues=self.options.queues,
+                skip_lanes=self.limited.declared,
             )
         elif self.succeeded:
             self.recorder.record_successes(self.succeeded)
         elif limit:
-            claimed = transitions.claim(self.id, limit, self.lease, self.options.queues)
+            claimed = transitions.claim(
+                self.id, limit, self.lease, self.options.queues, skip_lanes=self.limited.declared
+            )
         self._forget([outcome.job for outcome in self.succeeded])
         self.succeeded, self.retrying = [], []
+        self._start(claimed)  # before the limited claim, which may fail: these are ours either way
+        limited = self.limited.claim(limit - len(claimed))
+        self._start(limited)
+        return len(claimed) + len(limited) if claim else None
+
+    def _start(self, claimed: list[ClaimedJob]) -> None:
         for job in claimed:
             self.running[job.id] = job
             self.inbox.put(job)
         self.claimed_total += len(claimed)
-        return len(claimed) if claim else None
 
     def _forget(self, jobs: Sequence[ClaimedJob]) -> None:
         for job in jobs:

@@ -48,3 +48,15 @@ class WorkerOptions:
         # Checked here, before the worker makes one runner per unit of concurrency.
         if not valid_concurrency(self.concurrency):
             raise ValueError(f"concurrency {self.concurrency!r} is invalid: {CONCURRENCY_RANGE}")
+
+    def claim_size(self, running: int, claimed_total: int) -> int:
+        """How many jobs to claim now: 0 while busy, until half the slots are free.
+
+        One claim of many jobs costs about what one claim of a single job does.
+        """
+        free = self.concurrency - running
+        if running and free < max(1, self.concurrency // 2):
+            return 0
+        if self.max_jobs is not None:
+            free = min(free, self.max_jobs - claimed_total)
+        return max(free, 0)

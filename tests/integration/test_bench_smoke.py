@@ -67,3 +67,18 @@ def test_the_failure_groups_benchmark_counts_every_dead_letter() -> None:
     every = next(line for line in out.splitlines() if line.strip().startswith("every group"))
     assert "groups of 2,000;" in every, out
     assert "target: under 1000 ms for 2,000 dead letters" in out
+
+
+def test_the_limits_benchmark_drains_every_setup() -> None:
+    out = run_bench("bench/limits.py", "--jobs", "200", "--rounds", "1", timeout=DEADLINE)
+    rows = [
+        line.split("|")[1].strip()
+        for line in out.splitlines()
+        if line.startswith("| ") and "jobs/s" not in line
+    ]
+    assert rows == [
+        "none declared",
+        "declared, unused",
+        "global limit (concurrency=10)",
+        "1,000 keys (concurrency=1 per key)",
+    ], out

@@ -7,6 +7,7 @@ in test_worker_registry_processes.py and tests/features/operators.feature.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from datetime import timedelta
 from typing import Any
@@ -182,7 +183,9 @@ def test_a_schedules_section_per_schedule_next_slot_last_success_counts_and_paus
     section = text.split("\nSchedules: ", 1)[1].splitlines()
     assert section[0] == "4, 1 paused"
     assert " ".join(section[1].split()) == "schedule next slot last success runs skipped missed paused"
-    rows = {line.split()[0]: line for line in section[2:]}
+    rows = {
+        line.split()[0]: line for line in itertools.takewhile(str.strip, section[2:])
+    }  # to the next section
     assert list(rows) == ["hourly", "nightly", "retired", "tick"]
     nightly = told.row("nightly")
     assert f"{zoned(nightly.next_slot, 'Europe/Berlin')} ({utc(nightly.next_slot)})" in rows["nightly"]

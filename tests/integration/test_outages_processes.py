@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -25,53 +24,13 @@ from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobSt
 from django_jobretry.services import circuits, holds
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
-from tests.processes import Workers, db_now, owner_pid, spawn, wait_until
+from tests.processes import Running, Workers, db_now, owner_pid, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 #: Two workers of two runners each: at most four attempts in flight at once.
 WORKERS, CONCURRENCY = 2, 2
 WORKER_ARGS = ("--concurrency", str(CONCURRENCY), "--lease", "1", "--no-schedules")
-
-
-class Running:
-    """Worker processes whose output is read as it comes: a full pipe would block a busy worker's logging."""
-
-    def __init__(self, workers: Workers, count: int, *args: str) -> None:
-        self.processes = [spawn(workers, *WORKER_ARGS, *args) for _ in range(count)]
-        self.lines: list[str] = []
-        self.readers = [threading.Thread(target=self._read, args=(p,), daemon=True) for p in self.processes]
-        for reader in self.readers:
-            reader.start()
-
-    def _read(self, process: subprocess.Popen[str]) -> None:
-        assert process.stdout is not None
-        self.lines.extend(process.stdout)
-
-    def wait(self, condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
-        """wait_until, failing with the workers' output so far."""
-        try:
-            wait_until(condition, timeout=timeout, what=what)
-        except pytest.fail.Exception:
-            pytest.fail(
-                f"timed out after {timeout}s waiting for {what}; workers said:\n{''.join(self.lines)[-8000:]}"
-            )
-
-    def stop(self) -> str:
-        """SIGTERM each worker still running, wait for it (hard deadline); their output."""
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process, reader in zip(self.processes, self.readers, strict=True):
-            try:
-                code = process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"worker {process.pid} did not stop within 30 s")
-            reader.join(timeout=30)
-            if process.stdout is not None:
-                process.stdout.close()
-            assert code in (0, -signal.SIGKILL), "".join(self.lines)
-        return "".join(self.lines)
 
 
 def flag(key: str, *, on: bool) -> None:
@@ -96,7 +55,7 @@ def test_a_paused_task_starts_no_attempt_until_resumed_then_each_job_runs_once(w
     assert holds.pause(task=paused, actor="ops", reason="migration")
     jobs.record.bulk_enqueue([((f"held-{n}",), {}) for n in range(1000)])
     jobs.other_queue.bulk_enqueue([((f"other-{n}",), {}) for n in range(40)])
-    running = Running(workers, WORKERS, "--concurrency", "8")
+    running = Running(workers, WORKERS, *WORKER_ARGS, "--concurrency", "8")
     running.wait(lambda: all_succeeded(jobs.other_queue.name, 40), "the other task's jobs", timeout=30)
     # Both workers claim again after those: each enqueued job below is claimed past the 1,000 held ones.
     jobs.other_queue.bulk_enqueue([((f"late-{n}",), {}) for n in range(8)])
@@ -126,7 +85,7 @@ def run_an_outage(workers: Workers, task: JobDefinition[Any], *, until: Callable
     """20 jobs of ``task`` against a downstream that is down until ``until()`` is true, then up again."""
     flag(jobs.DOWNSTREAM_DOWN, on=True)
     task.bulk_enqueue([((f"{task.func.__name__}-{n}",), {}) for n in range(20)])
-    running = Running(workers, WORKERS)
+    running = Running(workers, WORKERS, *WORKER_ARGS)
     running.wait(until, "the outage to run its course", timeout=30)
     flag(jobs.DOWNSTREAM_DOWN, on=False)
     wait_until(
@@ -172,7 +131,7 @@ def test_a_probe_failure_reopens_longer_and_a_probe_success_releases_the_held_jo
     task = jobs.guarded_call
     flag(jobs.DOWNSTREAM_DOWN, on=True)
     task.bulk_enqueue([((f"held-{n}",), {}) for n in range(12)])
-    running = Running(workers, WORKERS)
+    running = Running(workers, WORKERS, *WORKER_ARGS)
     circuit = Circuit.objects.filter(task_name=task.name)
     running.wait(lambda: circuit.filter(opens=1, state=CircuitState.OPEN).exists(), "the breaker to open")
     assert circuit.get().cooldown_seconds == pytest.approx(0.3)
@@ -196,7 +155,7 @@ def test_a_worker_killed_running_the_probe_leaves_no_stuck_breaker_and_no_job_lo
     with transaction.atomic():
         circuits.hold_task(task.name, timedelta(seconds=0.5), breaker, job_id=0)
     flag(jobs.DOWNSTREAM_HANGS, on=True)
-    running = Running(workers, WORKERS)
+    running = Running(workers, WORKERS, *WORKER_ARGS)
     hung = Execution.objects.filter(key__endswith=":hung")
     running.wait(hung.exists, "the probe to start", timeout=30)
     probe_id = Circuit.objects.get(task_name=task.name).probe_job_id
@@ -241,7 +200,7 @@ def test_two_operators_pausing_and_resuming_at_once_lose_no_job_and_run_none_twi
         finally:
             connection.close()
 
-    running = Running(workers, WORKERS)
+    running = Running(workers, WORKERS, *WORKER_ARGS)
     threads = [threading.Thread(target=operator, args=(f"ops-{n}",)) for n in range(2)]
     for thread in threads:
         thread.start()

@@ -13,6 +13,11 @@ from django.db import connection
 from django_jobretry import FatalError, RetryableError, RetryPolicy, current_job, job
 from tests.jobs_app.models import Execution
 
+# The limited jobs register with these; bench/limits.py leaves them out (=0) to measure a
+# worker with no limit declared.
+if os.environ.get("JOBRETRY_TEST_LIMITS", "1") == "1":
+    from tests.jobs_app import limited_jobs  # noqa: F401
+
 # A test of a worker signalled while it starts (test_worker_processes) holds
 # the worker here, in the middle of Django's start-up, until it has signalled.
 if gate := os.environ.get("JOBRETRY_TEST_STARTUP_GATE"):

@@ -11,3 +11,16 @@ class Execution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} attempt {self.attempt} (pid {self.pid})"
+
+
+class LedgerRun(models.Model):
+    """One run of a limited test job, timed by the database clock at its start and its end."""
+
+    key = models.CharField(max_length=100, db_index=True)
+    job_id = models.BigIntegerField()
+    pid = models.IntegerField()
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"{self.key} job {self.job_id}"

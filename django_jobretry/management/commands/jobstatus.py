@@ -8,6 +8,8 @@ all of them, services/console/status_schedules.py); the JSON always has a
 "schedules" list, empty when there are none, so a script need not test for it.
 Pauses and open circuit breakers get a Held section when there are any;
 the JSON always has "held" with its "pauses" and "circuits" lists.
+Declared concurrency and rate limits get a Limits section (running / limit,
+held); the JSON always has a "limits" list.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from django_jobretry.management import hold_lines, schedule_lines, status_report
+from django_jobretry.management import hold_lines, limit_lines, schedule_lines, status_report
 from django_jobretry.management.arguments import add_jobstatus_arguments
 from django_jobretry.management.database import DatabaseCommand
-from django_jobretry.services.console import status_holds, status_schedules
+from django_jobretry.services.console import status_holds, status_limits, status_schedules
 
 
 class Command(DatabaseCommand):
@@ -36,11 +38,13 @@ class Command(DatabaseCommand):
         report = status_report.read()
         _, schedules = status_schedules.listing()
         holds = status_holds.holds_report()
+        limits = status_limits.limits_report()
         if as_json:
             found = {
                 **status_report.as_json(report),
                 "schedules": [schedule_lines.as_json(state) for state in schedules],
                 "held": hold_lines.as_json(holds),
+                "limits": limit_lines.as_json(limits),
             }
             # ASCII only: a control character in a name is written as its \u escape, so the
             # terminal never receives it, and a script still reads the name exactly as stored.
@@ -51,3 +55,5 @@ class Command(DatabaseCommand):
                 self.stdout.write("\n".join(["", *schedule_lines.status_lines(schedules)]))
             if holds.pauses or holds.circuits:
                 self.stdout.write("\n".join(["", *hold_lines.status_lines(holds)]))
+            if limits:
+                self.stdout.write("\n".join(["", *limit_lines.status_lines(limits)]))

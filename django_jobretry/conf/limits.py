@@ -1,0 +1,139 @@
+"""Where limits are declared, and what a job's row carries of them: its lane.
+
+Tasks declare theirs through ``@job(concurrency=..., concurrency_key=...,
+rate=...)`` or a django.tasks backend's ``OPTIONS["task_limits"]``
+(:func:`declare_task`); queues through ``JOBRETRY["QUEUE_LIMITS"]``.
+
+A limited job gets a **lane** at enqueue, stored in ``limit_lane``:
+``key:<its concurrency key>`` when its task declares a ``concurrency_key``,
+else ``task:<name>`` when its task is limited, else ``queue:<name>``. The
+ordinary claim never takes a job with a lane; the limited claim
+(services/limit_sql.py) serves lanes in turn, so one busy key cannot
+starve the others. A job enqueued before its limit was declared has no
+lane and runs unlimited (docs/limits.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.policy.limits import InvalidLimit, Limit, fill_key, key_fields
+
+#: Where queue limits are declared, as errors name it.
+QUEUE_SETTING = 'JOBRETRY["QUEUE_LIMITS"]'
+QUEUE_FIELDS = ("concurrency", "rate", "burst")
+TASK_FIELDS = ("concurrency", "concurrency_key", "rate", "burst")
+
+_tasks: dict[str, Limit] = {}
+_lock = threading.Lock()
+
+
+def declare_task(task_name: str, limit: Limit | None) -> None:
+    """Record (or, with None, forget) the limit of ``task_name``; the latest declaration wins."""
+    with _lock:
+        if limit is None:
+            _tasks.pop(task_name, None)
+        else:
+            _tasks[task_name] = limit
+
+
+def task_limit(task_name: str) -> Limit | None:
+    return _tasks.get(task_name)
+
+
+def task_limits() -> dict[str, Limit]:
+    return dict(_tasks)
+
+
+def from_mapping(where: str, mapping: object, fields: tuple[str, ...]) -> Limit | None:
+    """A limit from a settings or OPTIONS dict, or InvalidLimit naming the unknown field."""
+    if not isinstance(mapping, Mapping):
+        got = type(mapping).__name__
+        raise InvalidLimit(f"{where} must be a dict with any of {', '.join(fields)}, got {got}")
+    unknown = sorted(str(key) for key in mapping if key not in fields)
+    if unknown:
+        raise InvalidLimit(f"{where} has unknown field {unknown[0]!r}; allowed: {', '.join(fields)}")
+    return Limit.declare(where, **{str(key): value for key, value in mapping.items()})
+
+
+def queue_limits() -> dict[str, Limit]:
+    """JOBRETRY["QUEUE_LIMITS"] by queue name; InvalidLimit for the first bad entry (check E050 lists all)."""
+    raw = jobretry_settings.raw
+    configured = raw.get("QUEUE_LIMITS", {}) if isinstance(raw, Mapping) else {}
+    if not isinstance(configured, Mapping):
+        got = type(configured).__name__
+        raise InvalidLimit(f"{QUEUE_SETTING} must be a dict of queue name -> dict, got {got}")
+    limits = {}
+    for queue, mapping in configured.items():
+        limit = from_mapping(f"{QUEUE_SETTING}[{queue!r}]", mapping, QUEUE_FIELDS)
+        if limit is not None:
+            limits[str(queue)] = limit
+    return limits
+
+
+def lane(
+    task_name: str,
+    queue_name: str,
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    takes_context: bool = False,
+) -> str | None:
+    """The lane a new job of ``task_name`` in ``queue_name`` gets, or None when no limit applies.
+
+    ``args``/``kwargs`` are the call's, already checked against ``func``
+    (checked_arguments); a key is filled in from them with defaults applied.
+    """
+    limit = _tasks.get(task_name)
+    if limit is not None and limit.concurrency_key is not None:
+        bound = inspect.signature(func).bind(*((None, *args) if takes_context else args), **kwargs)
+        bound.apply_defaults()
+        return f"key:{fill_key(limit.concurrency_key, dict(bound.arguments))}"
+    if limit is not None:
+        return f"task:{task_name}"
+    if queue_name in queue_limits():
+        return f"queue:{queue_name}"
+    return None
+
+
+def unknown_key_arguments(limit: Limit, func: Callable[..., Any], *, takes_context: bool) -> list[str]:
+    """The names a concurrency_key template uses that ``func`` does not take (check E051)."""
+    if limit.concurrency_key is None:
+        return []
+    parameters = list(inspect.signature(func).parameters.values())
+    if takes_context:
+        parameters = parameters[1:]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return []
+    names = {p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+    return [name for name in key_fields("concurrency_key", limit.concurrency_key) if name not in names]
+
+
+def claim_limits() -> dict[str, Any] | None:
+    """The declared limits as the limited claim takes them (jsonb), or None when none is declared.
+
+    ``{"tasks": {name: entry}, "queues": {name: entry}}``, each entry
+    ``{"c": concurrency or null, "k": keyed, "r": tokens per second or null, "b": burst}``.
+    """
+    tasks, queues = task_limits(), queue_limits()
+    if not tasks and not queues:
+        return None
+    return {
+        "tasks": {name: _entry(limit) for name, limit in tasks.items()},
+        "queues": {name: _entry(limit) for name, limit in queues.items()},
+    }
+
+
+def _entry(limit: Limit) -> dict[str, Any]:
+    rate = limit.rate
+    return {
+        "c": limit.concurrency,
+        "k": limit.concurrency_key is not None,
+        "r": None if rate is None else rate.per_second,
+        "b": None if rate is None else rate.burst,
+    }

@@ -1,0 +1,81 @@
+"""Every declared limit right now, for operators: running / limit and held by the limit.
+
+One line per limited task and per limited queue (conf/limits.py): how many
+of its jobs run (a slot each), its limit, and how many due jobs wait in its
+lanes: ready, ``run_at`` passed, not claimed because the limit is full (or
+not claimed yet). A per-key limit also says how many keys run and wait, and
+names the keys with the most waiting. Two index-backed counts per line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q
+from django.db.models.functions import Now
+
+from django_jobretry.conf.limits import queue_limits, task_limits
+from django_jobretry.models import Job, JobStatus
+from django_jobretry.policy.limits import Limit
+
+#: Keys named per per-key limit: the ones with the most due jobs waiting.
+TOP_KEYS = 3
+
+
+@dataclass(frozen=True)
+class LimitLine:
+    kind: str  # "task" or "queue"
+    name: str
+    #: At most this many at once (per key when ``per_key``); None: a rate only.
+    concurrency: int | None
+    per_key: bool
+    #: The rate as declared, e.g. "60/s (burst 1)"; "" for none.
+    rate: str
+    running: int
+    held: int
+    #: Per-key limits: keys with a running job, keys with due jobs waiting, the busiest waiting keys.
+    keys_running: int = 0
+    keys_held: int = 0
+    top_keys: list[tuple[str, int]] = field(default_factory=list)
+
+
+def limits_report() -> list[LimitLine]:
+    """One line per declared limit, tasks first, each kind by name."""
+    lines = [_line("task", name, limit, Q(task_name=name)) for name, limit in sorted(task_limits().items())]
+    lines += [
+        _line("queue", name, limit, Q(queue_name=name)) for name, limit in sorted(queue_limits().items())
+    ]
+    return lines
+
+
+def _line(kind: str, name: str, limit: Limit, scope: Q) -> LimitLine:
+    jobs = Job.objects.filter(scope)
+    running = jobs.filter(status=JobStatus.RUNNING)
+    waiting = jobs.filter(status=JobStatus.READY, run_at__lte=Now(), limit_lane__isnull=False)
+    rate = _rate(limit)
+    line = LimitLine(
+        kind, name, limit.concurrency, limit.concurrency_key is not None, rate, running.count(), 0
+    )
+    if not line.per_key:
+        return LimitLine(**{**vars(line), "held": waiting.count()})
+    per_key = list(waiting.values("limit_lane").annotate(n=Count("id")).order_by("-n", "limit_lane"))
+    return LimitLine(
+        **{
+            **vars(line),
+            "held": sum(row["n"] for row in per_key),
+            "keys_running": running.values("limit_lane").distinct().count(),
+            "keys_held": len(per_key),
+            "top_keys": [(_key(row["limit_lane"]), row["n"]) for row in per_key[:TOP_KEYS]],
+        }
+    )
+
+
+def _key(lane: str | None) -> str:
+    return (lane or "").removeprefix("key:")
+
+
+def _rate(limit: Limit) -> str:
+    if limit.rate is None:
+        return ""
+    unit = {1.0: "s", 60.0: "m", 3600.0: "h"}[limit.rate.period]
+    return f"{limit.rate.count}/{unit} (burst {limit.rate.burst})"

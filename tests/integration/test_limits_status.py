@@ -1,0 +1,73 @@
+"""Limits as operators see them (`jobstatus`), and the limited claim's own guarantees, in process."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from django_jobretry.models import Job, JobStatus
+from django_jobretry.services import transitions
+from django_jobretry.worker import startup
+from tests.jobs_app import limited_jobs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LIMITS = {
+    "tasks": {limited_jobs.one_per_tenant.name: {"c": 1, "k": True, "r": None, "b": None}},
+    "queues": {},
+}
+
+
+def test_jobstatus_shows_running_over_limit_and_held_per_declared_limit() -> None:
+    limited_jobs.one_per_tenant.bulk_enqueue([((tenant, 0), {}) for tenant in (1, 1, 1, 2)])
+    claimed, _ = transitions.claim_limited("w", 10, 30, None, LIMITS)
+    assert sorted(job.attempt for job in claimed) == [1, 1]  # one per tenant: 1 and 2
+    out = io.StringIO()
+    call_command("jobstatus", "--json", stdout=out)
+    lines = {line["name"]: line for line in json.loads(out.getvalue())["limits"]}
+    line = lines[limited_jobs.one_per_tenant.name]
+    assert (line["running"], line["concurrency"], line["per_key"], line["held"]) == (2, 1, True, 2)
+    assert (line["keys_running"], line["keys_held"], line["top_keys"]) == (2, 1, [["tenant:1", 2]])
+    assert lines[limited_jobs.three_at_once.name]["concurrency"] == 3
+    text = io.StringIO()
+    call_command("jobstatus", stdout=text)
+    assert f"task {limited_jobs.one_per_tenant.name}: 2 / 1 per key, 2 held" in text.getvalue()
+    # Held jobs spent nothing: the two waiting behind tenant 1 have no attempt.
+    assert list(Job.objects.filter(status=JobStatus.READY).values_list("attempts", flat=True)) == [0, 0]
+
+
+def test_the_ordinary_claim_leaves_limited_jobs_to_the_limited_claim() -> None:
+    limited_jobs.three_at_once.bulk_enqueue([((f"o-{n}", 0), {}) for n in range(5)])
+    assert transitions.claim("w", 10, 30, None, skip_lanes=True) == []
+    three = {
+        "tasks": {limited_jobs.three_at_once.name: {"c": 3, "k": False, "r": None, "b": None}},
+        "queues": {},
+    }
+    claimed, _ = transitions.claim_limited("w", 10, 30, None, three)
+    assert len(claimed) == 3
+    assert len(transitions.claim("w", 10, 30, None)) == 2  # with no limit declared, lanes are ignored
+
+
+def test_a_worker_whose_connection_is_cut_while_starting_starts_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real, calls = startup.warn_unknown_queues, []
+
+    def cut_once(queues: Any) -> list[str]:
+        calls.append(queues)
+        if len(calls) == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return real(queues)
+
+    monkeypatch.setattr("django_jobretry.management.commands.runworker.warn_unknown_queues", cut_once)
+    with caplog.at_level(logging.WARNING, logger="django_jobretry"):
+        call_command("runworker", "--burst", "--no-schedules", "--concurrency", "1")
+    assert len(calls) == 2
+    assert any("starting again" in record.getMessage() for record in caplog.records)
