@@ -71,3 +71,21 @@ def test_a_worker_whose_connection_is_cut_while_starting_starts_again(
         call_command("runworker", "--burst", "--no-schedules", "--concurrency", "1")
     assert len(calls) == 2
     assert any("starting again" in record.getMessage() for record in caplog.records)
+
+
+def test_the_time_a_retry_waited_for_its_slot_is_left_out_of_retry_for() -> None:
+    """Due 60 s ago, first tried 100 s ago: claimed now, 60 s were held, not spent on retry_for."""
+    [job] = limited_jobs.three_at_once.bulk_enqueue([(("w-1", 0), {})])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Job._meta.db_table} SET attempts = 1, first_attempt_at = statement_timestamp() - "
+            "interval '100 seconds', run_at = statement_timestamp() - interval '60 seconds' WHERE id = %s",
+            [job.pk],
+        )
+    three = {
+        "tasks": {limited_jobs.three_at_once.name: {"c": 3, "k": False, "r": None, "b": None}},
+        "queues": {},
+    }
+    [claimed], _ = transitions.claim_limited("w", 10, 30, None, three)
+    held = Job.objects.get(pk=claimed.id).held_seconds
+    assert 60 <= held < 70, held
