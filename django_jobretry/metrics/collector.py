@@ -18,7 +18,7 @@ from django.db.models import Count
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from django_jobretry.metrics import holds, schedules
+from django_jobretry.metrics import holds, limits, schedules
 from django_jobretry.models import CounterEvent, WorkerProcess
 from django_jobretry.models.worker_process import LIVE
 from django_jobretry.services.console import counters, status
@@ -44,6 +44,7 @@ class JobRetryCollector(Collector):
         yield self._workers()
         yield from schedules.collect()
         yield from holds.collect()
+        yield from limits.collect()
 
     def _counters(self) -> Iterator[Metric]:
         families = {

@@ -252,3 +252,17 @@ def test_pauses_and_open_breakers_are_series_with_their_held_jobs(client: Client
     assert not [
         key for key in after if key[0] in {"jobretry_paused", "jobretry_circuit_open", "jobretry_held_jobs"}
     ]
+
+
+def test_each_declared_limit_is_a_series_of_running_limit_and_held(client: Client, token: str) -> None:
+    from tests.jobs_app import limited_jobs
+
+    limited_jobs.one_per_tenant.bulk_enqueue([((1, 0), {}), ((1, 0), {}), ((2, 0), {})])
+    samples = scrape(client, Authorization=f"Bearer {token}")
+    labels = (("kind", "task"), ("name", limited_jobs.one_per_tenant.name), ("per_key", "true"))
+    assert samples[("jobretry_limit_running", labels)] == 0
+    assert samples[("jobretry_limit_concurrency", labels)] == 1
+    assert samples[("jobretry_limit_held_jobs", labels)] == 3
+    rated = (("kind", "task"), ("name", limited_jobs.sixty_a_second.name), ("per_key", "false"))
+    assert ("jobretry_limit_concurrency", rated) not in samples  # a rate only: no concurrency series
+    assert samples[("jobretry_limit_held_jobs", rated)] == 0
