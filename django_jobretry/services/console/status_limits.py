@@ -16,7 +16,7 @@ from django.db.models.functions import Now
 
 from django_jobretry.conf.limits import queue_limits, task_limits
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.policy.limits import Limit
+from django_jobretry.policy.limits import PERIODS, Limit
 
 #: Keys named per per-key limit: the ones with the most due jobs waiting.
 TOP_KEYS = 3
@@ -77,5 +77,5 @@ def _key(lane: str | None) -> str:
 def _rate(limit: Limit) -> str:
     if limit.rate is None:
         return ""
-    unit = {1.0: "s", 60.0: "m", 3600.0: "h"}[limit.rate.period]
+    unit = next(letter for letter, seconds in PERIODS.items() if seconds == limit.rate.period)
     return f"{limit.rate.count}/{unit} (burst {limit.rate.burst})"
