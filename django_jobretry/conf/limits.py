@@ -1,8 +1,8 @@
 """Where limits are declared, and what a job's row carries of them: its lane.
 
 Tasks declare theirs through ``@job(concurrency=..., concurrency_key=...,
-rate=...)`` or a django.tasks backend's ``OPTIONS["task_limits"]``
-(:func:`declare_task`); queues through ``JOBRETRY["QUEUE_LIMITS"]``.
+rate=...)`` (:func:`declare_task`); queues through ``JOBRETRY["QUEUE_LIMITS"]``,
+parsed once per value of the setting (enqueue reads them for every job).
 
 A limited job gets a **lane** at enqueue, stored in ``limit_lane``:
 ``key:<its concurrency key>`` when its task declares a ``concurrency_key``,
@@ -15,10 +15,14 @@ lane and runs unlimited (docs/limits.md).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.policy.limits import InvalidLimit, Limit, fill_key, key_fields
@@ -26,7 +30,6 @@ from django_jobretry.policy.limits import InvalidLimit, Limit, fill_key, key_fie
 #: Where queue limits are declared, as errors name it.
 QUEUE_SETTING = 'JOBRETRY["QUEUE_LIMITS"]'
 QUEUE_FIELDS = ("concurrency", "rate", "burst")
-TASK_FIELDS = ("concurrency", "concurrency_key", "rate", "burst")
 
 _tasks: dict[str, Limit] = {}
 _lock = threading.Lock()
@@ -39,10 +42,6 @@ def declare_task(task_name: str, limit: Limit | None) -> None:
             _tasks.pop(task_name, None)
         else:
             _tasks[task_name] = limit
-
-
-def task_limit(task_name: str) -> Limit | None:
-    return _tasks.get(task_name)
 
 
 def task_limits() -> dict[str, Limit]:
@@ -62,6 +61,11 @@ def from_mapping(where: str, mapping: object, fields: tuple[str, ...]) -> Limit 
 
 def queue_limits() -> dict[str, Limit]:
     """JOBRETRY["QUEUE_LIMITS"] by queue name; InvalidLimit for the first bad entry (check E050 lists all)."""
+    return dict(_queue_limits())
+
+
+@functools.cache
+def _queue_limits() -> dict[str, Limit]:
     raw = jobretry_settings.raw
     configured = raw.get("QUEUE_LIMITS", {}) if isinstance(raw, Mapping) else {}
     if not isinstance(configured, Mapping):
@@ -73,6 +77,12 @@ def queue_limits() -> dict[str, Limit]:
         if limit is not None:
             limits[str(queue)] = limit
     return limits
+
+
+@receiver(setting_changed)
+def _forget_queue_limits(*, setting: str, **kwargs: object) -> None:
+    if setting == "JOBRETRY":
+        _queue_limits.cache_clear()
 
 
 def lane(
@@ -96,7 +106,7 @@ def lane(
         return f"key:{fill_key(limit.concurrency_key, dict(bound.arguments))}"
     if limit is not None:
         return f"task:{task_name}"
-    if queue_name in queue_limits():
+    if queue_name in _queue_limits():
         return f"queue:{queue_name}"
     return None
 

@@ -1,8 +1,7 @@
 """Concurrency and rate limits as declared: validated values, no Django, no database.
 
 A :class:`Limit` is what ``@job(concurrency=..., concurrency_key=...,
-rate=...)``, a django.tasks ``OPTIONS["task_limits"]`` entry or a
-``JOBRETRY["QUEUE_LIMITS"]`` entry declares. The claim enforces it in the
+rate=...)`` or a ``JOBRETRY["QUEUE_LIMITS"]`` entry declares. The claim enforces it in the
 database (services/limit_sql.py); this module only says what a declaration
 means and refuses a bad one with the field, the value and what is allowed.
 

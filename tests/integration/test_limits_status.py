@@ -89,3 +89,13 @@ def test_the_time_a_retry_waited_for_its_slot_is_left_out_of_retry_for() -> None
     [claimed], _ = transitions.claim_limited("w", 10, 30, None, three)
     held = Job.objects.get(pk=claimed.id).held_seconds
     assert 60 <= held < 70, held
+
+
+def test_a_queue_limit_gives_its_jobs_a_lane_for_as_long_as_the_setting_says(settings: Any) -> None:
+    from tests.jobs_app import jobs
+
+    settings.JOBRETRY = {**settings.JOBRETRY, "QUEUE_LIMITS": {"other": {"concurrency": 2}}}
+    assert jobs.other_queue.enqueue("q-1").limit_lane == "queue:other"
+    settings.JOBRETRY = {**settings.JOBRETRY, "QUEUE_LIMITS": {}}
+    assert jobs.other_queue.enqueue("q-2").limit_lane is None
+    assert list(Job.objects.order_by("pk").values_list("limit_lane", flat=True)) == ["queue:other", None]
