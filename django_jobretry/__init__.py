@@ -27,13 +27,14 @@ from django_jobretry.policy import (
 if TYPE_CHECKING:
     from django_jobretry.context import current_job
     from django_jobretry.decorators import job
-    from django_jobretry.exceptions import InvalidJob, NotDead, UnknownPolicy
+    from django_jobretry.exceptions import InvalidJob, JobConflict, NotDead, UnknownPolicy
 
 #: Names that need Django, imported on first access so importing the package stays pure.
 _LAZY = {
     "job": "django_jobretry.decorators",
     "current_job": "django_jobretry.context",
     "InvalidJob": "django_jobretry.exceptions",
+    "JobConflict": "django_jobretry.exceptions",
     "NotDead": "django_jobretry.exceptions",
     "UnknownPolicy": "django_jobretry.exceptions",
 }
@@ -61,6 +62,7 @@ __all__ = [
     "GiveUpReason",
     "InvalidJob",
     "InvalidPolicy",
+    "JobConflict",
     "JobRetryError",
     "NotDead",
     "Retry",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from django_jobretry.conf.limits import declare_task, unknown_key_arguments
 from django_jobretry.conf.schedules import InvalidSchedule, declare, job_schedule
+from django_jobretry.conf.uniqueness import NOT_UNIQUE, OnConflict, Uniqueness
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.policy.limits import InvalidLimit, Limit
@@ -25,7 +26,6 @@ from django_jobretry.validation import (
     check_queue_name,
     check_task_name,
     check_timeout,
-    check_unique_key,
 )
 
 if TYPE_CHECKING:
@@ -43,7 +43,9 @@ class JobDefinition[**P]:
     policy: str | RetryPolicy = "default"
     priority: int = 0
     run_after: datetime | timedelta | None = None
-    unique_key: str | None = None
+    #: How enqueues are deduplicated: ``@job(unique_args=..., unique_for=..., on_conflict=...)``
+    #: and ``.using(unique_key=...)`` (conf/uniqueness.py); the default deduplicates nothing.
+    unique: Uniqueness = NOT_UNIQUE
     #: How long one attempt may run before it ends as a "timeout" failure;
     #: None: the policy's ``timeout``, if any (docs/worker.md#time-limits).
     timeout: timedelta | None = None
@@ -56,13 +58,19 @@ class JobDefinition[**P]:
         check_task_name(self.name)
         check_queue_name(self.queue_name)
         check_priority(self.priority)
-        check_unique_key(self.unique_key)
+        if not isinstance(self.unique, Uniqueness):
+            raise InvalidJob(f"unique {self.unique!r} is invalid: a Uniqueness (use @job's unique_* options)")
         if not isinstance(self.policy, str | RetryPolicy):
             raise InvalidJob(f"policy {self.policy!r} is invalid: a JOBRETRY policy name or a RetryPolicy")
         if self.run_after is not None and not isinstance(self.run_after, datetime | timedelta):
             raise InvalidJob(f"run_after {self.run_after!r} is invalid: a datetime, a timedelta or None")
         if isinstance(self.run_after, datetime) and self.run_after.tzinfo is None:
             raise InvalidJob(f"run_after {self.run_after!r} is a naive datetime; pass an aware one")
+
+    @property
+    def unique_key(self) -> str | None:
+        """The fixed key its enqueues take (``.using(unique_key=...)``), if any."""
+        return self.unique.key
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Run the function directly, in this process, without a job."""
@@ -75,9 +83,14 @@ class JobDefinition[**P]:
         priority: int | None = None,
         run_after: datetime | timedelta | None = None,
         unique_key: str | None = None,
+        unique_for: float | timedelta | None = None,
+        on_conflict: OnConflict | None = None,
         policy: str | None = None,
     ) -> JobDefinition[P]:
         """A copy with some enqueue options changed; the original is untouched.
+
+        ``unique_key`` wins over the task's ``unique_args``; ``unique_for`` and
+        ``on_conflict`` replace the task's (docs/jobs.md#deduplication).
 
         ``policy`` here must be a name from JOBRETRY["POLICIES"]: workers find
         a job's policy by the name stored on it, and an inline RetryPolicy
@@ -88,14 +101,22 @@ class JobDefinition[**P]:
                 f"using(policy={policy!r}) takes a policy name from JOBRETRY['POLICIES']; "
                 "pass a RetryPolicy to @job(policy=...) instead"
             )
+        unique = self.unique
+        if unique_key is not None or unique_for is not None or on_conflict is not None:
+            unique = Uniqueness.declare(
+                "",  # as using()'s other options: the error names the option and the value
+                unique_key=unique.key if unique_key is None else unique_key,
+                unique_args=unique.args,
+                unique_for=unique.window if unique_for is None else unique_for,
+                on_conflict=unique.on_conflict if on_conflict is None else on_conflict,
+            )
         changes: dict[str, Any] = {
             "queue_name": queue_name,
             "priority": priority,
             "run_after": run_after,
-            "unique_key": unique_key,
             "policy": policy,
         }
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        return dataclasses.replace(self, unique=unique, **{k: v for k, v in changes.items() if v is not None})
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Job:
         """Store a job that runs ``func(*args, **kwargs)``; returns its row.
@@ -130,7 +151,7 @@ class JobDefinition[**P]:
             policy=self.policy,
             priority=self.priority,
             run_after=self.run_after,
-            unique_key=self.unique_key,
+            unique=self.unique,
             takes_context=self.takes_context,
         )
 
@@ -155,6 +176,9 @@ def job[**P](
     concurrency_key: str | None = None,
     rate: str | None = None,
     burst: int | None = None,
+    unique_args: tuple[str, ...] = (),
+    unique_for: float | timedelta | None = None,
+    on_conflict: OnConflict = "return_existing",
     schedule: str | None = None,
     every: float | timedelta | None = None,
     tz: str | None = None,
@@ -175,6 +199,9 @@ def job[**P](
     concurrency_key: str | None = None,
     rate: str | None = None,
     burst: int | None = None,
+    unique_args: tuple[str, ...] = (),
+    unique_for: float | timedelta | None = None,
+    on_conflict: OnConflict = "return_existing",
     schedule: str | None = None,
     every: float | timedelta | None = None,
     tz: str | None = None,
@@ -191,6 +218,11 @@ def job[**P](
     ``burst`` limit how many of its jobs run at once and start per period,
     across every worker (docs/limits.md).
 
+    ``unique_args`` (argument names: their values make the job's key),
+    ``unique_for`` (how long the key stays taken after the job succeeded) and
+    ``on_conflict`` (``"return_existing"``, ``"raise"`` or ``"replace"``)
+    deduplicate its enqueues (docs/jobs.md#deduplication).
+
     ``schedule`` (a cron expression, read in ``tz``, UTC by default) or
     ``every`` (seconds or a timedelta) also runs the job periodically, with
     no arguments, under the schedule named like the task; ``overlap``,
@@ -205,15 +237,24 @@ def job[**P](
         )
 
     def decorate(function: Callable[P, Any]) -> JobDefinition[P]:
+        task_name = name or f"{function.__module__}.{function.__qualname__}"
+        where = f"@job {task_name}"
+        unique = Uniqueness.declare(
+            where, unique_args=unique_args, unique_for=unique_for, on_conflict=on_conflict
+        )
+        if unknown := unique.unknown_args(function):
+            raise InvalidJob(
+                f"{where}: unique_args names {unknown[0]!r}, which {function.__name__}() does not take"
+            )
         definition = JobDefinition(
             func=function,
-            name=name or f"{function.__module__}.{function.__qualname__}",
+            name=task_name,
             queue_name=queue_name,
             policy=policy,
             priority=priority,
+            unique=unique,
             timeout=check_timeout(timeout),
         )
-        where = f"@job {definition.name}"
         limit = Limit.declare(
             where, concurrency=concurrency, concurrency_key=concurrency_key, rate=rate, burst=burst
         )

@@ -8,6 +8,8 @@ Django layer. Catch ``JobRetryError`` to catch any of them.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.core.exceptions import ImproperlyConfigured
 
 from django_jobretry.display.suggestions import did_you_mean
@@ -74,6 +76,16 @@ class InvalidArguments(InvalidJob, TypeError):
     it cannot turn into JSON, so ``except TypeError`` around
     ``Task.enqueue()`` works as with Django's own backends.
     """
+
+
+class JobConflict(JobRetryError):
+    """An enqueue with ``on_conflict="raise"`` found its unique key taken; ``job_id`` holds it."""
+
+    def __init__(self, unique_key: str, job_id: int, status: str) -> None:
+        self.unique_key, self.job_id, self.status = unique_key, job_id, status
+        super().__init__(
+            f"unique_key {unique_key!r} is held by job {job_id} ({status}): nothing was enqueued"
+        )
 
 
 class StaleArguments(FatalError, TypeError):
@@ -149,18 +161,27 @@ class NotDead(JobRetryError, LookupError):
 
 
 class RequeueConflict(JobRetryError):
-    """Requeueing would create a second live job for a unique_key that has one."""
+    """Requeueing would give a unique_key a second holder: a live job, or one that succeeded lately.
 
-    def __init__(self, dead_letter_id: int, unique_key: str) -> None:
-        self.dead_letter_id, self.unique_key = dead_letter_id, unique_key
-        super().__init__(
-            f"dead letter {dead_letter_id} was not requeued: a live job holds unique_key {unique_key!r}"
-        )
+    ``until``: the key is held by a job that succeeded, until then (its ``unique_for``).
+    ``why`` says it in the words the admin and the command line show.
+    """
+
+    def __init__(self, dead_letter_id: int, unique_key: str, until: datetime | None = None) -> None:
+        self.dead_letter_id, self.unique_key, self.until = dead_letter_id, unique_key, until
+        if until is None:
+            self.why = f"a live job holds unique key {unique_key!r}"
+            held = f"a live job holds unique_key {unique_key!r}"
+        else:
+            self.why = held = (
+                f"unique key {unique_key!r} is taken until {until:%Y-%m-%d %H:%M:%S %Z} (unique_for)"
+            )
+        super().__init__(f"dead letter {dead_letter_id} was not requeued: {held}")
 
 
 class CannotResubmit(RequeueConflict):
     """A dead letter from another system (django-q2) cannot be handed back to it."""
 
     def __init__(self, dead_letter_id: int, why: str) -> None:
-        self.dead_letter_id, self.unique_key, self.why = dead_letter_id, "", why
+        self.dead_letter_id, self.unique_key, self.why, self.until = dead_letter_id, "", why, None
         JobRetryError.__init__(self, f"dead letter {dead_letter_id} was not requeued: {why}")

@@ -221,8 +221,7 @@ class DeadLetterActions(_Base):
             self.message_user(request, f"{exc}.", messages.ERROR)
             return self._object_redirect(request, pk)
         except deadletters.RequeueConflict as exc:
-            refused = f"Dead letter {pk} was not requeued: a live job holds the same unique key"
-            self.message_user(request, f"{refused} {exc.unique_key!r}.", messages.ERROR)
+            self.message_user(request, f"Dead letter {pk} was not requeued: {exc.why}.", messages.ERROR)
             return self._object_redirect(request, pk)
         if dead is not None:  # always: it existed until the service took it
             audit.log(request, audit.requeued(dead, job))
@@ -264,10 +263,7 @@ REFUSALS_NAMED = 20
 def refusals_text(refusals: list[RequeueConflict]) -> str:
     """Each refused dead letter and why (its held unique key, or what its source said), the first few."""
     named = "; ".join(
-        f"dead letter {refused.dead_letter_id}: {refused.why}"
-        if isinstance(refused, CannotResubmit)
-        else f"dead letter {refused.dead_letter_id}: a live job holds unique key {refused.unique_key!r}"
-        for refused in refusals[:REFUSALS_NAMED]
+        f"dead letter {refused.dead_letter_id}: {refused.why}" for refused in refusals[:REFUSALS_NAMED]
     )
     more = len(refusals) - REFUSALS_NAMED
     return f"{named}; and {more} more." if more > 0 else f"{named}."

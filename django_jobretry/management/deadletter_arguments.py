@@ -37,7 +37,7 @@ exit codes:
   1    partial: some named or selected dead letters were not acted on (or not
        shown) because they are no longer dead letters - already requeued or
        discarded by someone else, or never existed - or a requeue was refused
-       because a live job holds the same unique_key; the rest were acted on
+       because another job holds the same unique_key; the rest were acted on
   2    usage error, or a destructive bulk action was not confirmed (answered
        no, or stdin is not a terminal and --yes was not given): nothing changed
   3    nothing matched: requeue/discard --all selected no dead letter

@@ -10,13 +10,14 @@ from django_jobretry.models.death import Death
 from django_jobretry.models.event_counter import CounterEvent, EventCounter
 from django_jobretry.models.holds import Circuit, CircuitState, Pause
 from django_jobretry.models.imported_failure import ImportedFailure
-from django_jobretry.models.job import LIVE_STATUSES, Job, JobQuerySet, JobStatus
+from django_jobretry.models.job import KEEPS_KEY, LIVE_STATUSES, Job, JobQuerySet, JobStatus
 from django_jobretry.models.limits import RateBucket
 from django_jobretry.models.schedule import Schedule
 from django_jobretry.models.status_sample import StatusSample
 from django_jobretry.models.worker_process import WorkerProcess, WorkerProcessQuerySet
 
 __all__ = [
+    "KEEPS_KEY",
     "LIVE_STATUSES",
     "Circuit",
     "CircuitState",

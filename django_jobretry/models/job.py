@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Now
@@ -35,6 +37,11 @@ class JobStatus(models.TextChoices):
 
 #: States of a job that may still run: what unique_key deduplicates against.
 LIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING)
+#: A succeeded job still inside its own ``unique_for``: enqueues with that window find it, so
+#: retention keeps it (services/retention.py).
+KEEPS_KEY = models.Q(
+    status=JobStatus.SUCCEEDED, unique_for__isnull=False, finished_at__gt=Now() - models.F("unique_for")
+)
 #: Ready again after a failed attempt: waiting for a retry. ``Job.objects.retrying()``,
 #: and the admin's "retrying" status filter, whose querysets need not be JobQuerySets.
 RETRYING = models.Q(status=JobStatus.READY, attempts__gt=0)
@@ -51,6 +58,14 @@ class JobQuerySet(models.QuerySet["Job"]):
     def live(self) -> JobQuerySet:
         """Ready or running: not finished, not dead."""
         return self.filter(status__in=LIVE_STATUSES)
+
+    def holding_key(self, key: str, window: timedelta | None = None) -> JobQuerySet:
+        """The jobs holding unique_key ``key`` for an enqueue: the live one, and with a ``window``
+        (its ``unique_for``) the ones that succeeded less than that long ago, by the database clock."""
+        holds = models.Q(status__in=LIVE_STATUSES)
+        if window is not None:
+            holds |= models.Q(status=JobStatus.SUCCEEDED, finished_at__gt=Now() - window)
+        return self.filter(holds, unique_key=key)
 
     def ready(self) -> JobQuerySet:
         """Waiting to be claimed, now or at ``run_at``."""
@@ -80,6 +95,8 @@ class Job(models.Model):
     max_attempts = models.PositiveIntegerField(help_text="Copied from the policy at enqueue.")
     # NULL, not "", for "no key": NULLs never collide in the unique index.
     unique_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    #: How long unique_key stays taken after the job succeeded (``unique_for``); NULL: only while live.
+    unique_for = models.DurationField(null=True, blank=True)
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_token = models.UUIDField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -169,6 +186,13 @@ class Job(models.Model):
                 name="jobretry_job_lane",
                 condition=models.Q(status="ready", limit_lane__isnull=False),
             ),
+            # Keyed jobs that succeeded, by key and end: an enqueue's unique_for window
+            # (services/unique_enqueue.py) and a requeue's look for a recent one.
+            models.Index(
+                fields=["unique_key", "finished_at"],
+                name="jobretry_job_unique_window",
+                condition=models.Q(status="succeeded", unique_key__isnull=False),
+            ),
             # Pruning finished jobs by age.
             models.Index(
                 fields=["finished_at"],
@@ -229,6 +253,11 @@ class Job(models.Model):
                 fields=["unique_key"],
                 condition=models.Q(status__in=LIVE_STATUSES, unique_key__isnull=False),
                 name="jobretry_job_unique_live_key",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(unique_for__isnull=True)
+                | models.Q(unique_key__isnull=False, unique_for__gt=timedelta(0)),
+                name="jobretry_job_unique_for_has_key",
             ),
             # What a reader can load: times Python holds, arguments and histories of the right shape.
             *holdable_times(

@@ -19,6 +19,7 @@ from django_jobretry.services.sql import (
     DIED,
     FENCE,
     FENCED_ENTRIES,
+    HELD_IN_WINDOW,
     JOB,
     LOCKED_ROWS,
     ONE_ATTEMPT,
@@ -116,7 +117,9 @@ def revive_sql(*, guarded: bool = True) -> str:
     ``%(allowed)s`` is each one's max_attempts (its current policy's). One
     row back per dead letter still there, in id order: ``job_id`` is NULL
     when a unique index refused it (a live job holds its key, or a lower id
-    of the same set took it first: the INSERT runs in id order). Only the
+    of the same set took it first: the INSERT runs in id order), or a job
+    with its key succeeded less than the dead letter's ``unique_for`` ago:
+    ``taken_until`` then says until when. Only the
     dead letters that became jobs are deleted; the new job names its dead
     letter in the RequeueEntry it carries, which is how the DELETE finds it.
 
@@ -127,13 +130,16 @@ def revive_sql(*, guarded: bool = True) -> str:
     """
     run_at = "statement_timestamp() + make_interval(secs => %(delay)s)"
     values = revived_job_select("dead", run_at=run_at, max_attempts="dead.allowed", actor="%(actor)s")
+    # A key that a succeeded job still holds (unique_for) is refused like one a live job holds.
+    held = f"FROM {JOB} AS h WHERE {HELD_IN_WINDOW}"
+    window = f"WHERE NOT EXISTS (SELECT 1 {held})" if guarded else ""
     return f"""
         WITH dead AS (
             SELECT d.*, m.allowed FROM {DEAD} AS d
             JOIN unnest(%(ids)s::bigint[], %(allowed)s::int[]) AS m(id, allowed) ON d.id = m.id
         ),
         revived AS (
-            INSERT INTO {JOB} AS j ({REVIVED_COLUMNS}) SELECT {values} FROM dead ORDER BY dead.id
+            INSERT INTO {JOB} AS j ({REVIVED_COLUMNS}) SELECT {values} FROM dead {window} ORDER BY dead.id
             {"ON CONFLICT DO NOTHING" if guarded else ""}
             RETURNING j.id, (j.requeue_history -> -1 ->> 'dead_letter_id')::bigint AS dead_letter_id
         ),
@@ -142,7 +148,9 @@ def revive_sql(*, guarded: bool = True) -> str:
             WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = revived.dead_letter_id
         )
         SELECT dead.id AS dead_letter_id, revived.id AS job_id, dead.unique_key,
-               dead.requeue_count + 1 AS requeue_count
+               dead.requeue_count + 1 AS requeue_count,
+               CASE WHEN revived.id IS NULL AND dead.unique_key IS NOT NULL
+                    THEN (SELECT max(h.finished_at) + dead.unique_for {held}) END AS taken_until
         FROM dead LEFT JOIN revived ON revived.dead_letter_id = dead.id
         ORDER BY dead.id
     """

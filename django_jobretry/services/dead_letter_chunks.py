@@ -107,7 +107,9 @@ def requeue(ids: list[int], *, run_after: timedelta | None, actor: str) -> Outco
             if r.job_id is not None
         ]
         refusals = [
-            RequeueConflict(r.dead_letter_id, r.unique_key or "") for r in revived if r.job_id is None
+            RequeueConflict(r.dead_letter_id, r.unique_key or "", r.taken_until)
+            for r in revived
+            if r.job_id is None
         ]
         for dead in locked:
             if dead.source != DeadLetterSource.JOBRETRY:

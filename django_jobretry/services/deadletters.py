@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import cast
 
-from django.db.models import DurationField, Q, QuerySet, Value
+from django.db.models import DurationField, Max, Q, QuerySet, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -238,19 +238,39 @@ def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None
 def predicted_conflicts(dead_letters: Iterable[DeadLetter]) -> set[int]:
     """Ids of the dead letters whose requeue the unique-key guard would refuse.
 
-    A live job holds the key, or an earlier dead letter in the same batch
+    A job holds the key (a live one, or one that succeeded within its
+    ``unique_for``), or an earlier dead letter in the same batch
     would take it first: what a dry run reports, without locking anything.
     """
     dead_letters = list(dead_letters)
     keys = {dead.unique_key for dead in dead_letters if dead.unique_key}
     held = set(Job.objects.live().filter(unique_key__in=keys).values_list("unique_key", flat=True))
+    ended = _last_successes({dead.unique_key for dead in dead_letters if dead.unique_key and dead.unique_for})
     conflicts = set()
     for dead in dead_letters:
-        if dead.unique_key and dead.unique_key in held:
+        if not dead.unique_key:
+            continue
+        recent = ended.get(dead.unique_key)
+        if dead.unique_key in held or (
+            recent and dead.unique_for and recent[0] > recent[1] - dead.unique_for
+        ):
             conflicts.add(dead.pk)
-        elif dead.unique_key:
+        else:
             held.add(dead.unique_key)
     return conflicts
+
+
+def _last_successes(keys: set[str]) -> dict[str, tuple[datetime, datetime]]:
+    """Per key, when its latest succeeded job ended, and the database's now (for a unique_for window)."""
+    if not keys:
+        return {}
+    rows = (
+        Job.objects.filter(status=JobStatus.SUCCEEDED, unique_key__in=keys)
+        .values("unique_key")
+        .annotate(last=Max("finished_at"), now=Now())
+        .values_list("unique_key", "last", "now")
+    )
+    return {key: (last, now) for key, last, now in rows if key is not None}
 
 
 def _ids(ids: Iterable[int] | QuerySet[DeadLetter]) -> list[int]:

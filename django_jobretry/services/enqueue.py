@@ -8,27 +8,26 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, connection
+from django.db import connection
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.limits import lane
+from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.policy.limits import InvalidLimit
 from django_jobretry.registry import TaskDefinition, resolve_policy
-from django_jobretry.services.job_insert import CHANNEL, RunAt, insert_many, insert_one
+from django_jobretry.services.job_insert import CHANNEL, insert_many, insert_one
 from django_jobretry.services.job_prototypes import Shared
-from django_jobretry.services.sql import statement_guard, violates
+from django_jobretry.services.unique_enqueue import UNIQUE_CONSTRAINT, enqueue_unique
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import Arguments, encode_arguments
 
 logger = logging.getLogger("django_jobretry")
 
 __all__ = ["CHANNEL", "UNIQUE_CONSTRAINT", "JobSpec", "bulk_enqueue", "enqueue", "notify"]
-
-UNIQUE_CONSTRAINT = "jobretry_job_unique_live_key"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,19 +47,24 @@ class JobSpec:
     policy: str | RetryPolicy
     priority: int
     run_after: datetime | timedelta | None
-    unique_key: str | None
+    #: How its enqueues are deduplicated (a key or key arguments, a window, a conflict mode).
+    unique: Uniqueness
     #: Whether the function's first parameter is django.tasks' context, which the worker passes.
     takes_context: bool
 
 
 def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
-    """Insert one job (or return the live one holding its unique_key): one statement in autocommit."""
+    """Insert one job: one statement in autocommit; a deduplicated one goes through unique_enqueue."""
     check_run_after(run_at := definition.run_after)
     shared = _shared(definition)
     arguments = checked_arguments(definition, args, kwargs)
     lane = limit_lane(definition, args, kwargs)
-    if definition.unique_key is not None:
-        return _enqueue_unique(shared, arguments, definition.unique_key, run_at, lane)
+    unique = definition.unique
+    key = unique.key_for(
+        definition.name, definition.func, args, kwargs, takes_context=definition.takes_context
+    )
+    if key is not None:
+        return enqueue_unique(shared, arguments, key, unique, run_at=run_at, lane=lane)
     job = insert_one(shared, arguments, None, run_at, lane)
     _log_enqueued(job)
     return job
@@ -68,8 +72,11 @@ def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
 def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]) -> list[Job]:
     """Validate every call first, then insert all jobs, count them and wake the workers in one statement."""
-    if definition.unique_key is not None:
-        raise InvalidJob("bulk_enqueue does not take unique_key; enqueue keyed jobs one by one")
+    if definition.unique.deduplicates:
+        raise InvalidJob(
+            f"{definition.name}: bulk_enqueue does not take unique_key or unique_args; "
+            "enqueue keyed jobs one by one"
+        )
     check_run_after(run_at := definition.run_after)
     pairs = [(tuple(args), dict(kwargs)) for args, kwargs in calls]
     rows = [checked_arguments(definition, args, kwargs) for args, kwargs in pairs]
@@ -139,36 +146,6 @@ def _shared(definition: JobSpec) -> Shared:
         priority=definition.priority,
         max_attempts=policy.max_attempts,
     )
-
-
-def _enqueue_unique(
-    shared: Shared, arguments: Arguments, unique_key: str, run_at: RunAt, lane: str | None
-) -> Job:
-    """Insert, or return the live job that already holds the key.
-
-    The conditional unique index decides under concurrency: a second insert
-    waits for the first to commit, then fails and finds the winner's row.
-    """
-    for _ in range(5):
-        try:
-            with statement_guard():  # a failed INSERT must not abort the caller's transaction
-                job = insert_one(shared, arguments, unique_key, run_at, lane)
-        except IntegrityError as exc:
-            if not violates(exc, UNIQUE_CONSTRAINT):
-                raise
-            live = Job.objects.live().filter(unique_key=unique_key).first()
-            if live is not None:
-                logger.info(
-                    "job %s already live for unique_key",
-                    live.pk,
-                    extra={"job_id": live.pk, "task": live.task_name, "outcome": "deduplicated"},
-                )
-                return live
-            # The holder finished between our insert and our read: try again.
-            continue
-        _log_enqueued(job)
-        return job
-    raise InvalidJob(f"unique_key {unique_key!r}: the live job kept changing; enqueue again")
 
 
 def _log_enqueued(job: Job) -> None:

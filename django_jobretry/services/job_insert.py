@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 CHANNEL = "django_jobretry"
 
 #: Bound per call of the one-job statement, besides the arguments (and run_at when given).
-PER_CALL = ("unique_key", "limit_lane")
+PER_CALL = ("unique_key", "unique_for", "limit_lane")
 #: Bound per job of the bulk statement as one array each, like the arguments (conf/limits.py).
 PER_ROW = ("limit_lane",)
 
@@ -193,19 +193,27 @@ def _filled(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def insert_one(
-    shared: Shared, arguments: Arguments, unique_key: str | None, run_at: RunAt, lane: str | None = None
+    shared: Shared,
+    arguments: Arguments,
+    unique_key: str | None,
+    run_at: RunAt,
+    lane: str | None = None,
+    *,
+    unique_for: timedelta | None = None,
 ) -> Job:
     """INSERT one job, count it and wake its queue's workers: one statement, one round trip.
 
     ``run_at`` is how the job's start time is given (see :data:`RunAt`); the
     time the database stored comes back in the job's ``run_at``. ``lane``:
     its limit lane (conf/limits.py), None when no limit applies.
+    ``unique_for``: how long ``unique_key`` stays taken after the job succeeds.
     """
     statement = _one_job(shared, _kind(run_at))
-    given = {
+    given: dict[str, Any] = {
         "args": arguments.args_json,
         "kwargs": arguments.kwargs_json,
         "unique_key": unique_key,
+        "unique_for": unique_for,
         "limit_lane": lane,
     }
     params = [
@@ -221,6 +229,7 @@ def insert_one(
         "args": arguments.args,
         "kwargs": arguments.kwargs,
         "unique_key": unique_key,
+        "unique_for": unique_for,
         "limit_lane": lane,
         **_filled(row),
     }

@@ -18,7 +18,7 @@ from django.db.models import Count, DurationField, QuerySet, Value
 from django.db.models.functions import Now
 
 from django_jobretry import signals
-from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.models import KEEPS_KEY, DeadLetter, Job, JobStatus
 
 logger = logging.getLogger("django_jobretry")
 
@@ -27,8 +27,14 @@ PRUNE_BATCH = 1000
 
 
 def prune_succeeded(older_than: timedelta, *, dry_run: bool = False) -> int:
-    """Delete succeeded jobs finished before now() - older_than (database clock)."""
-    old = Job.objects.filter(status=JobStatus.SUCCEEDED, finished_at__lt=_cutoff(older_than))
+    """Delete succeeded jobs finished before now() - older_than (database clock).
+
+    A job still inside its own ``unique_for`` is kept until that ends:
+    deleting it would free its key early for enqueues with that window.
+    """
+    old = Job.objects.filter(status=JobStatus.SUCCEEDED, finished_at__lt=_cutoff(older_than)).exclude(
+        KEEPS_KEY
+    )
     if dry_run:
         return old.count()
     count = _delete_in_batches(old)

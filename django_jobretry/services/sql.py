@@ -64,10 +64,17 @@ END_LEASE = (
 #: The same, forgetting the worker too: the job will run again, on some other worker.
 CLEAR_LEASE = f"lease_owner = '', {END_LEASE}"
 
+#: The succeeded job ``h`` has the key of the dead letter ``dead`` and ended less than the dead
+#: letter's ``unique_for`` ago (database clock): a requeue must not run that work again yet.
+HELD_IN_WINDOW = (
+    "h.unique_key = dead.unique_key AND h.status = 'succeeded' "
+    "AND h.finished_at > statement_timestamp() - dead.unique_for"
+)
+
 #: What a job is, whichever table it is in: copied as-is when a job dies
 #: (bury) and when its dead letter is requeued (revive).
 CARRIED_COLUMNS = (
-    *("task_name", "queue_name", "policy_name", "priority", "args", "kwargs", "unique_key"),
+    *("task_name", "queue_name", "policy_name", "priority", "args", "kwargs", "unique_key", "unique_for"),
     *("schedule_name", "schedule_slot", "limit_lane"),
 )
 

@@ -234,6 +234,8 @@ class Revival:
     job_id: int | None
     unique_key: str | None
     requeue_count: int
+    #: Refused because a succeeded job holds the key for its unique_for: until when.
+    taken_until: datetime | None
 
 
 def revive(

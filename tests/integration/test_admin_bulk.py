@@ -61,7 +61,7 @@ class TestRequeueConfirmation:
         assert "Requeue 5 dead letters? Each becomes a new ready job" in text
         assert "<strong>3</strong> become new ready jobs" in text
         assert "<strong>1</strong> goes back to django-q2, which runs it" in text
-        assert "<strong>1</strong> will not be requeued: a live job holds the same unique key" in text
+        assert "<strong>1</strong> will not be requeued: another job holds the same unique key" in text
         assert 'value="Yes, requeue them"' in text
         assert DeadLetter.objects.count() == 5  # nothing happened yet
 

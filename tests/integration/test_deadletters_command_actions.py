@@ -115,7 +115,7 @@ class TestRequeue:
         assert str(info.value) == "2 of 3 dead letters not requeued"
         assert out.getvalue().splitlines()[-1] == (
             f"requeued 1 of 3 dead letters; already handled by someone else (or never existed): {gone.pk}; "
-            f"not requeued, a live job holds the same unique_key: {clash.pk}"
+            f"not requeued, another job holds the same unique_key: {clash.pk}"
         )
         assert list(DeadLetter.objects.values_list("pk", flat=True)) == [clash.pk]
 
@@ -268,7 +268,7 @@ class TestDryRun:
             )
         assert out.getvalue().splitlines()[-1] == (
             "dry run: would requeue 2 dead letters; already handled (or never existed): 999999999; "
-            f"would not requeue, a live job holds the same unique_key: {twin.pk}; nothing was changed"
+            f"would not requeue, another job holds the same unique_key: {twin.pk}; nothing was changed"
         )
         assert (DeadLetter.objects.count(), Job.objects.count()) == (3, 0)
 

@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - exercised by the Django 5.2 session (n
         "(@job, the worker, the admin) works without it."
     ) from None
 
+from django_jobretry.conf.uniqueness import NOT_UNIQUE
 from django_jobretry.contrib.django_tasks.checks import UndeclaredQueue, check_backend
 from django_jobretry.contrib.django_tasks.runs import TaskRun, send_task_signal, task_of
 from django_jobretry.exceptions import InvalidJob
@@ -108,7 +109,7 @@ class JobRetryBackend(BaseTaskBackend):
             policy=self.policy_name(task),
             priority=task.priority,
             run_after=task.run_after,
-            unique_key=None,
+            unique=NOT_UNIQUE,  # @task takes no deduplication options before Django 6.1
             takes_context=task.takes_context,
         )
         job = enqueue(spec, tuple(args), dict(kwargs))

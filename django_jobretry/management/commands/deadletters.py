@@ -203,7 +203,7 @@ class Command(DatabaseCommand):
                 f"already handled by someone else (or never existed): {_ids(result.already_handled)}"
             )
         if result.conflicts:
-            lines.append(f"not requeued, a live job holds the same unique_key: {_ids(result.conflicts)}")
+            lines.append(f"not requeued, another job holds the same unique_key: {_ids(result.conflicts)}")
         self.stdout.write("; ".join(lines))
         if interrupted:
             raise CommandError(
@@ -239,7 +239,7 @@ class Command(DatabaseCommand):
             lines.append(f"already handled (or never existed): {_ids(missing)}")
         if conflicts:
             lines.append(
-                f"would not requeue, a live job holds the same unique_key: {_ids(sorted(conflicts))}"
+                f"would not requeue, another job holds the same unique_key: {_ids(sorted(conflicts))}"
             )
         self.stdout.write("; ".join(lines) + "; nothing was changed")
         if missing or conflicts:
