@@ -61,12 +61,18 @@ class Uniqueness:
     ) -> Uniqueness:
         """The options as given, checked: InvalidJob names ``where`` (if any), the option and the value."""
         try:
-            return cls(
+            declared = cls(
                 key=check_unique_key(unique_key),
                 args=_checked_args(unique_args),
                 window=_checked_window(unique_for),
                 on_conflict=_checked_mode(on_conflict),
             )
+            if not declared.deduplicates and (declared.window or declared.on_conflict != ON_CONFLICT[0]):
+                raise InvalidJob(
+                    "unique_for and on_conflict apply to a keyed enqueue: give unique_args, or unique_key "
+                    "with .using()"
+                )
+            return declared
         except InvalidJob as exc:
             raise InvalidJob(f"{where}: {exc}" if where else str(exc)) from None
 

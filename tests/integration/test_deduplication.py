@@ -19,7 +19,7 @@ from django_jobretry.exceptions import InvalidJob, JobConflict, RequeueConflict
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import deadletters, retention
 from django_jobretry.testing import run_jobs
-from tests.jobs_app import unique_jobs
+from tests.jobs_app import jobs, unique_jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -75,12 +75,14 @@ class TestDeclarations:
             ({"unique_args": ("order",)}, r"unique_args names 'order', which f\(\) does not take"),
             ({"unique_args": "1x"}, r"unique_args '1x' is invalid: a tuple of argument names"),
             ({"unique_args": ("a", "a")}, r"unique_args \('a', 'a'\) names an argument twice"),
-            ({"unique_for": timedelta(0)}, r"unique_for datetime.timedelta\(0\) is invalid"),
-            ({"unique_for": "1h"}, r"unique_for '1h' is invalid: a timedelta \(or seconds\)"),
+            ({"unique_args": ("a",), "unique_for": timedelta(0)}, r"unique_for datetime.timedelta\(0\) is"),
+            ({"unique_args": ("a",), "unique_for": "1h"}, r"unique_for '1h' is invalid: a timedelta"),
             (
                 {"on_conflict": "ignore"},
                 r"on_conflict 'ignore' is invalid: one of 'return_existing', 'raise'",
             ),
+            ({"unique_for": 60}, r"unique_for and on_conflict apply to a keyed enqueue: give unique_args"),
+            ({"on_conflict": "raise"}, r"unique_for and on_conflict apply to a keyed enqueue"),
         ],
     )
     def test_a_bad_option_is_refused_at_import_naming_the_job(
@@ -96,6 +98,9 @@ class TestDeclarations:
             unique_jobs.receipt.using(on_conflict="skip")  # type: ignore[arg-type]
         with pytest.raises(InvalidJob, match=r"^unique_for -5 is invalid"):
             unique_jobs.receipt.using(unique_for=-5)
+        with pytest.raises(InvalidJob, match=r"^unique_for and on_conflict apply to a keyed enqueue"):
+            jobs.record.using(unique_for=60)
+        assert jobs.record.using(unique_key="k", unique_for=60).unique.window == timedelta(minutes=1)
 
     def test_bulk_enqueue_refuses_keyed_jobs_and_stores_nothing(self) -> None:
         with pytest.raises(InvalidJob, match=r"bulk_enqueue does not take unique_key or unique_args"):
