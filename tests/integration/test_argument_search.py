@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 
 from django_jobretry.admin.argument_search import InvalidSearch, containment
@@ -157,7 +157,11 @@ def test_the_search_reads_the_gin_indexes_not_the_tables() -> None:
     assert "jobretry_dead_kwargs" in plan, plan
     assert "Seq Scan" not in plan, plan
     assert found.count() == 1
+    # The jobs table is empty here, where the planner may well prefer a scan: with scans priced
+    # out, it still scans unless a partial index serves the search (the GIN one, or the retrying one).
     jobs = Job.objects.filter(containment("customer_id=4242"), status="ready", attempts__gt=0)
-    plan = str(jobs.explain())
-    assert "jobretry_job_retrying" in plan, plan  # the GIN index, or on so few rows the retrying one
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        plan = str(jobs.explain())
+    assert "jobretry_job_retrying" in plan, plan
     assert "Seq Scan" not in plan, plan
