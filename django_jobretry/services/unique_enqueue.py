@@ -25,7 +25,7 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Value
+from django.db.models import F, Value
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 
@@ -77,7 +77,7 @@ def enqueue_unique(
 def holder_of(key: str, window: timedelta | None) -> Job | None:
     """The job holding ``key`` now: the live one, else the latest that succeeded within ``window``."""
     holders = Job.objects.holding_key(key, window)
-    return holders.order_by(Value(1) if window is None else "finished_at", "-pk").first()
+    return holders.order_by(F("finished_at").desc(nulls_first=True), "-pk").first()
 
 
 def _inserted(

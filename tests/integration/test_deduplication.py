@@ -173,6 +173,13 @@ class TestWindows:
         finished_ago(first.pk, timedelta(minutes=61))
         assert unique_jobs.invoice.enqueue(9).pk != first.pk
 
+    def test_the_live_holder_comes_before_a_succeeded_one(self) -> None:
+        first = unique_jobs.invoice.enqueue(9)
+        succeed_all()
+        live = jobs.record.using(unique_key=first.unique_key).enqueue("no window")  # another task, no window
+        assert live.pk != first.pk
+        assert unique_jobs.invoice.enqueue(9).pk == live.pk
+
     def test_the_window_is_the_enqueues(self) -> None:
         first = unique_jobs.invoice.enqueue(9)
         succeed_all()
