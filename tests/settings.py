@@ -75,3 +75,8 @@ JOBRETRY = {
     "POLL_SECONDS": float(os.environ.get("JOBRETRY_TEST_POLL_SECONDS", "0.05")),
     "DJANGO_Q2": {"POLICY": "q2"},
 }
+
+if django.VERSION >= (6, 1):
+    # Tasks declared with @task(policy=..., timeout=..., unique_args=...), which Django 6.1's task()
+    # passes to JobRetryBackend: workers import their module at start-up, as a project lists its own.
+    JOBRETRY["TASK_MODULES"] = ["tests.jobs_app.task_options"]

@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover - exercised by the Django 5.2 session (n
 from django_jobretry.conf.uniqueness import NOT_UNIQUE
 from django_jobretry.contrib.django_tasks.checks import UndeclaredQueue, check_backend
 from django_jobretry.contrib.django_tasks.runs import TaskRun, send_task_signal, task_of
+from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.registry import registry
 from django_jobretry.validation import check_queue_name, check_task_name
@@ -46,7 +47,8 @@ def retry_policy(name: str) -> Callable[[F], F]:
     """Run a task under the JOBRETRY policy ``name``; apply it below ``@task``.
 
     ``OPTIONS["task_policies"]`` in ``TASKS`` wins over it, so a deploy can
-    change a task's policy without a code change.
+    change a task's policy without a code change; so does ``@task(policy=...)``
+    on Django 6.1, where this decorator is one way of two to say the same.
     """
     if not isinstance(name, str):
         raise InvalidJob(f"retry_policy({name!r}): pass the name of a policy in JOBRETRY['POLICIES']")
@@ -65,6 +67,9 @@ class JobRetryBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+    #: Django 6.1's ``@task`` passes the keywords it does not know (``policy=``, ``timeout=``, ...) to
+    #: the backend's task class; Django 6.0's ``@task`` takes none, so there it stays Django's own.
+    task_class = JobRetryTask if django.VERSION >= (6, 1) else Task
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
@@ -76,10 +81,15 @@ class JobRetryBackend(BaseTaskBackend):
         self.task_policies: dict[str, str] = mapping if isinstance(mapping, dict) else {}
 
     def policy_name(self, task: Task[..., Any]) -> str:
-        """The policy a task of this backend runs under: OPTIONS mapping, decorator, then OPTIONS policy."""
+        """The policy a task of this backend runs under; the first of these that names one applies.
+
+        OPTIONS["task_policies"] (a deploy overrides the code without changing
+        it), ``@task(policy=...)``, ``@retry_policy``, then OPTIONS["policy"].
+        """
         if task.module_path in self.task_policies:
             return self.task_policies[task.module_path]
-        return getattr(task.func, POLICY_ATTRIBUTE, None) or self.default_policy
+        declared = task.policy if isinstance(task, JobRetryTask) else None
+        return declared or getattr(task.func, POLICY_ATTRIBUTE, None) or self.default_policy
 
     def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks, ours on the stored names, then register the task for the worker."""
@@ -109,7 +119,7 @@ class JobRetryBackend(BaseTaskBackend):
             policy=self.policy_name(task),
             priority=task.priority,
             run_after=task.run_after,
-            unique=NOT_UNIQUE,  # @task takes no deduplication options before Django 6.1
+            unique=task.unique if isinstance(task, JobRetryTask) else NOT_UNIQUE,
             takes_context=task.takes_context,
         )
         job = enqueue(spec, tuple(args), dict(kwargs))

@@ -1,5 +1,8 @@
 """System checks of a ``JobRetryBackend`` in ``TASKS``: `manage.py check` names the bad option.
 
+Its configuration (E020-E024, E026) and the per-task options of its
+registered ``@task(...)`` (E027, Django 6.1).
+
 Django runs them through ``BaseTaskBackend.check()``. Ids are stable
 (documented in docs/settings.md#system-checks); never renumber them.
 """
@@ -15,8 +18,16 @@ from django.tasks.exceptions import InvalidTask
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schedules import InvalidSchedule, from_mapping
+from django_jobretry.contrib.django_tasks.runs import TaskRun
+from django_jobretry.contrib.django_tasks.task_class import (
+    InvalidTaskOption,
+    JobRetryTask,
+    UnknownTaskPolicy,
+    declare,
+)
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob, JobRetryError
+from django_jobretry.registry import registry
 from django_jobretry.validation import check_queue_name
 
 if TYPE_CHECKING:
@@ -68,6 +79,29 @@ def check_backend(backend: BaseTaskBackend) -> list[CheckMessage]:
             check_queue_name(queue)
         except InvalidJob as exc:
             problems.append(Error(f'{where}["QUEUES"]: {exc}', id="django_jobretry.E024"))
+    return problems + _task_option_problems(backend)
+
+
+def _task_option_problems(backend: BaseTaskBackend) -> list[CheckMessage]:
+    """E027: a registered ``@task(...)`` of this backend whose options its declaration would refuse now.
+
+    A task is checked where it is declared, but ``policy=`` depends on
+    settings: JOBRETRY may have been invalid then, or have lost the policy
+    since. A policy the task runs under is left to E009, which reports the
+    policy of every registered task; E027 names a ``policy=`` that
+    ``OPTIONS["task_policies"]`` overrides, before the override is removed.
+    """
+    problems: list[CheckMessage] = []
+    for name in registry.names():
+        run = registry.get(name)
+        task = run.task if isinstance(run, TaskRun) else None
+        if run is None or not isinstance(task, JobRetryTask) or task.backend != backend.alias:
+            continue
+        try:
+            declare(task)
+        except InvalidTaskOption as exc:
+            if not (isinstance(exc, UnknownTaskPolicy) and run.policy == task.policy):
+                problems.append(Error(str(exc), hint=exc.hint, id="django_jobretry.E027"))
     return problems
 
 

@@ -17,6 +17,8 @@ from django.tasks.base import Task, TaskError, TaskResult, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
 
+from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
+from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.models.job import ORIGIN_JOB_ID
 from django_jobretry.validation import INT_MAX
@@ -59,7 +61,7 @@ def find_row(result_id: object) -> Job | DeadLetter:
 
 
 def enqueued_task(row: Job | DeadLetter, registered: Task[..., Any]) -> Task[..., Any]:
-    """The registered ``@task`` as the row was enqueued: its ``.using()`` priority, queue and run_after.
+    """The registered ``@task`` as the row was enqueued: its ``.using()`` priority, queue, run_after and key.
 
     Priority and queue are on every row. ``run_after`` is the row's
     ``run_at`` while that still is the time the enqueue gave: before any
@@ -70,15 +72,40 @@ def enqueued_task(row: Job | DeadLetter, registered: Task[..., Any]) -> Task[...
     run_after = None
     if isinstance(row, Job) and not row.requeue_count and not row.errors and row.run_at != row.enqueued_at:
         run_after = row.run_at
-    enqueued = (row.priority, row.queue_name, run_after)
-    if (registered.priority, registered.queue_name, registered.run_after) == enqueued:
+    changes: dict[str, Any] = {"priority": row.priority, "queue_name": row.queue_name, "run_after": run_after}
+    if (unique_key := _using_key(row, registered)) is not None:
+        changes["unique_key"] = unique_key
+    if all(getattr(registered, name) == value for name, value in changes.items()):
         return registered
     try:
-        return dataclasses.replace(
-            registered, priority=row.priority, queue_name=row.queue_name, run_after=run_after
-        )
+        return dataclasses.replace(registered, **changes)
     except InvalidTask:
         return registered
+
+
+def _using_key(row: Job | DeadLetter, registered: Task[..., Any]) -> str | None:
+    """The key a ``.using(unique_key=...)`` gave the row's enqueue; None for the task's own key, or none.
+
+    A key the task's ``unique_args`` make of the row's arguments is the task's own.
+    """
+    key = row.unique_key
+    if not isinstance(registered, JobRetryTask) or key is None or key == registered.unique_key:
+        return None
+    unique = registered.unique
+    if unique.key is None and unique.args and isinstance(row.args, list) and isinstance(row.kwargs, dict):
+        try:
+            own = unique.key_for(
+                registered.module_path,
+                registered.func,
+                tuple(row.args),
+                row.kwargs,
+                takes_context=registered.takes_context,
+            )
+        except (InvalidJob, TypeError):  # arguments the function no longer takes: not its key
+            own = None
+        if own == key:
+            return None
+    return key
 
 
 def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> TaskResult[..., Any]:

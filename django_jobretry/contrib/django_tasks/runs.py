@@ -25,6 +25,7 @@ from django.utils.json import normalize_json
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import current_job
+from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
 from django_jobretry.exceptions import InvalidJob, StoredError, UnstorableResult
 from django_jobretry.registry import registry
 from django_jobretry.validation import check_result, check_result_shape
@@ -41,7 +42,6 @@ class TaskRun:
     name: str = field(init=False)
     #: Runs one attempt; named like the task's function, for messages and logs.
     func: Callable[..., Any] = field(init=False)
-    timeout: timedelta | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.task.module_path)
@@ -55,6 +55,11 @@ class TaskRun:
     def takes_context(self) -> bool:
         """``func`` passes the task its context first: a job's arguments are the rest."""
         return self.task.takes_context
+
+    @property
+    def timeout(self) -> timedelta | None:
+        """How long one attempt may run: ``@task(timeout=...)`` (Django 6.1); None: its policy's."""
+        return self.task.time_limit if isinstance(self.task, JobRetryTask) else None
 
     @property
     def priority(self) -> int:

@@ -1,0 +1,222 @@
+"""``@task(policy=..., timeout=..., unique_args=..., concurrency=...)``: JobRetryBackend's options per task.
+
+Django 6.1's ``task()`` hands the keywords it does not know to its backend's
+``task_class``; JobRetryBackend's is :class:`JobRetryTask` there. Django
+6.0's ``task()`` takes no such keyword, so on 6.0 the backend keeps Django's
+``Task``, and ``OPTIONS["task_policies"]`` and ``@retry_policy`` choose a
+policy (docs/django-tasks.md). Each option is checked where the task is
+declared, by the rule ``@job`` applies to the same option, and before the
+backend registers the task: a mistake is an ``InvalidTask`` at import
+naming the task, the option and the value (check E025 in a module imported
+at start-up), not a failure at the first enqueue, and a refused task
+leaves nothing registered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
+
+from django.tasks.base import Task
+from django.tasks.exceptions import InvalidTask
+
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf.limits import declare_task, unknown_key_arguments
+from django_jobretry.conf.uniqueness import OnConflict, Uniqueness
+from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.exceptions import InvalidJob, InvalidSettings, UnknownPolicy
+from django_jobretry.policy.limits import InvalidLimit, Limit
+from django_jobretry.validation import check_timeout
+
+if TYPE_CHECKING:
+    _AnyTask = Task[..., Any]
+else:  # Django's Task is generic only in its stubs
+    _AnyTask = Task
+
+#: Django's own keywords of ``@task`` (``run_after`` only through ``.using()``), for messages.
+DJANGO_OPTIONS = ("priority", "queue_name", "backend", "takes_context")
+
+
+class InvalidTaskOption(InvalidTask):
+    """A per-task option JobRetryBackend refuses; ``hint`` is the fix, for checks E025 and E027."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.hint = f"Fix that option of the @task(...). {ALLOWED}"
+
+
+class UnknownTaskPolicy(InvalidTaskOption):
+    """``@task(policy=...)`` names a policy JOBRETRY["POLICIES"] does not define.
+
+    Told apart from the other refusals because settings can lose a policy
+    after the declaration: check E027 looks again, and leaves to E009 the
+    policy a task runs under.
+    """
+
+
+class Declared(NamedTuple):
+    """A task's options once checked: what its enqueues and the worker read of them."""
+
+    timeout: timedelta | None
+    unique: Uniqueness
+    limit: Limit | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRetryTask(_AnyTask):
+    """Django's ``Task`` with JobRetryBackend's options; Django 6.1's ``@task(...)`` builds it.
+
+    Frozen like Django's: ``.using()`` and pickling build a new one through
+    the constructor, so every copy is checked the same way.
+    """
+
+    #: A policy name from JOBRETRY["POLICIES"]; OPTIONS["task_policies"] wins over it (a deploy's override).
+    policy: str | None = None
+    #: How long one attempt may run: seconds or a timedelta (a timedelta once declared).
+    timeout: timedelta | float | None = None
+    #: One key for every enqueue of the task; ``.using(unique_key=...)`` sets one per call.
+    unique_key: str | None = None
+    #: The arguments whose values make each enqueue's key.
+    unique_args: tuple[str, ...] = ()
+    #: How long a key stays taken after its job succeeded: seconds or a timedelta.
+    unique_for: timedelta | float | None = None
+    on_conflict: OnConflict = "return_existing"
+    concurrency: int | None = None
+    concurrency_key: str | None = None
+    rate: str | None = None
+    burst: int | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        """Refuse a keyword that no field takes, naming it: the dataclass would raise a bare TypeError.
+
+        Django's ``task()``, ``.using()`` and unpickling all build a task
+        through here with keywords only.
+        """
+        unknown = sorted(set(kwargs) - _FIELDS)
+        if unknown:
+            raise InvalidTaskOption(
+                f"@task {_path_of(kwargs.get('func'))}: unknown option {unknown[0]!r}."
+                f"{did_you_mean(unknown, OPTIONS + DJANGO_OPTIONS)} {ALLOWED}"
+            )
+        return object.__new__(cls)
+
+    def __post_init__(self) -> None:
+        """Check the options and store them normalised; then the backend validates and registers the task."""
+        declared = declare(self)
+        object.__setattr__(self, "timeout", declared.timeout)
+        object.__setattr__(self, "unique_args", declared.unique.args)
+        object.__setattr__(self, "unique_for", declared.unique.window)
+        Task.__post_init__(self)  # the backend's validate_task: Django's checks, ours, the registry
+        declare_task(self.module_path, declared.limit)  # after registering, as @job does
+
+    @property
+    def unique(self) -> Uniqueness:
+        """How its enqueues are deduplicated, as the enqueue service takes it (none by default)."""
+        return declare_uniqueness(self, f"@task {self.module_path}")
+
+    @property
+    def time_limit(self) -> timedelta | None:
+        """Its own ``timeout`` as the worker reads it; None: its policy's, if any."""
+        return check_timeout(self.timeout)
+
+    def using(
+        self,
+        *,
+        unique_key: str | None = None,
+        unique_for: timedelta | float | None = None,
+        on_conflict: OnConflict | None = None,
+        **django_options: Any,
+    ) -> JobRetryTask:
+        """Django's ``.using()``, and deduplication per call as ``@job``'s ``.using()`` takes it.
+
+        ``unique_key`` wins over ``unique_args``; ``unique_for`` and
+        ``on_conflict`` replace the task's. The copy is checked like the task.
+        """
+        changed = cast("JobRetryTask", Task.using(self, **django_options))
+        unique = {"unique_key": unique_key, "unique_for": unique_for, "on_conflict": on_conflict}
+        given: dict[str, Any] = {name: value for name, value in unique.items() if value is not None}
+        return dataclasses.replace(changed, **given) if given else changed
+
+
+#: Every keyword the constructor takes: Django's fields and ours.
+_FIELDS = frozenset(f.name for f in fields(JobRetryTask))
+#: The keywords JobRetryBackend's ``@task`` takes beside Django's own: the fields it adds.
+OPTIONS = tuple(f.name for f in fields(JobRetryTask) if f.name not in {d.name for d in fields(Task)})
+#: The keywords allowed, for the unknown-keyword message and every hint.
+ALLOWED = f"JobRetryBackend's @task takes {', '.join(OPTIONS)}, beside Django's {', '.join(DJANGO_OPTIONS)}."
+
+
+def declare(task: JobRetryTask) -> Declared:
+    """The task's options checked, in the order of its fields; InvalidTaskOption for the first bad one."""
+    where = f"@task {task.module_path}"
+    _check_policy(where, task.policy)
+    try:
+        timeout = check_timeout(task.timeout)
+    except InvalidJob as exc:
+        raise InvalidTaskOption(f"{where}: {exc}") from None
+    unique = declare_uniqueness(task, where)
+    name = getattr(task.func, "__name__", "the task function")
+    if unique.args and (unknown := unique.unknown_args(task.func, takes_context=task.takes_context)):
+        raise InvalidTaskOption(
+            f"{where}: unique_args {list(unique.args)!r} names {unknown[0]!r}, which {name}() does not take"
+        )
+    try:
+        limit = Limit.declare(
+            where,
+            concurrency=task.concurrency,
+            concurrency_key=task.concurrency_key,
+            rate=task.rate,
+            burst=task.burst,
+        )
+    except InvalidLimit as exc:
+        raise InvalidTaskOption(str(exc)) from None
+    if limit is not None and (
+        unknown := unknown_key_arguments(limit, task.func, takes_context=task.takes_context)
+    ):
+        raise InvalidTaskOption(
+            f"{where}: concurrency_key {task.concurrency_key!r} names {unknown[0]!r}, "
+            f"which {name}() does not take"
+        )
+    return Declared(timeout, unique, limit)
+
+
+def declare_uniqueness(task: JobRetryTask, where: str) -> Uniqueness:
+    """The task's unique_* options as a Uniqueness, or InvalidTaskOption naming the bad one."""
+    try:
+        return Uniqueness.declare(
+            where,
+            unique_key=task.unique_key,
+            unique_args=task.unique_args,
+            unique_for=task.unique_for,
+            on_conflict=task.on_conflict,
+        )
+    except InvalidJob as exc:
+        raise InvalidTaskOption(str(exc)) from None
+
+
+def _check_policy(where: str, policy: object) -> None:
+    """A policy is a name JOBRETRY["POLICIES"] defines: a job stores the name, and workers look it up."""
+    if policy is None:
+        return
+    if not isinstance(policy, str):
+        raise InvalidTaskOption(
+            f"{where}: policy {policy!r} is invalid: the name of a policy in JOBRETRY['POLICIES'] "
+            "(a task's jobs store their policy's name, so an inline RetryPolicy cannot be used)"
+        )
+    try:
+        jobretry_settings.policy(policy)
+    except UnknownPolicy as exc:
+        raise UnknownTaskPolicy(
+            f"{where}: policy {policy!r} is not a policy in JOBRETRY['POLICIES'], which defines "
+            f"{sorted(exc.known)}.{did_you_mean([policy], exc.known)}"
+        ) from None
+    except InvalidSettings:
+        return  # JOBRETRY is invalid: its own checks say so; E009 or E027 look at the name once it is fixed
+
+
+def _path_of(func: object) -> str:
+    """The module path Django names a task by, for a message about a task not built yet."""
+    module, name = getattr(func, "__module__", None), getattr(func, "__qualname__", None)
+    return f"{module}.{name}" if module and name else repr(func)
