@@ -9,6 +9,7 @@ to holders of ``view_job_payload`` and always pass the project's redactor
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -109,6 +110,18 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+#: A trace id as OpenTelemetry writes it; anything else a row holds is not shown, nor put in a URL.
+TRACE_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def _trace(value: Any) -> dict[str, str]:
+    """The attempt's trace id, and its page at JOBRETRY["TRACE_URL"] when one is set (docs/tracing.md)."""
+    if not isinstance(value, str) or not TRACE_ID.fullmatch(value):
+        return {}
+    url = jobretry_settings.trace_url
+    return {"trace_id": value, "trace_url": url.format(trace_id=value) if url else ""}
+
+
 def last_rule(errors: Any) -> str:
     """The rule that classified the last attempt's error (its history entry's ``rule``), or ""."""
     last = errors[-1] if isinstance(errors, list) and errors else None
@@ -136,6 +149,7 @@ def attempt_history(errors: Any, attempts: int) -> SafeString:
             "traceback": entry.get("traceback", ""),
             "delay": _delay(entry.get("delay")),
             "worker": breakable(_text(entry.get("worker")), ":"),
+            **_trace(entry.get("trace_id")),
         }
         for entry in (errors if isinstance(errors, list) else [])
         if isinstance(entry, dict)

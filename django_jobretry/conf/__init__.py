@@ -125,6 +125,12 @@ class JobRetrySettings:
         return token
 
     @property
+    def trace_url(self) -> str | None:
+        """A trace backend's page for one trace, with ``{trace_id}`` (docs/tracing.md); None: no links."""
+        url: str | None = self.value("TRACE_URL")  # validated: None or an http(s) URL with that one field
+        return url
+
+    @property
     def listen(self) -> bool:
         """Whether workers LISTEN for wake-ups at all; False: they only poll."""
         return bool(self.value("LISTEN"))

@@ -15,6 +15,7 @@ from django.utils.module_loading import import_string
 
 from django_jobretry.conf.error_classes import import_error_classes
 from django_jobretry.conf.problems import Problem
+from django_jobretry.conf.service_settings import service_problems
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
 from django_jobretry.policy.durations import MAX_DELAY
@@ -112,10 +113,10 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULES": {},
     # Concurrency and rate limits by queue name (django_jobretry/conf/limits.py; check E050).
     "QUEUE_LIMITS": {},
+    # A trace backend's page for one trace, "https://.../{trace_id}": the dead-letter page links each
+    # traced attempt there (docs/tracing.md; check E016).
+    "TRACE_URL": None,
 }
-
-#: A metrics token shorter than this is guessable (a 128-bit secret is 22+ characters).
-METRICS_TOKEN_MIN_CHARS = 16
 
 POLICY_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _ERROR_LISTS = ("fatal_errors", "retryable_errors")
@@ -137,9 +138,7 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
     ]
     problems += [p for key, limit in LIMITS.items() if key in raw and (p := limit.problem(key, raw[key]))]
     problems += [p for key in HOOKS if raw.get(key) is not None and (p := _hook_problem(key, raw[key]))]
-    if raw.get("METRICS_TOKEN") is not None and (p := _token_problem(raw["METRICS_TOKEN"])):
-        problems.append(p)
-    problems += _listen_problems(raw)
+    problems += service_problems(raw)
     problems += _task_modules_problems(raw.get("TASK_MODULES", []))
     configured = raw.get("POLICIES", DEFAULTS["POLICIES"])
     if not isinstance(configured, Mapping):
@@ -219,25 +218,6 @@ def _invalid(where: str, exc: InvalidPolicy) -> Problem:
     return Problem("E005", msg, hint)
 
 
-def _token_problem(token: object) -> Problem | None:
-    """A token the view could compare safely: a string of printable, non-space characters, long enough."""
-    if not isinstance(token, str):
-        shown = f"a {type(token).__name__}"
-    elif len(token) < METRICS_TOKEN_MIN_CHARS:
-        shown = f"{len(token)} characters"
-    elif not token.isprintable() or any(char.isspace() for char in token):
-        shown = "a string with spaces or unprintable characters"
-    else:
-        return None
-    return Problem(
-        "E010",
-        f'JOBRETRY["METRICS_TOKEN"] must be a string of at least {METRICS_TOKEN_MIN_CHARS} printable '
-        f"characters without spaces, or None; got {shown}.",
-        'e.g. JOBRETRY["METRICS_TOKEN"] = os.environ["JOBRETRY_METRICS_TOKEN"], made with '
-        "python -c 'import secrets; print(secrets.token_urlsafe(32))'",
-    )
-
-
 def _hook_problem(key: str, path: object) -> Problem | None:
     hint = f'JOBRETRY["{key}"] = "myproject.privacy.redact_job_payload"'
     if not isinstance(path, str):
@@ -251,25 +231,6 @@ def _hook_problem(key: str, path: object) -> Problem | None:
         return Problem("E008", f'JOBRETRY["{key}"]: {path!r} is not callable.', hint)
     return None
 
-
-def _listen_problems(raw: Mapping[str, Any]) -> list[Problem]:
-    """LISTEN is a bool; LISTEN_DATABASE None or an alias (whether DATABASES has it: pooling.py)."""
-    problems = []
-    if not isinstance(raw.get("LISTEN", True), bool):
-        msg = f'JOBRETRY["LISTEN"] = {raw["LISTEN"]!r} is invalid: expected True or False.'
-        problems.append(Problem("E012", msg, "False: workers never LISTEN and poll every POLL_SECONDS."))
-    alias = raw.get("LISTEN_DATABASE")
-    if alias is not None and (not isinstance(alias, str) or not alias):
-        msg = f'JOBRETRY["LISTEN_DATABASE"] = {alias!r} is invalid: expected the name of a DATABASES alias.'
-        problems.append(Problem("E012", msg, _LISTEN_HINT))
-    return problems
-
-
-_LISTEN_HINT = (
-    'e.g. JOBRETRY["LISTEN_DATABASE"] = "direct", a DATABASES entry that connects to PostgreSQL '
-    "without PgBouncer's transaction pooling, which delivers no notifications "
-    "(python -m pydoc django_jobretry.conf.pooling says why)."
-)
 
 #: A dotted module path: identifiers joined by dots.
 MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")

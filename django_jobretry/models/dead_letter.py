@@ -51,6 +51,8 @@ class DeadLetter(models.Model):
     unique_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     #: Carried from the job: how long its key stays taken after a requeued run succeeds.
     unique_for = models.DurationField(null=True, blank=True)
+    #: Carried from the job: the enqueuer's trace context, which a requeued job's attempts link to.
+    trace_context = StoredJSONField(null=True, blank=True)
     requeue_count = models.PositiveIntegerField(default=0)
     requeue_history = StoredJSONField(default=list, blank=True)
     enqueued_at = models.DateTimeField()

@@ -121,6 +121,9 @@ class Job(models.Model):
     snoozes = models.PositiveIntegerField(db_default=0)
     #: Seconds this job was due but held by a pause, a breaker or a limit: not counted against ``retry_for``.
     held_seconds = models.FloatField(db_default=0)
+    #: The enqueuer's trace context (W3C ``traceparent``/``tracestate``), with OpenTelemetry installed
+    #: and a span active at enqueue (services/tracing.py); each attempt's span links to it.
+    trace_context = StoredJSONField(null=True, blank=True)
     #: A limited job's lane (conf/limits.py): the limited claim serves lanes in turn; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
 

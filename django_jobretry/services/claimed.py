@@ -47,6 +47,8 @@ class ClaimedJob:
     snoozes: int = 0
     #: Seconds from the claim to the moment its retries stop (its schedule's next slot); None: never.
     retry_window: float | None = None
+    #: The enqueuer's trace context as stored (services/tracing.py reads it warily); None: none.
+    trace_context: Any = None
     #: When this worker claimed it (time.monotonic()): what is left of ``retry_window`` is measured from it.
     claimed_at: float = field(default_factory=time.monotonic, init=False, compare=False)
 
@@ -106,8 +108,10 @@ class Failed:
     error: BaseException
     ended: AttemptEnd = AttemptEnd.ERROR
     rendered: RenderedError | None = None
-    #: Set when the error was classified where it was raised (a child process).
+    #: Set when the error was classified where it was raised (a child process, or the attempt's span).
     classification: Classification | None = None
+    #: The trace id of the attempt's span (services/tracing.py), kept in its history entry; "": none.
+    trace_id: str = ""
 
 
 @dataclass(frozen=True)

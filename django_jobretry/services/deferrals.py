@@ -27,8 +27,6 @@ from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extr
 
 logger = logging.getLogger("django_jobretry")
 
-#: How an attempt that gave itself back ended.
-DEFERRALS = frozenset({AttemptEnd.SNOOZED, AttemptEnd.CIRCUIT_OPEN})
 #: How a failed attempt ends when it counts towards a breaker (:func:`counted`).
 COUNTED = frozenset({AttemptEnd.ERROR, AttemptEnd.TIMEOUT})
 

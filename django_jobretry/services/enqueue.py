@@ -19,6 +19,7 @@ from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.policy.limits import InvalidLimit
 from django_jobretry.registry import TaskDefinition, resolve_policy
+from django_jobretry.services import tracing
 from django_jobretry.services.job_insert import CHANNEL, insert_many, insert_one
 from django_jobretry.services.job_prototypes import Shared
 from django_jobretry.services.unique_enqueue import UNIQUE_CONSTRAINT, enqueue_unique
@@ -63,10 +64,13 @@ def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     key = unique.key_for(
         definition.name, definition.func, args, kwargs, takes_context=definition.takes_context
     )
-    if key is not None:
-        return enqueue_unique(shared, arguments, key, unique, run_at=run_at, lane=lane)
-    job = insert_one(shared, arguments, None, run_at, lane)
-    _log_enqueued(job)
+    with tracing.producing(definition.queue_name, definition.name) as trace:
+        if key is not None:
+            job = enqueue_unique(shared, arguments, key, unique, run_at=run_at, lane=lane, trace=trace)
+        else:
+            job = insert_one(shared, arguments, None, run_at, lane, trace=trace)
+            _log_enqueued(job)
+        tracing.sent(job.pk)
     return job
 
 
@@ -83,7 +87,8 @@ def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mappi
     if not rows:
         return []
     lanes = [limit_lane(definition, args, kwargs) for args, kwargs in pairs]
-    created = insert_many(_shared(definition), rows, run_at, lanes)
+    with tracing.producing(definition.queue_name, definition.name, len(rows)) as trace:
+        created = insert_many(_shared(definition), rows, run_at, lanes, trace=trace)
     logger.debug(
         "enqueued %d jobs of %s",
         len(created),

@@ -40,6 +40,10 @@ class AttemptEnd(enum.StrEnum):
     CIRCUIT_OPEN = "circuit_open"
 
 
+#: How an attempt that gave itself back ended (services/deferrals.py): not a failure.
+DEFERRALS = frozenset({AttemptEnd.SNOOZED, AttemptEnd.CIRCUIT_OPEN})
+
+
 class AttemptEntry(TypedDict):
     """One ended attempt. ``at`` is the database's time; ``delay`` (seconds) only on retries."""
 
@@ -58,6 +62,8 @@ class AttemptEntry(TypedDict):
     #: The failure group the task chose, from its exception's ``fingerprint`` attribute
     #: (models/fingerprints.py); absent when it chose none.
     fingerprint: NotRequired[str]
+    #: The trace of the attempt's span (services/tracing.py), 32 hex digits; absent without tracing.
+    trace_id: NotRequired[str]
 
 
 #: Characters of a fatal entry's rule kept.

@@ -29,6 +29,7 @@ not at all on rollback. ``pre_save`` and ``post_save`` are not sent, as for
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -49,7 +50,11 @@ if TYPE_CHECKING:
 CHANNEL = "django_jobretry"
 
 #: Bound per call of the one-job statement, besides the arguments (and run_at when given).
-PER_CALL = ("unique_key", "unique_for", "limit_lane")
+PER_CALL = ("unique_key", "unique_for", "limit_lane", "trace_context")
+#: Bound once per statement, for every row of a bulk one: the enqueuer's trace context (services/tracing.py).
+PER_STATEMENT = ("trace_context",)
+#: Bound as JSON text and cast: the arguments and the trace context.
+JSON_COLUMNS = (*ARGUMENTS, *PER_STATEMENT)
 #: Bound per job of the bulk statement as one array each, like the arguments (conf/limits.py).
 PER_ROW = ("limit_lane",)
 
@@ -118,7 +123,7 @@ def _values(
     for field in fields:
         if field.attname == "run_at" and run_at == "after":
             values.append("(STATEMENT_TIMESTAMP() + %s)")  # the database clock, like every time comparison
-        elif field.attname in ARGUMENTS:
+        elif field.attname in JSON_COLUMNS:
             values.append("%s::jsonb")
         elif field.attname in bound:
             values.append("%s")
@@ -169,7 +174,7 @@ def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
 def _many_jobs(shared: Shared, run_at: RunAtKind) -> _Statement:
     """The bulk statement: one array per argument column; one row back, the ids as an array."""
     fields = _columns(run_at)
-    bound = {*ARGUMENTS, *PER_ROW, "run_at"}
+    bound = {*ARGUMENTS, *PER_ROW, *PER_STATEMENT, "run_at"}
     values = _values(fields, bound, run_at, prototype(shared))
     per_row = (*ARGUMENTS, *PER_ROW)
     selected = [f"u.{f.attname}" if f.attname in per_row else v for f, v in zip(fields, values, strict=True)]
@@ -200,6 +205,7 @@ def insert_one(
     lane: str | None = None,
     *,
     unique_for: timedelta | None = None,
+    trace: dict[str, str] | None = None,
 ) -> Job:
     """INSERT one job, count it and wake its queue's workers: one statement, one round trip.
 
@@ -207,6 +213,7 @@ def insert_one(
     time the database stored comes back in the job's ``run_at``. ``lane``:
     its limit lane (conf/limits.py), None when no limit applies.
     ``unique_for``: how long ``unique_key`` stays taken after the job succeeds.
+    ``trace``: the enqueuer's trace context (services/tracing.py), None without one.
     """
     statement = _one_job(shared, _kind(run_at))
     given: dict[str, Any] = {
@@ -215,6 +222,7 @@ def insert_one(
         "unique_key": unique_key,
         "unique_for": unique_for,
         "limit_lane": lane,
+        "trace_context": _json(trace),
     }
     params = [
         given[field.attname] if field.attname in given else _prepared(field, run_at)
@@ -231,21 +239,31 @@ def insert_one(
         "unique_key": unique_key,
         "unique_for": unique_for,
         "limit_lane": lane,
+        "trace_context": trace,
         **_filled(row),
     }
     return new_jobs(shared)(values)
 
 
 def insert_many(
-    shared: Shared, rows: Sequence[Arguments], run_at: RunAt, lanes: Sequence[str | None] | None = None
+    shared: Shared,
+    rows: Sequence[Arguments],
+    run_at: RunAt,
+    lanes: Sequence[str | None] | None = None,
+    *,
+    trace: dict[str, str] | None = None,
 ) -> list[Job]:
     """INSERT one job per checked ``rows`` entry: one statement. Returns the jobs in the order of ``rows``.
 
     ``lanes``: each job's limit lane, in the order of ``rows`` (None: no limit applies to any).
+    ``trace``: the enqueuer's trace context, stored on every job.
     """
     statement = _many_jobs(shared, _kind(run_at))
     lanes = list(lanes) if lanes is not None else [None] * len(rows)
-    params: list[Any] = [_prepared(field, run_at) for field in statement.fields]
+    params: list[Any] = [
+        _json(trace) if field.attname in PER_STATEMENT else _prepared(field, run_at)
+        for field in statement.fields
+    ]
     params += [[row.args_json for row in rows], [row.kwargs_json for row in rows], lanes]
     with connection.cursor() as cursor:
         cursor.execute(statement.sql, params)
@@ -255,6 +273,19 @@ def insert_many(
     ids, *filled = returned
     common, new_job = _filled([None, *filled]), new_jobs(shared)
     return [
-        new_job({**common, "args": row.args, "kwargs": row.kwargs, "limit_lane": lane, "id": job_id})
+        new_job(
+            {
+                **common,
+                "args": row.args,
+                "kwargs": row.kwargs,
+                "limit_lane": lane,
+                "id": job_id,
+                "trace_context": trace,
+            }
+        )
         for row, lane, job_id in zip(rows, lanes, ids, strict=True)
     ]
+
+
+def _json(value: dict[str, str] | None) -> str | None:
+    return None if value is None else json.dumps(value)

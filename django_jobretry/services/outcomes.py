@@ -42,6 +42,7 @@ from django_jobretry.services.failure_writes import (
     written,
 )
 from django_jobretry.services.history import (
+    DEFERRALS,
     AttemptEnd,
     error_entry,
     event_entry,
@@ -80,7 +81,7 @@ class Recorder:
         """The failed attempt of ``outcome``: classified, its entry built, decided unless by ``retry_for``."""
         job, rule = outcome.job, None
         policy = policy_for(job.task_name, job.policy_name)
-        if isinstance(outcome, Failed) and outcome.ended in deferrals.DEFERRALS:
+        if isinstance(outcome, Failed) and outcome.ended in DEFERRALS:
             return deferrals.deferred_attempt(outcome, policy, self.worker_id)
         if isinstance(outcome, Interrupted):  # no backoff: only the hold
             classification = Classification(ErrorKind.RETRYABLE, outcome.hold)
@@ -94,6 +95,8 @@ class Recorder:
             rendered = outcome.rendered or render_error(outcome.error)
             entry = error_entry(job.attempt, rendered, classification.kind, ended, self.worker_id, rule=rule)
         fallback = minimal_entry(job.attempt, outcome.ended, classification.kind, self.worker_id, rule=rule)
+        if isinstance(outcome, Failed) and outcome.trace_id:
+            entry["trace_id"] = fallback["trace_id"] = outcome.trace_id
         attempt = FailedAttempt(job, policy, classification, entry, fallback)
         if isinstance(outcome, Failed):
             attempt = deferrals.counted(attempt, outcome.error)

@@ -59,7 +59,8 @@ def claim_picked(also: str = "") -> str:
     RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args AS raw_args, j.kwargs AS raw_kwargs,
               j.attempts AS attempt, j.max_attempts, j.lease_token AS token,
               {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count, j.schedule_name, j.snoozes,
-              {RETRY_WINDOW}, j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
+              {RETRY_WINDOW}, j.trace_context,
+              j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
     """
 
 

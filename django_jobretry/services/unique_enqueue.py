@@ -48,21 +48,30 @@ ROUNDS = 5
 
 
 def enqueue_unique(
-    shared: Shared, arguments: Arguments, key: str, unique: Uniqueness, *, run_at: RunAt, lane: str | None
+    shared: Shared,
+    arguments: Arguments,
+    key: str,
+    unique: Uniqueness,
+    *,
+    run_at: RunAt,
+    lane: str | None,
+    trace: dict[str, str] | None = None,
 ) -> Job:
     """Insert a job holding ``key``, or do what ``unique.on_conflict`` says with the job that holds it."""
     for _ in range(ROUNDS):
         try:
             if unique.window is None:
                 with statement_guard():  # a refused INSERT must not abort the caller's transaction
-                    return _inserted(shared, arguments, key, None, run_at=run_at, lane=lane)
+                    return _inserted(shared, arguments, key, None, run_at=run_at, lane=lane, trace=trace)
             # In the caller's transaction a savepoint: a refusal undoes nothing of theirs.
             with transaction.atomic():
                 with connection.cursor() as cursor:
                     cursor.execute(_LOCK, [key])
                 holder = holder_of(key, unique.window)
                 if holder is None:
-                    return _inserted(shared, arguments, key, unique.window, run_at=run_at, lane=lane)
+                    return _inserted(
+                        shared, arguments, key, unique.window, run_at=run_at, lane=lane, trace=trace
+                    )
                 return _conflict(holder, unique, arguments, run_at, lane)
         except IntegrityError as exc:
             if not violates(exc, UNIQUE_CONSTRAINT):
@@ -88,8 +97,9 @@ def _inserted(
     *,
     run_at: RunAt,
     lane: str | None,
+    trace: dict[str, str] | None,
 ) -> Job:
-    job = insert_one(shared, arguments, key, run_at, lane, unique_for=window)
+    job = insert_one(shared, arguments, key, run_at, lane, unique_for=window, trace=trace)
     logger.debug(
         "job %s enqueued",
         job.pk,

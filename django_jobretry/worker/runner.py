@@ -24,8 +24,10 @@ from django_jobretry.conf import task_modules
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
 from django_jobretry.policy import CircuitOpen, Classification, ErrorKind, Snooze
-from django_jobretry.registry import registry, time_limit
+from django_jobretry.registry import policy_for, registry, time_limit
+from django_jobretry.services import tracing
 from django_jobretry.services.claimed import ClaimedJob, Failed, Kept, Succeeded
+from django_jobretry.services.decisions import classify_failure
 from django_jobretry.services.deferrals import deferred
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra, send_job_signal
@@ -89,6 +91,11 @@ class Runner(threading.Thread):
                 self.time_limits.returned(job.id)
 
 
+def _classified(outcome: Failed) -> Classification:
+    """The failure's classification, as the recorder would make it: once, here, for the span too."""
+    return classify_failure(policy_for(outcome.job.task_name, outcome.job.policy_name), outcome)
+
+
 def unknown_task(job: ClaimedJob) -> Failed:
     """The task is not registered in this worker (yet): a retryable failure, whose message says where to look.
 
@@ -111,7 +118,14 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
     task's result and end). ``manage_connections=False`` leaves the thread's
     connection alone: ``django_jobretry.testing`` runs jobs inside a test's
     transaction, which closing a connection "too old to reuse" would end.
+    With OpenTelemetry installed the call is inside the attempt's span
+    (services/tracing.py), in whichever process runs it: a runner thread, a
+    pool's child or ``run_jobs()``.
     """
+    return tracing.attempt(job, lambda: _handle(job, manage_connections), _classified)
+
+
+def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
     definition = registry.get(job.task_name)
     if definition is None:
         return unknown_task(job)
