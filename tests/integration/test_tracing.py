@@ -251,3 +251,23 @@ def test_a_bad_trace_url_is_check_e016(url: object) -> None:
 def test_a_good_trace_url_passes() -> None:
     assert validate({"TRACE_URL": TRACE_URL})[1] == []
     assert validate({"TRACE_URL": None})[1] == []
+
+
+def test_a_django_tasks_enqueue_is_traced_like_a_job(spans: list[ReadableSpan]) -> None:
+    pytest.importorskip(
+        "django.tasks", reason="django.tasks is Django 6.0+; Django 5.2 has no such front door"
+    )
+    from tests.jobs_app import tasks
+
+    with trace.get_tracer("shop").start_as_current_span("checkout"):
+        result = tasks.flaky.enqueue("traced-task", 1)
+    run_jobs(include_scheduled=True)
+    (producer,) = named(spans, SpanKind.PRODUCER)
+    assert producer.attributes is not None
+    assert producer.attributes["django_jobretry.task"] == "tests.jobs_app.tasks.flaky"
+    consumers = named(spans, SpanKind.CONSUMER)
+    assert len(consumers) == 2
+    assert all(
+        [link.context.span_id for link in span.links] == [producer.context.span_id] for span in consumers
+    )
+    assert tasks.flaky.get_result(result.id).status == "SUCCESSFUL"
