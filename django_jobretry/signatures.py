@@ -94,6 +94,28 @@ def check_call(
         raise InvalidArguments(f"{task_name}() cannot take these arguments: {why}")
 
 
+def bound_arguments(
+    func: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], *, takes_context: bool = False
+) -> dict[str, Any]:
+    """A call's arguments by parameter name, defaults applied: what keys are made of (limits, uniqueness).
+
+    The call was checked already (:func:`check_call`); a context-taking
+    task's first parameter is its context, bound to None here.
+    """
+    bound = inspect.signature(func).bind(*((None, *args) if takes_context else args), **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def untaken(func: Callable[..., Any], names: Sequence[str], *, takes_context: bool = False) -> list[str]:
+    """The ``names`` that ``func`` takes no parameter for (none when it takes ``**kwargs``), in order."""
+    parameters = list(inspect.signature(func).parameters.values())[1 if takes_context else 0 :]
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return []
+    taken = {p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+    return [name for name in names if name not in taken]
+
+
 def shown(func: Callable[..., Any], signature: inspect.Signature) -> str:
     """``push_order(order_id, *, colour=...)``: the parameters, without annotations or default values."""
     parameters = [

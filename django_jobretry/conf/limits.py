@@ -16,7 +16,6 @@ lane and runs unlimited (docs/limits.md).
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -26,6 +25,7 @@ from django.dispatch import receiver
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.policy.limits import InvalidLimit, Limit, fill_key, key_fields
+from django_jobretry.signatures import bound_arguments, untaken
 
 #: Where queue limits are declared, as errors name it.
 QUEUE_SETTING = 'JOBRETRY["QUEUE_LIMITS"]'
@@ -101,9 +101,8 @@ def lane(
     """
     limit = _tasks.get(task_name)
     if limit is not None and limit.concurrency_key is not None:
-        bound = inspect.signature(func).bind(*((None, *args) if takes_context else args), **kwargs)
-        bound.apply_defaults()
-        return f"key:{fill_key(limit.concurrency_key, dict(bound.arguments))}"
+        arguments = bound_arguments(func, args, kwargs, takes_context=takes_context)
+        return f"key:{fill_key(limit.concurrency_key, arguments)}"
     if limit is not None:
         return f"task:{task_name}"
     if queue_name in _queue_limits():
@@ -115,13 +114,7 @@ def unknown_key_arguments(limit: Limit, func: Callable[..., Any], *, takes_conte
     """The names a concurrency_key template uses that ``func`` does not take (check E051)."""
     if limit.concurrency_key is None:
         return []
-    parameters = list(inspect.signature(func).parameters.values())
-    if takes_context:
-        parameters = parameters[1:]
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return []
-    names = {p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL}
-    return [name for name in key_fields("concurrency_key", limit.concurrency_key) if name not in names]
+    return untaken(func, key_fields("concurrency_key", limit.concurrency_key), takes_context=takes_context)
 
 
 def claim_limits() -> dict[str, Any] | None:

@@ -20,7 +20,6 @@ validates, so any front door can use it without touching the database.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import math
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from datetime import timedelta
 from typing import Any, Literal, cast
 
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.signatures import bound_arguments, untaken
 from django_jobretry.validation import UNIQUE_KEY_MAX, check_unique_key
 
 type OnConflict = Literal["raise", "return_existing", "replace"]
@@ -81,10 +81,6 @@ class Uniqueness:
         """Whether an enqueue under these options takes a key at all."""
         return self.key is not None or bool(self.args)
 
-    def with_key(self, key: str) -> Uniqueness:
-        """A copy whose fixed key is ``key`` (``.using(unique_key=...)``): it wins over ``args``."""
-        return Uniqueness(check_unique_key(key), self.args, self.window, self.on_conflict)
-
     def key_for(
         self,
         task_name: str,
@@ -102,11 +98,10 @@ class Uniqueness:
         """
         if self.key is not None or not self.args:
             return self.key
-        bound = inspect.signature(func).bind(*((None, *args) if takes_context else args), **kwargs)
-        bound.apply_defaults()
+        bound = bound_arguments(func, args, kwargs, takes_context=takes_context)
         try:
             values = json.dumps(
-                {name: bound.arguments[name] for name in self.args},
+                {name: bound[name] for name in self.args},
                 sort_keys=True,
                 separators=(",", ":"),
                 ensure_ascii=False,
@@ -123,11 +118,7 @@ class Uniqueness:
 
     def unknown_args(self, func: Callable[..., Any], *, takes_context: bool = False) -> list[str]:
         """The names of ``args`` that ``func`` does not take (refused at declaration)."""
-        parameters = list(inspect.signature(func).parameters.values())[1 if takes_context else 0 :]
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-            return []
-        names = {p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL}
-        return [name for name in self.args if name not in names]
+        return untaken(func, self.args, takes_context=takes_context)
 
 
 def _checked_args(value: object) -> tuple[str, ...]:
