@@ -92,9 +92,11 @@ class Uniqueness:
     ) -> str | None:
         """The key of one call (already checked against ``func``), or None when it takes none.
 
-        From ``args``: the task name and the named arguments' values as
-        compact, sorted JSON (``app.jobs.send:{"order_id":7}``); a key that
-        would be longer than the column is that text's SHA-256 instead.
+        From ``args``: the task name, then the SHA-256 of the task name and
+        the named arguments' values as compact, sorted JSON
+        (``app.jobs.send:3f0c...``). A digest, not the values: a key is shown
+        to everyone who may view jobs, and arguments only to those who may
+        read them (docs/admin.md).
         """
         if self.key is not None or not self.args:
             return self.key
@@ -104,17 +106,14 @@ class Uniqueness:
                 {name: bound[name] for name in self.args},
                 sort_keys=True,
                 separators=(",", ":"),
-                ensure_ascii=False,
                 allow_nan=False,
             )
         except (TypeError, ValueError) as exc:  # a default that is not JSON
             raise InvalidJob(
                 f"{task_name}: unique_args {list(self.args)!r} take a value that is not JSON: {exc}"
             ) from None
-        key = f"{task_name}:{values}"
-        if len(key) > UNIQUE_KEY_MAX:
-            key = f"sha256:{hashlib.sha256(key.encode()).hexdigest()}"
-        return key
+        digest = hashlib.sha256(f"{task_name}\0{values}".encode()).hexdigest()
+        return f"{task_name[: UNIQUE_KEY_MAX - len(digest) - 1]}:{digest}"
 
     def unknown_args(self, func: Callable[..., Any], *, takes_context: bool = False) -> list[str]:
         """The names of ``args`` that ``func`` does not take (refused at declaration)."""

@@ -6,6 +6,7 @@ never by sleeping.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -15,10 +16,12 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from django_jobretry import job
+from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob, JobConflict, RequeueConflict
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import deadletters, retention
 from django_jobretry.testing import run_jobs
+from django_jobretry.validation import UNIQUE_KEY_MAX
 from tests.jobs_app import jobs, unique_jobs
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +40,8 @@ def finished_ago(job_id: int, ago: timedelta) -> None:
 class TestKeysFromArguments:
     def test_one_order_is_one_live_job_however_the_call_is_written(self) -> None:
         first = unique_jobs.receipt.enqueue(7)
-        assert first.unique_key == 'tests.jobs_app.unique_jobs.receipt:{"order_id":7}'
+        digest = hashlib.sha256(b'tests.jobs_app.unique_jobs.receipt\0{"order_id":7}').hexdigest()
+        assert first.unique_key == f"tests.jobs_app.unique_jobs.receipt:{digest}"
         same = [
             unique_jobs.receipt.enqueue(order_id=7),
             unique_jobs.receipt.enqueue(7, "accounting"),  # another copy: not part of the key
@@ -49,13 +53,23 @@ class TestKeysFromArguments:
         assert other.pk != first.pk
         assert Job.objects.count() == 2
 
-    def test_a_key_longer_than_the_column_is_its_digest(self) -> None:
-        long = unique_jobs.receipt.enqueue("x" * 500)
+    def test_a_key_shows_no_argument_and_fits_the_column_whatever_the_values(self) -> None:
+        """Keys are shown to every viewer of jobs; arguments only to those who may read them."""
+        secret = "jane.doe@example.com " * 30
+        long = unique_jobs.receipt.enqueue(secret)
         assert long.unique_key is not None
-        assert long.unique_key.startswith("sha256:")
-        assert len(long.unique_key) == len("sha256:") + 64
-        assert unique_jobs.receipt.enqueue(order_id="x" * 500).pk == long.pk
-        assert unique_jobs.receipt.enqueue("x" * 499).pk != long.pk
+        assert "jane" not in long.unique_key
+        assert len(long.unique_key) == len("tests.jobs_app.unique_jobs.receipt:") + 64
+        assert unique_jobs.receipt.enqueue(order_id=secret).pk == long.pk
+        assert unique_jobs.receipt.enqueue(secret[:-1]).pk != long.pk
+
+    def test_a_long_task_name_is_cut_in_the_key_not_in_the_digest(self) -> None:
+        unique = Uniqueness(args=("a",))
+        name, other = "t" * 199 + "1", "t" * 199 + "2"
+        key = unique.key_for(name, lambda a: None, (1,), {})
+        assert key is not None
+        assert len(key) == UNIQUE_KEY_MAX
+        assert key != unique.key_for(other, lambda a: None, (1,), {})
 
     def test_a_fixed_key_wins_over_the_arguments(self) -> None:
         keyed = unique_jobs.receipt.using(unique_key="all-receipts")
