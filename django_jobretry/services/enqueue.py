@@ -28,7 +28,16 @@ from django_jobretry.validation import Arguments, encode_arguments
 
 logger = logging.getLogger("django_jobretry")
 
-__all__ = ["CHANNEL", "UNIQUE_CONSTRAINT", "JobSpec", "bulk_enqueue", "enqueue", "notify"]
+__all__ = [
+    "CHANNEL",
+    "UNIQUE_CONSTRAINT",
+    "Enqueued",
+    "JobSpec",
+    "bulk_enqueue",
+    "enqueue",
+    "enqueue_call",
+    "notify",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +63,21 @@ class JobSpec:
     takes_context: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """What one enqueue did: its job, and whether it inserted it (not: the job holding its unique key)."""
+
+    job: Job
+    inserted: bool
+
+
 def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
     """Insert one job: one statement in autocommit; a deduplicated one goes through unique_enqueue."""
+    return enqueue_call(definition, args, kwargs).job
+
+
+def enqueue_call(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Enqueued:
+    """:func:`enqueue`, saying whether the job is new: a front door announces only new ones."""
     check_run_after(run_at := definition.run_after)
     shared = _shared(definition)
     arguments = checked_arguments(definition, args, kwargs)
@@ -66,12 +88,14 @@ def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     )
     with tracing.producing(definition.queue_name, definition.name) as trace:
         if key is not None:
-            job = enqueue_unique(shared, arguments, key, unique, run_at=run_at, lane=lane, trace=trace)
+            job, inserted = enqueue_unique(
+                shared, arguments, key, unique, run_at=run_at, lane=lane, trace=trace
+            )
         else:
-            job = insert_one(shared, arguments, None, run_at, lane, trace=trace)
+            job, inserted = insert_one(shared, arguments, None, run_at, lane, trace=trace), True
             _log_enqueued(job)
         tracing.sent(job.pk)
-    return job
+    return Enqueued(job, inserted)
 
 
 def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]) -> list[Job]:

@@ -56,29 +56,35 @@ def enqueue_unique(
     run_at: RunAt,
     lane: str | None,
     trace: dict[str, str] | None = None,
-) -> Job:
-    """Insert a job holding ``key``, or do what ``unique.on_conflict`` says with the job that holds it."""
+) -> tuple[Job, bool]:
+    """Insert a job holding ``key``, or do what ``unique.on_conflict`` says with the job that holds it.
+
+    Returns the job and whether this call inserted it (False: the holder, replaced or not).
+    """
     for _ in range(ROUNDS):
         try:
             if unique.window is None:
                 with statement_guard():  # a refused INSERT must not abort the caller's transaction
-                    return _inserted(shared, arguments, key, None, run_at=run_at, lane=lane, trace=trace)
+                    return _inserted(
+                        shared, arguments, key, None, run_at=run_at, lane=lane, trace=trace
+                    ), True
             # In the caller's transaction a savepoint: a refusal undoes nothing of theirs.
             with transaction.atomic():
                 with connection.cursor() as cursor:
                     cursor.execute(_LOCK, [key])
                 holder = holder_of(key, unique.window)
                 if holder is None:
-                    return _inserted(
+                    job = _inserted(
                         shared, arguments, key, unique.window, run_at=run_at, lane=lane, trace=trace
                     )
-                return _conflict(holder, unique, arguments, run_at, lane)
+                    return job, True
+                return _conflict(holder, unique, arguments, run_at, lane), False
         except IntegrityError as exc:
             if not violates(exc, UNIQUE_CONSTRAINT):
                 raise
         holder = holder_of(key, unique.window)
         if holder is not None:
-            return _conflict(holder, unique, arguments, run_at, lane)
+            return _conflict(holder, unique, arguments, run_at, lane), False
         # The holder finished between our insert and our look: try again.
     raise InvalidJob(f"unique_key {key!r}: the job holding it kept changing; enqueue again")
 

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.core.checks import run_checks
 from django.tasks import TaskResultStatus, task, task_backends
 from django.tasks.exceptions import InvalidTask
+from django.tasks.signals import task_enqueued
 from django.test import override_settings
 
 from django_jobretry.conf.limits import declare_task, task_limits
@@ -267,6 +268,21 @@ class TestDeduplication:
         assert row.unique_key == f"{MODULE}.charge:{digest}"
         assert (row.args, row.kwargs) == ([7], {"amount": 1}), "the first call's"
         assert Job.objects.count() == 2
+
+    def test_task_enqueued_is_sent_for_the_new_job_only(self) -> None:
+        sent: list[str] = []
+
+        def enqueued(sender: Any, task_result: Any, **kwargs: Any) -> None:
+            sent.append(task_result.id)
+
+        task_enqueued.connect(enqueued, dispatch_uid="test-dedup-enqueued")
+        try:
+            first = task_options.charge.enqueue(7, amount=1)
+            task_options.charge.enqueue(7, amount=2)  # the same order: nothing is enqueued
+            other = task_options.charge.enqueue(8)
+        finally:
+            task_enqueued.disconnect(dispatch_uid="test-dedup-enqueued")
+        assert sent == [first.id, other.id]
 
     def test_raise_refuses_the_second_enqueue_naming_the_job(self) -> None:
         first = task_options.charge_once.enqueue(7)

@@ -109,7 +109,7 @@ class JobRetryBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
         from django_jobretry.contrib.django_tasks.results import result_of
-        from django_jobretry.services.enqueue import JobSpec, enqueue
+        from django_jobretry.services.enqueue import JobSpec, enqueue_call
 
         self.validate_task(task)
         spec = JobSpec(
@@ -122,9 +122,10 @@ class JobRetryBackend(BaseTaskBackend):
             unique=task.unique if isinstance(task, JobRetryTask) else NOT_UNIQUE,
             takes_context=task.takes_context,
         )
-        job = enqueue(spec, tuple(args), dict(kwargs))
-        result = result_of(job, task, self.alias)
-        send_task_signal(task_enqueued, task, result)
+        enqueued = enqueue_call(spec, tuple(args), dict(kwargs))
+        result = result_of(enqueued.job, task, self.alias)
+        if enqueued.inserted:  # not for the job that held its unique key: nothing was enqueued
+            send_task_signal(task_enqueued, task, result)
         return cast("TaskResult[P, R]", result)  # result_of reads any task's row
 
     def get_result(self, result_id: str) -> TaskResult[..., Any]:
