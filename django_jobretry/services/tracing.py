@@ -28,8 +28,9 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
-from django_jobretry.services.history import DEFERRALS
+from django_jobretry.services.history import DEFERRALS, clean_text, render_error
 from django_jobretry.services.sql import as_json
 
 if TYPE_CHECKING:
@@ -106,17 +107,28 @@ def attempt(job: ClaimedJob, run: Callable[[], Succeeded | Failed], classify: Cl
         if not isinstance(outcome, Failed) or outcome.ended in DEFERRALS:  # a snooze is no failure
             return outcome
         classification = outcome.classification or classify(outcome)
-        span.record_exception(outcome.error)
-        span.set_attributes(
+        # The error's text as the history entry gets it: rendered once, with a time bound, never by
+        # calling the exception again (the SDK's record_exception would: a __str__ may hang).
+        rendered = outcome.rendered or render_error(outcome.error)
+        span.add_event(
+            "exception",
             {
-                "error.type": f"{type(outcome.error).__module__}.{type(outcome.error).__qualname__}",
-                "django_jobretry.error_kind": classification.kind.value,
-            }
+                "exception.type": rendered.error_class,
+                "exception.message": clean_text(rendered.message, jobretry_settings.error_message_chars),
+                "exception.stacktrace": clean_text(
+                    rendered.traceback, jobretry_settings.traceback_chars, keep_end=True
+                ),
+            },
+        )
+        span.set_attributes(
+            {"error.type": rendered.error_class, "django_jobretry.error_kind": classification.kind.value}
         )
         span.set_status(Status(StatusCode.ERROR))
         context = span.get_span_context()
         trace_id = trace.format_trace_id(context.trace_id) if context.is_valid else ""
-        return dataclasses.replace(outcome, classification=classification, trace_id=trace_id)
+        return dataclasses.replace(
+            outcome, classification=classification, rendered=rendered, trace_id=trace_id
+        )
 
 
 type Classify = Callable[[Failed], Classification]

@@ -18,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import SpanKind, StatusCode
 
+from django_jobretry import job
 from django_jobretry.conf.schema import validate
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.services import tracing
@@ -96,7 +97,9 @@ def test_three_attempts_are_three_consumer_spans_linked_to_the_enqueue(spans: li
     for span in failed:
         assert span.status.status_code is StatusCode.ERROR
         assert span.attributes is not None
-        assert span.attributes["error.type"] == "django_jobretry.policy.errors.RetryableError"
+        assert (
+            span.attributes["error.type"] == "django_jobretry.exceptions.RetryableError"
+        )  # as in the history
         assert span.attributes["django_jobretry.error_kind"] == "retryable"
         assert [event.name for event in span.events] == ["exception"]
     assert succeeded.status.status_code is StatusCode.UNSET
@@ -271,3 +274,40 @@ def test_a_django_tasks_enqueue_is_traced_like_a_job(spans: list[ReadableSpan]) 
         [link.context.span_id for link in span.links] == [producer.context.span_id] for span in consumers
     )
     assert tasks.flaky.get_result(result.id).status == "SUCCESSFUL"
+
+
+class CountedStr(Exception):
+    """Counts how often its text is asked for: user code, which a span must not run again."""
+
+    calls = 0
+
+    def __str__(self) -> str:
+        CountedStr.calls += 1
+        return "counted"
+
+
+@job(name="tests.tracing.counted_str", policy="three")
+def raise_counted_str() -> None:
+    raise CountedStr
+
+
+def calls_of_one_attempt() -> int:
+    CountedStr.calls = 0
+    raise_counted_str.enqueue()
+    run_jobs()
+    Job.objects.all().delete()
+    return CountedStr.calls
+
+
+def test_a_span_records_the_rendered_error_without_calling_the_exception_again(
+    spans: list[ReadableSpan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A __str__ that hangs or raises must cost a span nothing: its text is rendered once, with a bound."""
+    traced = calls_of_one_attempt()
+    (consumer,) = named(spans, SpanKind.CONSUMER)
+    (event,) = consumer.events
+    assert event.attributes is not None
+    assert (event.name, event.attributes["exception.message"]) == ("exception", "counted")
+    assert event.attributes["exception.type"] == f"{__name__}.CountedStr"
+    monkeypatch.setattr(tracing, "trace", None)
+    assert traced == calls_of_one_attempt() > 0
