@@ -7,10 +7,13 @@ import os
 import django
 import pytest
 
+from tests import otel_sdk
 from tests.inprocess import keep_signal_handlers
 from tests.processes import workers
 
 __all__ = ["keep_signal_handlers", "workers"]
+
+otel_sdk.install()
 
 # django.tasks, and with it JobRetryBackend, exists from Django 6.0 on. On Django 5.2
 # (`make matrix`) the modules that need it are not collected at all, since importing them

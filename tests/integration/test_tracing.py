@@ -1,8 +1,7 @@
 """OpenTelemetry (issue 24, part 3): a producer span per enqueue, a consumer span per attempt, linked.
 
-Spans are read from the SDK's own in-memory recording: a span processor
-installed once in this process, recording only while a test here asks it
-to, so the rest of the suite runs untraced.
+Spans are read from the SDK every test process runs with (tests/otel_sdk.py),
+recorded only while a test here asks for them.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import pytest
 from django.test import override_settings
 from django.urls import reverse
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from django_jobretry import job
@@ -25,40 +24,21 @@ from django_jobretry.services import tracing
 from django_jobretry.testing import run_jobs
 from tests.integration.conftest import Operator
 from tests.jobs_app import jobs
+from tests.otel_sdk import RECORDING
 
 pytestmark = pytest.mark.django_db
 
 TRACE_URL = "https://traces.example.com/trace/{trace_id}"
 
 
-class Recording(SpanProcessor):
-    """Keeps the spans that end while ``on``: the SDK's own spans, as an exporter would get them."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.spans: list[ReadableSpan] = []
-
-    def on_end(self, span: ReadableSpan) -> None:
-        if self.on:
-            self.spans.append(span)
-
-
-_RECORDING = Recording()
-
-
 @pytest.fixture
 def spans() -> Iterator[list[ReadableSpan]]:
-    """The spans that end during the test; the SDK is installed in this process once."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        provider.add_span_processor(_RECORDING)
-        trace.set_tracer_provider(provider)
-    _RECORDING.spans, _RECORDING.on = [], True
+    """The spans that end during the test (tests/otel_sdk.py installed the SDK in this process)."""
+    RECORDING.spans, RECORDING.on = [], True
     try:
-        yield _RECORDING.spans
+        yield RECORDING.spans
     finally:
-        _RECORDING.on = False
+        RECORDING.on = False
 
 
 def named(spans: list[ReadableSpan], kind: SpanKind) -> list[ReadableSpan]:
