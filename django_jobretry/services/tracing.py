@@ -53,16 +53,11 @@ HEADERS = ("traceparent", "tracestate")
 HEADER_CHARS = 600
 
 
-def installed() -> bool:
-    """Whether opentelemetry-api can be imported (the otel extra)."""
-    return trace is not None
-
-
 @contextlib.contextmanager
 def producing(queue_name: str, task_name: str, count: int = 1) -> Iterator[dict[str, str] | None]:
     """Around an enqueue: the context to store on its jobs, or None (no OpenTelemetry, no active span).
 
-    Only inside a recording span does a PRODUCER span start; the caller
+    Only inside an active span does a PRODUCER span start; the caller
     inserts the jobs inside the ``with`` so the span covers the statement.
     """
     if trace is None or not trace.get_current_span().get_span_context().is_valid:
