@@ -3,6 +3,7 @@
 JOBRETRY_TEST_TASK_MODULES: comma-separated JOBRETRY["TASK_MODULES"];
 JOBRETRY_TEST_VIEWS: a URL configuration importing a view module with a job;
 JOBRETRY_TEST_PARTNER: install an app whose @task names an undeclared queue.
+Listing tests.task_modules.bad_option in TASK_MODULES imports a @task whose option is refused.
 """
 
 import os

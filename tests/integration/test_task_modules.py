@@ -150,6 +150,21 @@ def test_an_undeclared_queue_is_e025_naming_the_setting_the_task_and_the_queue()
     assert (code, "Traceback" in err) == (0, False), "other commands start instead of a traceback"
 
 
+@pytest.mark.skipif(
+    django.VERSION < (6, 1), reason="@task passes its own options to the backend from Django 6.1"
+)
+def test_a_refused_task_option_is_e025_naming_the_task_the_option_and_what_is_allowed() -> None:
+    code, _, err = manage("check", JOBRETRY_TEST_TASK_MODULES="tests.task_modules.bad_option")
+    assert code == 1
+    assert "Traceback" not in err
+    assert (
+        "(django_jobretry.E025) tests.task_modules.bad_option was not imported at start-up, so none of its "
+        "tasks is registered: @task tests.task_modules.bad_option.charge: policy 'no-such-policy' is not a "
+        "policy in JOBRETRY['POLICIES']" in err
+    )
+    assert "HINT: Fix that option of the @task(...). JobRetryBackend's @task takes policy, timeout" in err
+
+
 @needs_django_tasks
 def test_at_decoration_the_error_is_django_s_invalid_task_with_the_fix() -> None:
     from django.tasks import task
