@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from django.apps import apps
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import DuplicateTaskName, UnknownPolicy
 from django_jobretry.policy import RetryPolicy
 
@@ -58,6 +59,10 @@ class TaskDefinition(Protocol):
     #: Whether ``func``'s first parameter is django.tasks' context: the job's arguments bind after it.
     @property
     def takes_context(self) -> bool: ...
+
+    #: How its enqueues, and its schedules' runs, are deduplicated (conf/uniqueness.py).
+    @property
+    def unique(self) -> Uniqueness: ...
 
 
 class TaskRegistry:

@@ -8,6 +8,7 @@ function whether a schedule can make a run, and get one answer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schedules import ScheduleSpec
@@ -34,11 +35,19 @@ class Run:
     max_attempts: int
     args: str
     kwargs: str
+    #: The task's own deduplication key for these arguments, if it declares one; else the overlap key.
     key: str | None
+    #: The task's ``unique_for``: a run is not inserted while a job with its key succeeded less ago.
+    held_for: timedelta | None = None
 
 
 def run_columns(spec: ScheduleSpec) -> Run:
     """The run of ``spec`` as a job; InvalidJob (or UnknownPolicy) when it cannot make one here.
+
+    A task that deduplicates its enqueues (``unique_args``, ``unique_for``)
+    deduplicates its runs too: they take its key for the schedule's arguments
+    instead of the overlap key, so a live job of that key, or one that
+    succeeded within the window, holds the slot back like a live run would.
 
     Its task is unknown in this process, refuses the arguments, names a queue
     enqueue would refuse, or its policy is not in the settings.
@@ -59,6 +68,10 @@ def run_columns(spec: ScheduleSpec) -> Run:
     policy_name, policy = resolve_policy(definition.policy)
     queue = spec.queue_name or definition.queue_name
     check_queue_name(queue)
+    unique = definition.unique
+    key = unique.key_for(
+        spec.task_name, definition.func, spec.args, dict(spec.kwargs), takes_context=definition.takes_context
+    )
     return Run(
         task=spec.task_name,
         queue=queue,
@@ -67,5 +80,6 @@ def run_columns(spec: ScheduleSpec) -> Run:
         max_attempts=policy.max_attempts,
         args=arguments.args_json,
         kwargs=arguments.kwargs_json,
-        key=None if spec.overlap is Overlap.ALLOW else overlap_key(spec.name),
+        key=key or (None if spec.overlap is Overlap.ALLOW else overlap_key(spec.name)),
+        held_for=unique.window if key else None,
     )

@@ -18,12 +18,13 @@ from django_jobretry.conf.schedule_runs import run_columns
 from django_jobretry.conf.schedules import ScheduleSpec, declared
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.models import CounterEvent, Job, Schedule
+from django_jobretry.models import CounterEvent, JobStatus, Schedule
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.services import schedule_sql as sql
 from django_jobretry.services.console import counters
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.schedules import as_arrays, declare_rows, log_fields, retry_until
+from django_jobretry.services.unique_enqueue import holder_of
 
 logger = logging.getLogger("django_jobretry")
 
@@ -93,8 +94,14 @@ def run_now(name: str, *, actor: str) -> int:
         cursor.execute(sql.INSERT_RUNS, as_arrays([{**vars(run), "name": name, "slot": now, "until": until}]))
         created = cursor.fetchone()
         if created is None:
-            live = Job.objects.live().filter(unique_key=run.key).values_list("pk", flat=True).first()
-            raise RunRefused(f"schedule {name!r} has a run still ready, running or retrying (job {live})")
+            holder = holder_of(run.key, run.held_for) if run.key else None
+            if holder is not None and holder.status == JobStatus.SUCCEEDED:
+                raise RunRefused(
+                    f"schedule {name!r}: job {holder.pk} with its task's unique key succeeded less than "
+                    f"unique_for ({run.held_for}) ago"
+                )
+            held = holder.pk if holder is not None else None
+            raise RunRefused(f"schedule {name!r} has a run still ready, running or retrying (job {held})")
         Schedule.objects.filter(name=name).update(runs=F("runs") + 1, last_slot=now, last_job_id=created[0])
         counters.count(CounterEvent.ENQUEUED, [(run.task, run.queue)])
         notify([run.queue])

@@ -39,18 +39,22 @@ LOCK_DUE = f"""
 
 #: The runs of one look (or one run now), in one statement: ordinary ready jobs, in slot order, so
 #: under overlap "skip" and "queue" a schedule's oldest due slot is the one that gets its unique key.
-#: A conflict inserts nothing: the schedule's live run holds the key, or the slot has its run already.
+#: A conflict inserts nothing: the schedule's live run holds the key, or the slot has its run already;
+#: nor does a run whose task's key a job succeeded with less than its unique_for ago.
 INSERT_RUNS = f"""
     INSERT INTO {JOB} (task_name, queue_name, policy_name, priority, max_attempts, args, kwargs,
-                       unique_key, schedule_name, schedule_slot, retry_until,
+                       unique_key, unique_for, schedule_name, schedule_slot, retry_until,
                        status, attempts, lease_owner, errors, requeue_count, requeue_history)
     SELECT r.task, r.queue, r.policy, r.priority, r.max_attempts, r.args::jsonb, r.kwargs::jsonb,
-           r.key, r.name, r.slot, r.until, 'ready', 0, '', '[]', 0, '[]'
+           r.key, r.held_for, r.name, r.slot, r.until, 'ready', 0, '', '[]', 0, '[]'
     FROM unnest(%(task)s::text[], %(queue)s::text[], %(policy)s::text[], %(priority)s::int[],
                 %(max_attempts)s::int[], %(args)s::text[], %(kwargs)s::text[], %(key)s::text[],
-                %(name)s::text[], %(slot)s::timestamptz[], %(until)s::timestamptz[])
+                %(held_for)s::interval[], %(name)s::text[], %(slot)s::timestamptz[], %(until)s::timestamptz[])
         WITH ORDINALITY
-        AS r(task, queue, policy, priority, max_attempts, args, kwargs, key, name, slot, until, n)
+        AS r(task, queue, policy, priority, max_attempts, args, kwargs, key, held_for, name, slot, until, n)
+    WHERE r.held_for IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {JOB} AS h WHERE h.unique_key = r.key AND h.status = 'succeeded'
+          AND h.finished_at > statement_timestamp() - r.held_for)
     ORDER BY r.n
     ON CONFLICT DO NOTHING
     RETURNING id, schedule_name, schedule_slot

@@ -159,7 +159,7 @@ class _Look:
             else:
                 skipped += 1
                 logger.info(
-                    "schedule %s: slot %s skipped: its last run is still ready, running or retrying",
+                    "schedule %s: slot %s skipped: its key is held (its last run, or its task's unique key)",
                     spec.name,
                     slot.isoformat(),
                     extra=log_fields(spec, "schedule_skipped", slot=slot.isoformat()),

@@ -24,6 +24,7 @@ from django.utils.json import normalize_json
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.conf.uniqueness import NOT_UNIQUE, Uniqueness
 from django_jobretry.context import current_job
 from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
 from django_jobretry.exceptions import InvalidJob, StoredError, UnstorableResult
@@ -60,6 +61,11 @@ class TaskRun:
     def timeout(self) -> timedelta | None:
         """How long one attempt may run: ``@task(timeout=...)`` (Django 6.1); None: its policy's."""
         return self.task.time_limit if isinstance(self.task, JobRetryTask) else None
+
+    @property
+    def unique(self) -> Uniqueness:
+        """How its enqueues are deduplicated: ``@task(unique_args=...)`` and the rest (Django 6.1)."""
+        return self.task.unique if isinstance(self.task, JobRetryTask) else NOT_UNIQUE
 
     @property
     def priority(self) -> int:
