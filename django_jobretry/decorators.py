@@ -13,12 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, overload
 
-from django_jobretry.conf.limits import declare_task, unknown_key_arguments
+from django_jobretry.conf.limits import declare_limit, declare_task
 from django_jobretry.conf.schedules import InvalidSchedule, declare, job_schedule
 from django_jobretry.conf.uniqueness import NOT_UNIQUE, OnConflict, Uniqueness
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
-from django_jobretry.policy.limits import InvalidLimit, Limit
 from django_jobretry.registry import registry
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import (
@@ -240,12 +239,8 @@ def job[**P](
         task_name = name or f"{function.__module__}.{function.__qualname__}"
         where = f"@job {task_name}"
         unique = Uniqueness.declare(
-            where, unique_args=unique_args, unique_for=unique_for, on_conflict=on_conflict
+            where, unique_args=unique_args, unique_for=unique_for, on_conflict=on_conflict, func=function
         )
-        if unknown := unique.unknown_args(function):
-            raise InvalidJob(
-                f"{where}: unique_args names {unknown[0]!r}, which {function.__name__}() does not take"
-            )
         definition = JobDefinition(
             func=function,
             name=task_name,
@@ -255,14 +250,9 @@ def job[**P](
             unique=unique,
             timeout=check_timeout(timeout),
         )
-        limit = Limit.declare(
-            where, concurrency=concurrency, concurrency_key=concurrency_key, rate=rate, burst=burst
+        limit = declare_limit(
+            where, function, concurrency=concurrency, concurrency_key=concurrency_key, rate=rate, burst=burst
         )
-        if limit is not None and (unknown := unknown_key_arguments(limit, function, takes_context=False)):
-            raise InvalidLimit(
-                f"{where}: concurrency_key {concurrency_key!r} names {unknown[0]!r}, "
-                f"which {function.__name__}() does not take"
-            )
         spec = None  # checked before the task is registered: a refused @job leaves nothing behind
         if schedule is not None or every is not None or tz is not None or schedule_options:
             spec = job_schedule(definition.name, cron=schedule, every=every, tz=tz, **schedule_options)

@@ -44,6 +44,24 @@ def declare_task(task_name: str, limit: Limit | None) -> None:
             _tasks[task_name] = limit
 
 
+def declare_limit(
+    where: str, func: Callable[..., Any], *, takes_context: bool = False, **options: Any
+) -> Limit | None:
+    """A task's limit options checked (``Limit.declare``), its key template against ``func``; None: no limit.
+
+    InvalidLimit names ``where``, the option and the value, or the argument the key names that
+    ``func`` does not take: what ``@job`` and a django.tasks ``@task`` refuse at import.
+    """
+    limit = Limit.declare(where, **options)
+    if limit is not None and (unknown := unknown_key_arguments(limit, func, takes_context=takes_context)):
+        name = getattr(func, "__name__", "the task function")
+        raise InvalidLimit(
+            f"{where}: concurrency_key {limit.concurrency_key!r} names {unknown[0]!r}, "
+            f"which {name}() does not take"
+        )
+    return limit
+
+
 def task_limits() -> dict[str, Limit]:
     return dict(_tasks)
 

@@ -58,8 +58,13 @@ class Uniqueness:
         unique_args: object = (),
         unique_for: object = None,
         on_conflict: object = "return_existing",
+        func: Callable[..., Any] | None = None,
+        takes_context: bool = False,
     ) -> Uniqueness:
-        """The options as given, checked: InvalidJob names ``where`` (if any), the option and the value."""
+        """The options as given, checked: InvalidJob names ``where`` (if any), the option and the value.
+
+        With the task's ``func``, ``unique_args`` must name parameters it takes.
+        """
         try:
             declared = cls(
                 key=check_unique_key(unique_key),
@@ -71,6 +76,11 @@ class Uniqueness:
                 raise InvalidJob(
                     "unique_for and on_conflict apply to a keyed enqueue: give unique_args, or unique_key "
                     "with .using()"
+                )
+            if func is not None and (unknown := untaken(func, declared.args, takes_context=takes_context)):
+                name = getattr(func, "__name__", "the task function")
+                raise InvalidJob(
+                    f"unique_args {list(declared.args)!r} names {unknown[0]!r}, which {name}() does not take"
                 )
             return declared
         except InvalidJob as exc:
@@ -114,10 +124,6 @@ class Uniqueness:
             ) from None
         digest = hashlib.sha256(f"{task_name}\0{values}".encode()).hexdigest()
         return f"{task_name[: UNIQUE_KEY_MAX - len(digest) - 1]}:{digest}"
-
-    def unknown_args(self, func: Callable[..., Any], *, takes_context: bool = False) -> list[str]:
-        """The names of ``args`` that ``func`` does not take (refused at declaration)."""
-        return untaken(func, self.args, takes_context=takes_context)
 
 
 def _checked_args(value: object) -> tuple[str, ...]:

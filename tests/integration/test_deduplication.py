@@ -86,7 +86,10 @@ class TestDeclarations:
     @pytest.mark.parametrize(
         ("options", "message"),
         [
-            ({"unique_args": ("order",)}, r"unique_args names 'order', which f\(\) does not take"),
+            (
+                {"unique_args": ("order",)},
+                r"unique_args \['order'\] names 'order', which f\(\) does not take",
+            ),
             ({"unique_args": "1x"}, r"unique_args '1x' is invalid: a tuple of argument names"),
             ({"unique_args": ("a", "a")}, r"unique_args \('a', 'a'\) names an argument twice"),
             ({"unique_args": ("a",), "unique_for": timedelta(0)}, r"unique_for datetime.timedelta\(0\) is"),

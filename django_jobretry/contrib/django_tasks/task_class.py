@@ -23,7 +23,7 @@ from django.tasks.base import Task
 from django.tasks.exceptions import InvalidTask
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.conf.limits import declare_task, unknown_key_arguments
+from django_jobretry.conf.limits import declare_limit, declare_task
 from django_jobretry.conf.uniqueness import OnConflict, Uniqueness
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob, InvalidSettings, UnknownPolicy
@@ -157,14 +157,11 @@ def declare(task: JobRetryTask) -> Declared:
     except InvalidJob as exc:
         raise InvalidTaskOption(f"{where}: {exc}") from None
     unique = declare_uniqueness(task, where)
-    name = getattr(task.func, "__name__", "the task function")
-    if unique.args and (unknown := unique.unknown_args(task.func, takes_context=task.takes_context)):
-        raise InvalidTaskOption(
-            f"{where}: unique_args {list(unique.args)!r} names {unknown[0]!r}, which {name}() does not take"
-        )
     try:
-        limit = Limit.declare(
+        limit = declare_limit(
             where,
+            task.func,
+            takes_context=task.takes_context,
             concurrency=task.concurrency,
             concurrency_key=task.concurrency_key,
             rate=task.rate,
@@ -172,13 +169,6 @@ def declare(task: JobRetryTask) -> Declared:
         )
     except InvalidLimit as exc:
         raise InvalidTaskOption(str(exc)) from None
-    if limit is not None and (
-        unknown := unknown_key_arguments(limit, task.func, takes_context=task.takes_context)
-    ):
-        raise InvalidTaskOption(
-            f"{where}: concurrency_key {task.concurrency_key!r} names {unknown[0]!r}, "
-            f"which {name}() does not take"
-        )
     return Declared(timeout, unique, limit)
 
 
@@ -191,6 +181,8 @@ def declare_uniqueness(task: JobRetryTask, where: str) -> Uniqueness:
             unique_args=task.unique_args,
             unique_for=task.unique_for,
             on_conflict=task.on_conflict,
+            func=task.func,
+            takes_context=task.takes_context,
         )
     except InvalidJob as exc:
         raise InvalidTaskOption(str(exc)) from None
