@@ -113,8 +113,14 @@ class JobRetryTask(_AnyTask):
 
     @property
     def unique(self) -> Uniqueness:
-        """How its enqueues are deduplicated, as the enqueue service takes it (none by default)."""
-        return declare_uniqueness(self, f"@task {self.module_path}")
+        """How its enqueues are deduplicated, as the enqueue service takes it (none by default).
+
+        Read at every enqueue: the options were checked and normalised when
+        the task was declared (``__post_init__``), so they are only put together
+        here, without reading the function's signature again.
+        """
+        window = self.unique_for if isinstance(self.unique_for, timedelta) else None
+        return Uniqueness(self.unique_key, self.unique_args, window, self.on_conflict)
 
     @property
     def time_limit(self) -> timedelta | None:
