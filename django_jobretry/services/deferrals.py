@@ -38,9 +38,11 @@ def deferred(job: ClaimedJob, error: Snooze | CircuitOpen) -> Failed | None:
     process sends back too. The error is the handler's object: a subclass
     that skipped ``__init__`` or holds a bad delay is treated as any error.
     """
-    ended = AttemptEnd.SNOOZED if isinstance(error, Snooze) else AttemptEnd.CIRCUIT_OPEN
+    snoozed = isinstance(error, Snooze)
+    ended = AttemptEnd.SNOOZED if snoozed else AttemptEnd.CIRCUIT_OPEN
     try:
-        delay = to_timedelta("delay", getattr(error, "delay" if ended is AttemptEnd.SNOOZED else "for_"))
+        # As each class accepts it when raised: Snooze(0) means "again at once", a breaker needs a time.
+        delay = to_timedelta("delay", getattr(error, "delay" if snoozed else "for_"), allow_zero=snoozed)
     except Exception:
         return None
     return Failed(job, error, ended, render_error(error), Classification(ErrorKind.RETRYABLE, delay))

@@ -48,6 +48,11 @@ def not_yet() -> None:
     raise Snooze(60)
 
 
+@job(policy=RetryPolicy(max_attempts=2, max_snoozes=3))
+def at_once() -> None:
+    raise Snooze(0)
+
+
 @job(policy=OUTAGE)
 def rate_limited() -> None:
     raise CircuitOpen(for_=timedelta(minutes=5))
@@ -272,6 +277,17 @@ class TestSnooze:
         run_jobs()
         dead = DeadLetter.objects.get(job_id=snoozer.id)
         assert dead.reason == DeadReason.SNOOZE_BUDGET
+
+    def test_a_snooze_of_zero_is_a_snooze_and_dies_for_its_budget_not_its_attempts(self) -> None:
+        snoozer = at_once.enqueue()
+        for expected in (1, 2, 3):
+            run_jobs()
+            row = Job.objects.get(pk=snoozer.id)
+            assert (row.attempts, row.snoozes, row.status) == (0, expected, JobStatus.READY)
+            assert row.errors[-1]["ended"] == "snoozed"
+            assert row.errors[-1]["delay"] == 0
+        run_jobs()
+        assert DeadLetter.objects.get(job_id=snoozer.id).reason == DeadReason.SNOOZE_BUDGET
 
     def test_circuit_open_holds_the_whole_task(self) -> None:
         first, second = rate_limited.enqueue(), rate_limited.enqueue()
