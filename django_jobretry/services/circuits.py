@@ -22,6 +22,7 @@ of two deploys never disagree about an opening already made.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +38,7 @@ from django_jobretry.policy.circuit import next_cooldown
 from django_jobretry.services import hold_sql
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.history import clean_text
+from django_jobretry.services.isolation import Apart
 from django_jobretry.services.sql import named_rows
 
 logger = logging.getLogger("django_jobretry")
@@ -47,6 +49,8 @@ UNCONFIGURED_RATE = 10.0
 #: Most held jobs a beat moves to their breaker's end: a backlog is parked over a few beats,
 #: never in one long statement on the heartbeat's connection.
 PARKED_PER_BEAT = 10_000
+#: This process's breakers, judged one at a time by its heartbeat.
+BREAKERS = Apart("circuit of task", "task_name")
 
 
 @dataclass(frozen=True)
@@ -122,11 +126,17 @@ def _announce_open(opened: Opened) -> None:
 
 def beat() -> None:
     """Move on every breaker whose cooldown ended or whose probe is out, that no other worker holds;
-    then park the jobs the open ones hold (:data:`~django_jobretry.services.hold_sql.PARK`)."""
+    then park the jobs the open ones hold (:data:`~django_jobretry.services.hold_sql.PARK`).
+
+    Each breaker is judged alone (services/isolation.py): one that cannot be
+    moved on is logged by its task's name and left as it is, and the others
+    move on.
+    """
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(hold_sql.DUE_CIRCUITS)
         for row in named_rows(cursor):
-            _judge(row)
+            with BREAKERS.one(row["task_name"], "move its breaker on"):
+                _judge(row)
     with connection.cursor() as cursor:
         cursor.execute(hold_sql.PARK, {"limit": PARKED_PER_BEAT})
 
@@ -174,6 +184,7 @@ def _probe_or_close(task: str, rate: float) -> None:
 
 
 def _close(task: str, rate: float, why: str) -> None:
+    rate = usable_rate(task, rate)
     with connection.cursor() as cursor:
         cursor.execute(hold_sql.CLOSE, {"task": task, "spacing": 1.0 / rate})
         released, queues = cursor.fetchone()
@@ -195,6 +206,25 @@ def _close(task: str, rate: float, why: str) -> None:
             released=released,
         )
     )
+
+
+def usable_rate(task: str, rate: float) -> float:
+    """``rate``, or the default one when the row holds a rate no release can use (logged, naming the task).
+
+    A policy refuses such a rate, and the schema too since migration 0031;
+    a row written by hand or before then may still hold one. Without this
+    its breaker could never close: its held jobs would wait for ever.
+    """
+    if math.isfinite(rate) and rate > 0:
+        return rate
+    logger.warning(
+        "circuit of task %s: its release rate %r is not a number of jobs a second > 0; releasing %g a second",
+        task,
+        rate,
+        UNCONFIGURED_RATE,
+        extra=_extra(task, "circuit_rate_replaced", release_per_second=UNCONFIGURED_RATE),
+    )
+    return UNCONFIGURED_RATE
 
 
 def close(task_name: str, *, actor: str) -> bool:

@@ -1,0 +1,87 @@
+"""One bad row fails alone: each schedule or breaker of a set is acted on in a savepoint of its own.
+
+The scheduler and the heartbeat act on many rows at once. A row that cannot
+be acted on (a count at its column's maximum, a release rate of 0 written
+by hand, a value an older deploy stored) must not stop the others, nor go
+unnoticed: :meth:`Apart.one` runs its block in a savepoint, and on failure
+rolls back that block only, logs the row's name at ERROR (at DEBUG while it
+keeps failing, so a row that fails at every beat logs once per stretch) and
+lets the caller go on with the next row.
+
+A lost connection is not a bad row: ``OperationalError`` and
+``InterfaceError`` (which also cover lock and statement timeouts) are
+raised as they are, for the thread's own handling. Database errors are
+logged by class and SQLSTATE only (services.sql.loggable): their message
+may quote the row.
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+
+from django_jobretry.services.sql import loggable
+
+logger = logging.getLogger("django_jobretry")
+
+
+class Apart:
+    """The rows of one kind ("schedule", "circuit of task") acted on one at a time; remembers which fail."""
+
+    def __init__(self, kind: str, field: str) -> None:
+        #: How log lines name a row ("schedule nightly"), and the ``extra`` field that carries its name.
+        self.kind, self.field = kind, field
+        #: Rows whose last attempt failed: their next failure logs at DEBUG.
+        self.failing: set[str] = set()
+
+    def one(self, name: str, doing: str) -> _One:
+        """A context manager: ``doing`` (for the log line) to row ``name``, in a savepoint, alone."""
+        return _One(self, name, doing)
+
+
+class _One:
+    """One row's block: ``failed`` says, after it, whether the block was rolled back and skipped."""
+
+    def __init__(self, apart: Apart, name: str, doing: str) -> None:
+        self.apart, self.name, self.doing = apart, name, doing
+        self.failed = False
+        self._savepoint = transaction.atomic()
+
+    def __enter__(self) -> _One:
+        self._savepoint.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        self._savepoint.__exit__(kind, exc, tb)  # rolls the block back when it raised
+        if exc is None:
+            self.apart.failing.discard(self.name)
+            return False
+        if not isinstance(exc, Exception) or isinstance(exc, OperationalError | InterfaceError):
+            return False
+        self.failed = True
+        self._log(exc)
+        return True
+
+    def _log(self, exc: Exception) -> None:
+        apart = self.apart
+        level = logging.DEBUG if self.name in apart.failing else logging.ERROR
+        apart.failing.add(self.name)
+        fields: dict[str, Any] = (
+            loggable(exc) if isinstance(exc, DatabaseError) else {"error_class": type(exc).__name__}
+        )
+        logger.log(
+            level,
+            "%s %s skipped: could not %s (%s%s); the others go on",
+            apart.kind,
+            self.name,
+            self.doing,
+            fields["error_class"],
+            f", SQLSTATE {fields['sqlstate']}" if fields.get("sqlstate") else "",
+            extra={apart.field: self.name, "outcome": "skipped_alone", **fields},
+            exc_info=None if isinstance(exc, DatabaseError) else exc,
+        )
