@@ -49,8 +49,6 @@ UNCONFIGURED_RATE = 10.0
 #: Most held jobs a beat moves to their breaker's end: a backlog is parked over a few beats,
 #: never in one long statement on the heartbeat's connection.
 PARKED_PER_BEAT = 10_000
-#: This process's breakers, judged one at a time by its heartbeat.
-BREAKERS = Apart("circuit of task", "task_name")
 
 
 @dataclass(frozen=True)
@@ -124,18 +122,25 @@ def _announce_open(opened: Opened) -> None:
     )
 
 
-def beat() -> None:
+def breakers() -> Apart:
+    """The breakers one heartbeat judges, beat after beat: each alone, each failing stretch logged once."""
+    return Apart("circuit of task", "task_name")
+
+
+def beat(apart: Apart | None = None) -> None:
     """Move on every breaker whose cooldown ended or whose probe is out, that no other worker holds;
     then park the jobs the open ones hold (:data:`~django_jobretry.services.hold_sql.PARK`).
 
     Each breaker is judged alone (services/isolation.py): one that cannot be
     moved on is logged by its task's name and left as it is, and the others
-    move on.
+    move on. ``apart``: the heartbeat's own, so a breaker failing beat after
+    beat is logged once per stretch.
     """
+    apart = apart or breakers()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(hold_sql.DUE_CIRCUITS)
         for row in named_rows(cursor):
-            with BREAKERS.one(row["task_name"], "move its breaker on"):
+            with apart.one(row["task_name"], "move its breaker on"):
                 _judge(row)
     with connection.cursor() as cursor:
         cursor.execute(hold_sql.PARK, {"limit": PARKED_PER_BEAT})

@@ -18,6 +18,7 @@ may quote the row.
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Any
 
@@ -37,18 +38,22 @@ class Apart:
         #: Rows whose last attempt failed: their next failure logs at DEBUG.
         self.failing: set[str] = set()
 
-    def one(self, name: str, doing: str) -> _One:
-        """A context manager: ``doing`` (for the log line) to row ``name``, in a savepoint, alone."""
-        return _One(self, name, doing)
+    def one(self, name: str, doing: str, *, savepoint: bool = True) -> _One:
+        """A context manager: ``doing`` (for the log line) to row ``name``, in a savepoint, alone.
+
+        ``savepoint=False`` for a block that only computes (no statement to
+        roll back): its failure is caught and logged the same way.
+        """
+        return _One(self, name, doing, savepoint)
 
 
 class _One:
     """One row's block: ``failed`` says, after it, whether the block was rolled back and skipped."""
 
-    def __init__(self, apart: Apart, name: str, doing: str) -> None:
+    def __init__(self, apart: Apart, name: str, doing: str, savepoint: bool) -> None:
         self.apart, self.name, self.doing = apart, name, doing
         self.failed = False
-        self._savepoint = transaction.atomic()
+        self._savepoint: AbstractContextManager[Any] = transaction.atomic() if savepoint else nullcontext()
 
     def __enter__(self) -> _One:
         self._savepoint.__enter__()

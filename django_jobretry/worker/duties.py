@@ -112,9 +112,13 @@ class Holds(Duty):
 
     failure = "move the pauses and breakers on"
 
+    def __init__(self) -> None:
+        #: The breakers this heartbeat judges, each alone: which of them failed at the last beat.
+        self.breakers = circuits.breakers()
+
     def beat(self, running: int) -> None:
         holds.end_expired()
-        circuits.beat()
+        circuits.beat(self.breakers)
 
 
 class StatusSample(Duty):
