@@ -21,7 +21,13 @@ from django.conf import settings
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.policy import InvalidPolicy
-from django_jobretry.policy.slots import DEFAULT_CATCH_UP_LIMIT, Cadence, CatchUp, Overlap
+from django_jobretry.policy.slots import (
+    DEFAULT_CATCH_UP_LIMIT,
+    DESCRIBED_MAX_LENGTH,
+    Cadence,
+    CatchUp,
+    Overlap,
+)
 
 #: The keys of one schedule's mapping, in settings and in a task backend's OPTIONS.
 KEYS = (
@@ -130,10 +136,21 @@ def cadence_of(schedule: str, *, cron: object = None, every: object = None, tz: 
     if cron is not None and not isinstance(cron, str):
         raise InvalidSchedule(schedule, "cron", cron, "a cron expression as a string, e.g. '0 3 * * *'")
     try:
-        return Cadence(cron=cron, tz="UTC" if tz is None else str(tz), every=every)  # type: ignore[arg-type]
+        cadence = Cadence(cron=cron, tz="UTC" if tz is None else str(tz), every=every)  # type: ignore[arg-type]
     except InvalidPolicy as exc:
         close = did_you_mean([str(exc.value)], zoneinfo.available_timezones()) if exc.field == "tz" else ""
         raise InvalidSchedule(schedule, exc.field, exc.value, exc.allowed + close) from None
+    if cron is not None and (over := len(cadence.describe()) - DESCRIBED_MAX_LENGTH) > 0:
+        # The row stores the cadence, with its zone, to tell a changed one: no worker could declare this.
+        raise InvalidSchedule(
+            schedule,
+            "cron",
+            cron,
+            f"at most {len(cron) - over} characters in time zone {cadence.tz!r} (what a schedule's row "
+            f"stores), got {len(cron)}: write a field listing every value as '*', and runs of values "
+            "as 'a-b' or 'a-b/n'",
+        )
+    return cadence
 
 
 def from_mapping(name: object, mapping: object, source: str) -> ScheduleSpec:

@@ -13,6 +13,7 @@ from django.db import models
 
 from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
+from django_jobretry.policy.slots import DESCRIBED_MAX_LENGTH
 
 
 class Schedule(models.Model):
@@ -21,7 +22,7 @@ class Schedule(models.Model):
     name = models.CharField(max_length=200, primary_key=True)
     task_name = models.CharField(max_length=200)
     #: The cadence in one line (policy.slots.Cadence.describe): when it changes, slots start over.
-    cadence = models.CharField(max_length=300)
+    cadence = models.CharField(max_length=DESCRIBED_MAX_LENGTH)
     #: The earliest slot not decided yet; due when the database clock passes it.
     next_slot = models.DateTimeField()
     last_slot = models.DateTimeField(null=True, blank=True)

@@ -35,6 +35,8 @@ MIN_EVERY = timedelta(seconds=1)
 MAX_EVERY = timedelta(days=366)
 #: The default ``catch_up_limit`` of ``catch_up="all"``.
 DEFAULT_CATCH_UP_LIMIT = 100
+#: The longest :meth:`Cadence.describe` a schedule's row can store (its ``cadence`` column).
+DESCRIBED_MAX_LENGTH = 300
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: Added to ``now`` to read the slots at or before it with :meth:`Cadence.slots_before`.

@@ -18,15 +18,19 @@ may quote the row.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from django_jobretry.services.sql import loggable
 
 logger = logging.getLogger("django_jobretry")
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class Apart:
@@ -41,8 +45,9 @@ class Apart:
     def one(self, name: str, doing: str, *, savepoint: bool = True) -> _One:
         """A context manager: ``doing`` (for the log line) to row ``name``, in a savepoint, alone.
 
-        ``savepoint=False`` for a block that only computes (no statement to
-        roll back): its failure is caught and logged the same way.
+        ``savepoint=False`` for a block that only computes before the write
+        (no statement to roll back): its failure is caught and logged the
+        same way; its success does not end a failing stretch, the write's does.
         """
         return _One(self, name, doing, savepoint)
 
@@ -51,7 +56,7 @@ class _One:
     """One row's block: ``failed`` says, after it, whether the block was rolled back and skipped."""
 
     def __init__(self, apart: Apart, name: str, doing: str, savepoint: bool) -> None:
-        self.apart, self.name, self.doing = apart, name, doing
+        self.apart, self.name, self.doing, self.writes = apart, name, doing, savepoint
         self.failed = False
         self._savepoint: AbstractContextManager[Any] = transaction.atomic() if savepoint else nullcontext()
 
@@ -64,7 +69,8 @@ class _One:
     ) -> bool:
         self._savepoint.__exit__(kind, exc, tb)  # rolls the block back when it raised
         if exc is None:
-            self.apart.failing.discard(self.name)
+            if self.writes:
+                self.apart.failing.discard(self.name)
             return False
         if not isinstance(exc, Exception) or isinstance(exc, OperationalError | InterfaceError):
             return False
@@ -90,3 +96,36 @@ class _One:
             extra={apart.field: self.name, "outcome": "skipped_alone", **fields},
             exc_info=None if isinstance(exc, DatabaseError) else exc,
         )
+
+
+def all_or_each[T, R](
+    apart: Apart,
+    items: Sequence[T],
+    name_of: Callable[[T], str],
+    doing: str,
+    write: Callable[[Sequence[T]], R],
+) -> list[R]:
+    """``write(items)``: one statement for all of them, in a savepoint; if it fails, each item alone.
+
+    The set-based write is the rule (a few statements whatever the number of
+    rows); only when it fails is each item written in its own savepoint,
+    so that the one that cannot be is named and skipped and the others
+    written. Returns what each write that succeeded returned.
+    """
+    if not items:
+        return []
+    try:
+        with transaction.atomic():
+            written = write(items)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception:  # one of them, unknown yet: each alone says which
+        written_alone: list[R] = []
+        for item in items:
+            with apart.one(name_of(item), doing) as one:
+                result = write([item])
+            if not one.failed:
+                written_alone.append(result)
+        return written_alone
+    apart.failing.difference_update(name_of(item) for item in items)
+    return [written]

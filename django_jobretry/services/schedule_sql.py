@@ -20,7 +20,7 @@ DECLARE = f"""
     INSERT INTO {SCHEDULE} AS s (name, task_name, cadence, next_slot, declared_at,
                                  runs, skipped, missed, refused, paused_by, pause_reason)
     SELECT d.name, d.task_name, d.cadence, d.next_slot, statement_timestamp(), 0, 0, 0, 0, '', ''
-    FROM unnest(%(names)s::text[], %(tasks)s::text[], %(cadences)s::text[], %(nexts)s::timestamptz[])
+    FROM unnest(%(name)s::text[], %(task)s::text[], %(cadence)s::text[], %(next_slot)s::timestamptz[])
         AS d(name, task_name, cadence, next_slot)
     ON CONFLICT (name) DO UPDATE SET
         task_name = EXCLUDED.task_name, declared_at = EXCLUDED.declared_at, cadence = EXCLUDED.cadence,
@@ -60,10 +60,19 @@ INSERT_RUNS = f"""
     RETURNING id, schedule_name, schedule_slot
 """
 
+#: The most a count column (bigint) holds.
+COUNT_MAX = 2**63 - 1
+
+
+def counted(column: str) -> str:
+    """``column`` plus the look's count, stopping at :data:`COUNT_MAX`: a full count never fails a look."""
+    return f"s.{column} + LEAST(d.{column}, {COUNT_MAX} - s.{column})"
+
+
 #: What one look decided for each schedule: where it continues, and what became of its due slots.
 ADVANCE = f"""
-    UPDATE {SCHEDULE} AS s SET next_slot = d.next_slot, runs = s.runs + d.runs,
-        skipped = s.skipped + d.skipped, missed = s.missed + d.missed, refused = s.refused + d.refused,
+    UPDATE {SCHEDULE} AS s SET next_slot = d.next_slot, runs = {counted("runs")},
+        skipped = {counted("skipped")}, missed = {counted("missed")}, refused = {counted("refused")},
         last_slot = COALESCE(d.last_slot, s.last_slot), last_job_id = COALESCE(d.last_job, s.last_job_id)
     FROM unnest(%(name)s::text[], %(next_slot)s::timestamptz[], %(runs)s::bigint[], %(skipped)s::bigint[],
                 %(missed)s::bigint[], %(refused)s::bigint[], %(last_slot)s::timestamptz[],

@@ -27,11 +27,12 @@ from django.db import connection, transaction
 from django_jobretry.conf.schedule_runs import Run, run_columns
 from django_jobretry.conf.schedules import ScheduleSpec
 from django_jobretry.exceptions import JobRetryError
-from django_jobretry.models import CounterEvent
+from django_jobretry.models import CounterEvent, Schedule
 from django_jobretry.policy.slots import CatchUp, Overlap, SlotPlan, grace, plan
 from django_jobretry.services import schedule_sql as sql
 from django_jobretry.services.console import counters
 from django_jobretry.services.enqueue import notify
+from django_jobretry.services.isolation import Apart, all_or_each
 from django_jobretry.services.sql import named_rows
 
 logger = logging.getLogger("django_jobretry")
@@ -54,53 +55,121 @@ def retry_until(spec: ScheduleSpec, next_slot: datetime) -> datetime | None:
     return next_slot - grace(spec.cadence, next_slot) if spec.retry_until_next_slot else None
 
 
-def declare_rows(specs: Mapping[str, ScheduleSpec]) -> None:
-    """Write this process's schedules to their rows (one statement): new ones start at their next slot."""
+def looks() -> Apart:
+    """The schedules one scheduler acts on, look after look: each alone once a statement for all fails."""
+    return Apart("schedule", "schedule")
+
+
+def declare_rows(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) -> None:
+    """Write this process's schedules to their rows (one statement): new ones start at their next slot.
+
+    A declaration its row cannot hold (``check`` refuses it; a worker of an
+    older version may still hold it) is left out, logged by name; any other
+    that the statement cannot write is written alone (services/isolation.py).
+    One bad declaration never keeps the others from running.
+    """
     if not specs:
         return
+    apart = apart or looks()
     with connection.cursor() as cursor:
         cursor.execute(sql.NOW)
         now = cursor.fetchone()[0]
-        ordered = list(specs.values())
-        cursor.execute(
-            sql.DECLARE,
-            {
-                "names": [spec.name for spec in ordered],
-                "tasks": [spec.task_name for spec in ordered],
-                "cadences": [spec.cadence.describe() for spec in ordered],
-                "nexts": [spec.cadence.after(now) for spec in ordered],
-            },
+        rows = []
+        for spec in specs.values():
+            if (why := unstorable(spec)) is not None:
+                fields = log_fields(spec, "schedule_not_declared")
+                logger.error("schedule %s not declared: %s; it makes no run", spec.name, why, extra=fields)
+                continue
+            with apart.one(spec.name, "find its next slot", savepoint=False):
+                cadence = spec.cadence
+                rows.append(
+                    {
+                        "name": spec.name,
+                        "task": spec.task_name,
+                        "cadence": cadence.describe(),
+                        "next_slot": cadence.after(now),
+                    }
+                )
+        all_or_each(
+            apart,
+            rows,
+            lambda row: row["name"],
+            "declare its row",
+            lambda some: cursor.execute(sql.DECLARE, as_arrays(some)),
         )
 
 
-def run_due(specs: Mapping[str, ScheduleSpec]) -> float | None:
+def unstorable(spec: ScheduleSpec) -> str | None:
+    """Why ``spec``'s row could not hold it (a value longer than its column), or None."""
+    for column, value in (
+        ("name", spec.name),
+        ("task_name", spec.task_name),
+        ("cadence", spec.cadence.describe()),
+    ):
+        limit = Schedule._meta.get_field(column).max_length
+        if limit is not None and len(value) > limit:
+            return f"its {column.replace('_', ' ')} has {len(value)} characters, its column holds {limit}"
+    return None
+
+
+def run_due(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) -> float | None:
     """One look at this process's due schedules; the seconds until the next slot is due (None: none).
 
     Four statements whatever the number of due schedules: lock them, insert
-    every run, move every schedule on, count the runs (and one NOTIFY per queue).
+    every run, move every schedule on, count the runs (and one NOTIFY per
+    queue). If inserting or moving on fails, each schedule is done alone in
+    a savepoint (services/isolation.py): the one that fails is logged by
+    name and left due, the others run. ``apart``: the scheduler's own, so a
+    schedule failing look after look is logged once per stretch, and its
+    slot does not make the scheduler look again at once.
     """
     if not specs:
         return None
+    apart = apart or looks()
     names = list(specs)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql.LOCK_DUE, {"names": names, "limit": len(names)})
-        looks = [
-            _Look.of(specs[row["name"]], row["next_slot"], row["now"])
-            for row in named_rows(cursor)
-            # Declared otherwise by a newer (or older) deploy: its workers decide.
-            if row["cadence"] == specs[row["name"]].cadence.describe()
-        ]
-        made = _insert_runs(cursor, looks)
-        if looks:
-            cursor.execute(sql.ADVANCE, as_arrays([look.outcome(made) for look in looks]))
-        enqueued = [(look.run.task, look.run.queue) for look in looks if look.run for _ in look.made(made)]
+        due: list[_Look] = []
+        for row in named_rows(cursor):
+            spec = specs[row["name"]]
+            if row["cadence"] != spec.cadence.describe():
+                continue  # declared otherwise by a newer (or older) deploy: its workers decide
+            with apart.one(spec.name, "plan its due slots", savepoint=False):
+                due.append(_Look.of(spec, row["next_slot"], row["now"]))
+        decided = all_or_each(
+            apart,
+            due,
+            lambda look: look.spec.name,
+            "insert its runs and move it on",
+            lambda some: _decide(cursor, some),
+        )
+        for lines, _ in decided:
+            _emit(lines)
+        enqueued = [run for _, runs in decided for run in runs]
         if enqueued:
             counters.count(CounterEvent.ENQUEUED, enqueued)
             notify(sorted({queue for _, queue in enqueued}))
     with connection.cursor() as cursor:
-        cursor.execute(sql.UNTIL_NEXT, {"names": names})
+        cursor.execute(sql.UNTIL_NEXT, {"names": [name for name in names if name not in apart.failing]})
         until = cursor.fetchone()[0]
     return None if until is None else float(until)
+
+
+#: A log line held back until its statement is written: (level, format, args, extra).
+_Line = tuple[int, str, tuple[Any, ...], dict[str, Any]]
+
+
+def _decide(cursor: Any, looks: Sequence[_Look]) -> tuple[list[_Line], list[tuple[str, str]]]:
+    """Insert the runs of ``looks`` and move their schedules on; their log lines and (task, queue) runs."""
+    made = _insert_runs(cursor, looks)
+    lines: list[_Line] = []
+    cursor.execute(sql.ADVANCE, as_arrays([look.outcome(made, lines) for look in looks]))
+    return lines, [(look.run.task, look.run.queue) for look in looks if look.run for _ in look.made(made)]
+
+
+def _emit(lines: Sequence[_Line]) -> None:
+    for level, message, args, extra in lines:
+        logger.log(level, message, *args, extra=extra)
 
 
 @dataclass(frozen=True)
@@ -138,34 +207,28 @@ class _Look:
         """The (slot, job id) of each run this look inserted."""
         return [(slot, made[key]) for slot in self.slots.run if (key := (self.spec.name, slot)) in made]
 
-    def outcome(self, made: Mapping[tuple[str, datetime], int]) -> dict[str, Any]:
-        """The schedule's row after this look: where it continues and its counts; logs each slot."""
+    def outcome(self, made: Mapping[tuple[str, datetime], int], lines: list[_Line]) -> dict[str, Any]:
+        """The schedule's row after this look: where it continues and its counts; a line for each slot."""
         spec, slots = self.spec, self.slots
         runs, next_slot, skipped = self.made(made), slots.next_slot, 0
         refused = len(slots.run) if self.run is None else 0
         for slot in slots.run if self.run is not None else ():
             job_id = made.get((spec.name, slot))
             if job_id is not None:
-                logger.info(
-                    "schedule %s: slot %s runs as job %s",
-                    spec.name,
-                    slot.isoformat(),
-                    job_id,
-                    extra=log_fields(spec, "schedule_run", slot=slot.isoformat(), job_id=job_id),
+                at = slot.isoformat()
+                lines.append(
+                    _line(logging.INFO, "slot %s runs as job %s", (at, job_id), spec, slot=at, job_id=job_id)
                 )
             elif spec.overlap is Overlap.QUEUE:
                 next_slot = slot  # waits for the live run; the next look tries this slot again
                 break
             else:
                 skipped += 1
-                logger.info(
-                    "schedule %s: slot %s skipped: its key is held (its last run, or its task's unique key)",
-                    spec.name,
-                    slot.isoformat(),
-                    extra=log_fields(spec, "schedule_skipped", slot=slot.isoformat()),
-                )
+                why = "slot %s skipped: its key is held (its last run, or its task's unique key)"
+                at = slot.isoformat()
+                lines.append(_line(logging.INFO, why, (at,), spec, outcome="schedule_skipped", slot=at))
         if slots.dropped:
-            _log_dropped(spec, slots)
+            lines.append(_dropped(spec, slots))
         return {
             "name": spec.name,
             "next_slot": next_slot,
@@ -197,19 +260,25 @@ def as_arrays(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     return {key: [row[key] for row in rows] for key in rows[0]}
 
 
-def _log_dropped(spec: ScheduleSpec, slots: SlotPlan) -> None:
+def _dropped(spec: ScheduleSpec, slots: SlotPlan) -> _Line:
     """One line for the due slots a look did not run: how many, from when to when, and why."""
-    logger.warning(
-        "schedule %s: %s%d slot(s) from %s to %s %s (catch_up=%s)",
-        spec.name,
-        "at least " if slots.dropped_more else "",
-        slots.dropped,
-        slots.first_dropped.isoformat() if slots.first_dropped else "",
-        slots.last_dropped.isoformat() if slots.last_dropped else "",
-        DROPPED[spec.catch_up],
-        spec.catch_up.value,
-        extra=log_fields(spec, "schedule_missed", slots=slots.dropped),
-    )
+    first, last = (slot.isoformat() if slot else "" for slot in (slots.first_dropped, slots.last_dropped))
+    more = "at least " if slots.dropped_more else ""
+    args = (more, slots.dropped, first, last, DROPPED[spec.catch_up], spec.catch_up.value)
+    message = "%s%d slot(s) from %s to %s %s (catch_up=%s)"
+    return _line(logging.WARNING, message, args, spec, outcome="schedule_missed", slots=slots.dropped)
+
+
+def _line(
+    level: int,
+    message: str,
+    args: tuple[Any, ...],
+    spec: ScheduleSpec,
+    outcome: str = "schedule_run",
+    **more: Any,
+) -> _Line:
+    """A line about ``spec``'s look: "schedule <name>: " then ``message``."""
+    return level, f"schedule %s: {message}", (spec.name, *args), log_fields(spec, outcome, **more)
 
 
 def record_successes(names: Iterable[str]) -> None:

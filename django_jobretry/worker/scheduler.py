@@ -9,7 +9,9 @@ once: a slot is decided by whoever holds its schedule's row lock, once.
 Not in the heartbeat thread: a look at a thousand schedules must never
 delay a lease extension. A look that fails (the database restarting, a
 table not migrated yet) is logged, once per failing stretch, and retried
-after a pause; it never stops the worker.
+after a pause; it never stops the worker. One schedule that cannot be
+declared or moved on fails alone, logged by name once per failing stretch
+(services/isolation.py); the others run.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class Scheduler(threading.Thread):
         self.declared: Mapping[str, ScheduleSpec] | None = None
         #: Looks made so far.
         self.looks = 0
+        #: Its schedules, each done alone when one statement for all fails: which failed last.
+        self.apart = schedules.looks()
 
     def run(self) -> None:
         mark_bookkeeping_thread()
@@ -83,9 +87,9 @@ class Scheduler(threading.Thread):
         """
         if self.declared is None:
             specs = self.specs()
-            schedules.declare_rows(specs)
+            schedules.declare_rows(specs, self.apart)
             self.declared = specs
-        until = schedules.run_due(self.declared)
+        until = schedules.run_due(self.declared, self.apart)
         self.looks += 1
         if until is None:
             return MAX_SLEEP

@@ -43,7 +43,7 @@ def test_a_failing_look_is_logged_once_and_the_thread_goes_on(
 ) -> None:
     calls = threading.Semaphore(0)
 
-    def failing(specs: object) -> None:
+    def failing(specs: object, apart: object) -> None:
         calls.release()
         raise DatabaseError("the database is restarting")
 
