@@ -9,14 +9,20 @@ released, so its ``retry_for`` clock does not run meanwhile.
 
 from __future__ import annotations
 
+import math
+
 from django.db import models
 from django.db.models.functions import Now
 
 from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
+from django_jobretry.policy.durations import MAX_DELAY
 
 #: Longest reason an operator may give for a pause.
 REASON_MAX_LENGTH = 500
+#: The longest cooldown a breaker row holds, in seconds: the longest delay a policy or a
+#: ``CircuitOpen`` accepts. Past it, ``now + cooldown`` would leave the times the columns hold.
+MAX_COOLDOWN_SECONDS = MAX_DELAY.total_seconds()
 
 
 class Pause(models.Model):
@@ -106,6 +112,20 @@ class Circuit(models.Model):
                 name="jobretry_circuit_probe",
             ),
             *holdable_times("jobretry_circuit", "window_started_at", "opened_at", "open_until", "updated_at"),
+            # What Python computes with: 1 / rate spaces the release, now + cooldown ends an opening.
+            models.CheckConstraint(
+                condition=models.Q(release_per_second__gt=0, release_per_second__lt=math.inf),
+                name="jobretry_circuit_release_rate",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    cooldown_seconds__gte=0,
+                    cooldown_seconds__lte=MAX_COOLDOWN_SECONDS,
+                    max_cooldown_seconds__gte=0,
+                    max_cooldown_seconds__lte=MAX_COOLDOWN_SECONDS,
+                ),
+                name="jobretry_circuit_cooldowns",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -9,8 +9,11 @@ refills and spends them under a lock, on the database clock.
 
 from __future__ import annotations
 
+import math
+
 from django.db import models
 
+from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job import LANE_MAX_LENGTH
 
 
@@ -24,7 +27,12 @@ class RateBucket(models.Model):
     class Meta:
         verbose_name = "rate bucket"
         constraints = [
-            models.CheckConstraint(condition=models.Q(tokens__gte=0), name="jobretry_bucket_tokens_pos")
+            models.CheckConstraint(condition=models.Q(tokens__gte=0), name="jobretry_bucket_tokens_pos"),
+            # NaN passes ">= 0" in PostgreSQL (it sorts above every number): this one refuses it.
+            models.CheckConstraint(
+                condition=models.Q(tokens__lt=math.inf), name="jobretry_bucket_tokens_finite"
+            ),
+            *holdable_times("jobretry_bucket", "refilled_at"),
         ]
 
     def __str__(self) -> str:

@@ -10,13 +10,15 @@ would for any value the worker did not expect.
 from __future__ import annotations
 
 import logging
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 
 from django_jobretry.models import Circuit, CircuitState, Job, JobStatus
 from django_jobretry.services import circuits
+from tests.integration.hostile import without_checks
 
 pytestmark = pytest.mark.django_db
 
@@ -68,6 +70,7 @@ def test_a_release_rate_of_zero_closes_at_the_default_rate_and_names_the_breaker
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Before: ZeroDivisionError in every beat, so no breaker moved on and this one held its jobs for ever."""
+    without_checks(Circuit, "jobretry_circuit_release_rate")
     open_breaker(BAD, release_per_second=0.0)
     open_breaker(GOOD)
     with caplog.at_level(logging.INFO, "django_jobretry"):
@@ -79,6 +82,7 @@ def test_a_release_rate_of_zero_closes_at_the_default_rate_and_names_the_breaker
 
 
 def test_an_operator_closes_a_breaker_of_rate_zero_and_its_held_jobs_are_released() -> None:
+    without_checks(Circuit, "jobretry_circuit_release_rate")
     open_breaker(BAD, release_per_second=0.0, open_until=db_now() + timedelta(hours=1))
     held = Job.objects.create(task_name=BAD, max_attempts=3, status=JobStatus.READY, run_at=db_now())
     assert circuits.close(BAD, actor="alice") is True
@@ -113,3 +117,25 @@ def test_a_breaker_the_database_refuses_to_move_is_skipped_and_named_once_per_st
     assert line.getMessage().startswith(f"circuit of task {BAD} skipped: could not move its breaker on")
     assert line.sqlstate == "22023"  # type: ignore[attr-defined]
     assert "refused" not in line.getMessage()  # a database message may quote the row: never logged
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "check"),
+    [
+        ("release_per_second", 0.0, "jobretry_circuit_release_rate"),
+        ("release_per_second", -1.0, "jobretry_circuit_release_rate"),
+        ("release_per_second", math.inf, "jobretry_circuit_release_rate"),
+        ("release_per_second", math.nan, "jobretry_circuit_release_rate"),
+        ("cooldown_seconds", math.inf, "jobretry_circuit_cooldowns"),
+        ("cooldown_seconds", math.nan, "jobretry_circuit_cooldowns"),
+        ("cooldown_seconds", -1.0, "jobretry_circuit_cooldowns"),
+        ("max_cooldown_seconds", 366 * 86400.0, "jobretry_circuit_cooldowns"),
+    ],
+)
+def test_the_schema_refuses_a_breaker_no_worker_can_compute_with(
+    column: str, value: float, check: str
+) -> None:
+    with pytest.raises(IntegrityError) as refused, transaction.atomic():
+        open_breaker(BAD, **{column: value})
+    assert getattr(refused.value.__cause__.diag, "constraint_name", None) == check  # type: ignore[union-attr]
+    open_breaker(BAD, **{column: 1.0})  # the same row with a usable value is stored
