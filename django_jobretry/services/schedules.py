@@ -74,7 +74,7 @@ def declare_rows(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) 
     with connection.cursor() as cursor:
         cursor.execute(sql.NOW)
         now = cursor.fetchone()[0]
-        rows = []
+        rows: list[dict[str, Any]] = []
         for spec in specs.values():
             if (why := unstorable(spec)) is not None:
                 fields = log_fields(spec, "schedule_not_declared")
@@ -93,7 +93,7 @@ def declare_rows(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) 
         all_or_each(
             apart,
             rows,
-            lambda row: row["name"],
+            lambda row: str(row["name"]),
             "declare its row",
             lambda some: cursor.execute(sql.DECLARE, as_arrays(some)),
         )
@@ -106,7 +106,7 @@ def unstorable(spec: ScheduleSpec) -> str | None:
         ("task_name", spec.task_name),
         ("cadence", spec.cadence.describe()),
     ):
-        limit = Schedule._meta.get_field(column).max_length
+        limit = getattr(Schedule._meta.get_field(column), "max_length", None)
         if limit is not None and len(value) > limit:
             return f"its {column.replace('_', ' ')} has {len(value)} characters, its column holds {limit}"
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -35,7 +36,7 @@ def db_now() -> datetime:
 def open_breaker(task: str, **columns: object) -> None:
     """An open breaker whose cooldown is over: the next beat probes or closes it."""
     now = db_now()
-    values = {
+    values: dict[str, Any] = {
         "task_name": task,
         "state": CircuitState.OPEN,
         "opened_at": now - timedelta(hours=1),
@@ -137,5 +138,5 @@ def test_the_schema_refuses_a_breaker_no_worker_can_compute_with(
 ) -> None:
     with pytest.raises(IntegrityError) as refused, transaction.atomic():
         open_breaker(BAD, **{column: value})
-    assert getattr(refused.value.__cause__.diag, "constraint_name", None) == check  # type: ignore[union-attr]
+    assert getattr(refused.value.__cause__.diag, "constraint_name", None) == check
     open_breaker(BAD, **{column: 1.0})  # the same row with a usable value is stored

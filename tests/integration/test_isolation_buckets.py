@@ -66,4 +66,4 @@ def test_a_bucket_with_a_value_no_refill_can_use_is_refilled_and_every_limited_j
 def test_the_schema_refuses_a_bucket_no_refill_can_use(tokens: str, refilled_at: str, check: str) -> None:
     with pytest.raises(IntegrityError) as refused, transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(INSERT, [RATED, tokens, refilled_at])
-    assert getattr(refused.value.__cause__.diag, "constraint_name", None) == check  # type: ignore[union-attr]
+    assert getattr(refused.value.__cause__.diag, "constraint_name", None) == check
