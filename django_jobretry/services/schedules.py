@@ -12,6 +12,10 @@ the database clock, so hosts whose clocks disagree still agree on slots.
 Each run is an ordinary job with its task's policy; by default its retries
 stop before the schedule's next slot (``retry_until``). Every slot that does
 not run is counted on the schedule's row and logged with its time.
+
+One bad schedule fails alone: when the statement for all of them fails, each
+is written in a savepoint of its own, and the one that still fails is
+logged by name and left due (services/isolation.py).
 """
 
 from __future__ import annotations
@@ -117,9 +121,9 @@ def run_due(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) -> fl
 
     Four statements whatever the number of due schedules: lock them, insert
     every run, move every schedule on, count the runs (and one NOTIFY per
-    queue). If inserting or moving on fails, each schedule is done alone in
-    a savepoint (services/isolation.py): the one that fails is logged by
-    name and left due, the others run. ``apart``: the scheduler's own, so a
+    queue, and a savepoint around the two writes). If inserting or moving on
+    fails, each schedule is done alone in a savepoint (services/isolation.py):
+    the one that fails is logged by name and left due, the others run. ``apart``: the scheduler's own, so a
     schedule failing look after look is logged once per stretch, and its
     slot does not make the scheduler look again at once.
     """
