@@ -19,6 +19,7 @@ from django.db import IntegrityError, connection, transaction
 
 from django_jobretry.models import Circuit, CircuitState, Job, JobStatus
 from django_jobretry.services import circuits
+from django_jobretry.worker.duties import Holds
 from tests.integration.hostile import without_checks
 
 pytestmark = pytest.mark.django_db
@@ -106,12 +107,12 @@ def test_a_breaker_the_database_refuses_to_move_is_skipped_and_named_once_per_st
             f"CREATE TRIGGER refuse BEFORE UPDATE ON {Circuit._meta.db_table} "
             "FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse()"
         )
-    heartbeat = circuits.breakers()
+    heartbeat = Holds()  # the heartbeat's duty, as a worker runs it each beat
     with caplog.at_level(logging.DEBUG, "django_jobretry"):
-        circuits.beat(heartbeat)
+        heartbeat.beat(0)
         assert (state(BAD), state(GOOD)) == (CircuitState.OPEN, CircuitState.CLOSED)
         open_breaker("tests.third.task")
-        circuits.beat(heartbeat)  # the bad one fails again: logged at DEBUG; the new one moves on
+        heartbeat.beat(0)  # the bad one fails again: logged at DEBUG; the new one moves on
     assert state("tests.third.task") == CircuitState.CLOSED
     assert skipped_lines(caplog) == [(logging.ERROR, BAD), (logging.DEBUG, BAD)]
     line = next(r for r in caplog.records if getattr(r, "outcome", None) == "skipped_alone")

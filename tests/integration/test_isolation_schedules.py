@@ -11,6 +11,8 @@ made with a trigger that refuses one schedule's update.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +27,7 @@ from django_jobretry.conf.schedules import InvalidSchedule, ScheduleSpec, declar
 from django_jobretry.models import Job, Schedule
 from django_jobretry.policy.slots import Cadence
 from django_jobretry.services import schedules
+from django_jobretry.worker.scheduler import Scheduler
 
 pytestmark = pytest.mark.django_db
 
@@ -137,3 +140,51 @@ class TestRuntime:
         assert until > 0
         runs = [r for r in caplog.records if getattr(r, "outcome", None) == "schedule_run"]
         assert [r.schedule for r in runs] == ["good"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scheduler_thread_runs_the_others_while_one_fails_look_after_look(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real thread on its own connection: the refusal is committed, as another deploy's would be."""
+    every_second = {"task": "tests.jobs_app.jobs.noop", "every": 1, "overlap": "allow"}
+    with override_settings(JOBRETRY={"SCHEDULES": {"good": every_second, "bad": HOURLY}}):
+        specs = declared()
+    schedules.declare_rows(specs)
+    behind("bad")
+    before = Schedule.objects.get(name="bad").next_slot
+    table = Schedule._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE FUNCTION jobretry_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF NEW.name = 'bad' THEN RAISE EXCEPTION 'refused' USING ERRCODE = '22003'; END IF; "
+            "RETURN NEW; END $$"
+        )
+        cursor.execute(
+            f"CREATE TRIGGER jobretry_test_refuse BEFORE UPDATE ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION jobretry_test_refuse()"
+        )
+    stop = threading.Event()
+    thread = Scheduler("w", lambda: specs, stop)
+    try:
+        with caplog.at_level(logging.DEBUG, "django_jobretry"):
+            thread.start()
+            deadline = time.monotonic() + 30
+            while Schedule.objects.get(name="good").runs < 3:
+                assert time.monotonic() < deadline, "the good schedule stopped running"
+                stop.wait(0.1)
+            stop.set()
+            thread.join(timeout=10)
+    finally:
+        stop.set()
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP TRIGGER IF EXISTS jobretry_test_refuse ON {table}")
+            cursor.execute("DROP FUNCTION IF EXISTS jobretry_test_refuse()")
+    assert not thread.is_alive()
+    assert Schedule.objects.get(name="bad").next_slot == before
+    assert not Job.objects.filter(schedule_name="bad").exists()
+    lines = skipped_lines(caplog)
+    assert lines[0] == (logging.ERROR, "bad")
+    assert len(lines) >= 2
+    assert set(lines[1:]) == {(logging.DEBUG, "bad")}
+    assert not [r for r in caplog.records if r.getMessage().startswith("could not look at the schedules")]
