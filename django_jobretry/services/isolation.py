@@ -21,16 +21,13 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
 from django_jobretry.services.sql import loggable
 
 logger = logging.getLogger("django_jobretry")
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 class Apart:
