@@ -147,6 +147,18 @@ def test_a_fallback_taken_too_is_skipped_for_the_next(place: Path) -> None:
     claims.release()
 
 
+def test_a_directory_taken_over_after_a_cleaner_removed_it_is_left_for_a_fallback(place: Path) -> None:
+    start_a_task()  # this process settles on the default directory
+    claims.release()
+    place.rmdir()  # a temporary-files cleaner
+    symlinked(place)  # and someone quicker than the next worker
+    OrmQ.objects.all().delete()
+    start_a_task()
+    used = claim_directory.fallbacks(place)[0]
+    assert (listing(place), listing(used)) == ([], [f"{os.getpid()}.claim"])
+    claims.release()
+
+
 def test_with_every_place_refused_tasks_run_unclaimed_and_it_is_said(
     place: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -38,7 +38,12 @@ SALT = "django_jobretry.contrib.django_q2.claim_directory"
 
 
 class UnsafeClaimDirectory(OSError):
-    """No claim directory is private to this user; the message says which and why."""
+    """A claim directory is not private to this user; the message says which and why."""
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        #: What is wrong with the directory (:func:`problem`'s answer).
+        self.why = why or message
 
 
 def directory() -> Path:
@@ -86,7 +91,11 @@ def private(path: Path) -> Path:
         os.mkdir(path, 0o700)
     why = problem(path)
     if why is not None:
-        raise UnsafeClaimDirectory(why)
+        raise UnsafeClaimDirectory(
+            f"the django-q2 claim directory {why}: claims hold task arguments, so none is written or read "
+            "there and the task runs unclaimed",
+            why,
+        )
     return path
 
 
@@ -125,7 +134,7 @@ def settled() -> Path:
         try:
             _settled[pid] = private(path)
         except UnsafeClaimDirectory as exc:
-            reasons.append(str(exc))
+            reasons.append(exc.why)
             continue
         if reasons:
             logger.warning(
