@@ -165,17 +165,20 @@ def test_a_row_that_cannot_be_signed_or_stored_is_skipped_alone(
     dry_run: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 35: one such row aborted the whole import (exit 4), nothing imported."""
-    good, surrogate, deep, late = failed("good"), failed("surrogate"), failed("deep"), failed("late")
+    good, surrogate, deep = failed("good"), failed("surrogate"), failed("deep")
+    late, endless = failed("late"), failed("endless")
     store(surrogate.pk, "args", ("name-\udcff",))
     store(surrogate.pk, "result", "boom \udcff : Traceback\nValueError: \udcff")
     with connection.cursor() as cursor:
         cursor.execute("UPDATE django_q_task SET args = %s WHERE id = %s", [nested(100_000), deep.pk])
         cursor.execute("UPDATE django_q_task SET started = '9999-12-31' WHERE id = %s", [late.pk])
+        cursor.execute("UPDATE django_q_task SET stopped = 'infinity' WHERE id = %s", [endless.pk])
     code, out = command(*(["--dry-run"] if dry_run else []))
     assert code == 1
     refused = {
         deep.pk: "its arguments are nested too deep to be signed for requeue",
-        late.pk: "its started time 9999-12-31 00:00:00+00:00 is outside years 1 to 9999",
+        late.pk: "its started time 9999-12-31 00:00:00+00 is outside years 1 to 9999",
+        endless.pk: "its stopped time infinity is outside years 1 to 9999",
     }
     for task_id, why in refused.items():
         assert f"not imported: django-q2 task {task_id}: {why}" in out

@@ -46,7 +46,6 @@ from django_jobretry.contrib.django_q2.pickles import NotPlainData, plain_data
 from django_jobretry.contrib.django_q2.rendering import arguments, json_safe
 from django_jobretry.contrib.django_q2.task_paths import refusal
 from django_jobretry.models import DeadLetterSource, DeadReason
-from django_jobretry.models.instants import EARLIEST, LATEST
 from django_jobretry.policy import ErrorKind
 from django_jobretry.services.external_dead_letters import ExternalDeadLetter, import_dead_letters, known
 from django_jobretry.services.history import AttemptEnd, attempt_entry
@@ -133,9 +132,9 @@ def dead_letter_for(row: dict[str, Any], policy_name: str) -> ExternalDeadLetter
     func = row["func"]
     if not isinstance(func, str) or not func.strip():
         raise _Unreadable("it names no function")
-    for column in ("started", "stopped"):  # the dead letters table's CHECKs (models/instants.py)
-        if not EARLIEST <= row[column] <= LATEST:
-            raise _Unreadable(f"its {column} time {row[column]} is outside years 1 to 9999")
+    for column in ("started", "stopped"):  # None: beyond the dead letters table's CHECKs (models/instants.py)
+        if row[column] is None:
+            raise _Unreadable(f"its {column} time {row[f'text_{column}']} is outside years 1 to 9999")
     package = _package(row, func)
     try:
         payload = SignedPackage.dumps(package)
