@@ -185,8 +185,9 @@ exit codes:
        imported before, already is a dead letter, or is still in django-q2's
        queue (so running it again imports 0 and exits 0)
   1    partial: some failures cannot be read here (no function path, a
-       function or hook not of the project's apps, or pickles that are not
-       plain data) and were not imported, each named; the rest were
+       function or hook not of the project's apps, pickles that are not
+       plain data, arguments too deep to sign, or a row the database
+       refuses) and were not imported, each named; the rest were
   2    usage error (a bad --since): nothing changed
   4    failed: django-q2 or the adapter not installed, database unreachable,
        unexpected error (details with --traceback)

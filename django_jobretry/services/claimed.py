@@ -18,6 +18,10 @@ from django_jobretry.policy import Classification, Decision, Retry, RetryPolicy
 from django_jobretry.services.history import AttemptEnd, AttemptEntry, RenderedError
 from django_jobretry.services.sql import as_json
 
+#: (job id, attempt): one attempt of a job. A worker may hold two attempts of one job at once, a
+#: timed-out one whose thread still runs and the retry, so what it keeps per attempt is keyed by this.
+type AttemptKey = tuple[int, int]
+
 
 @dataclass(frozen=True)
 class ClaimedJob:
@@ -63,6 +67,11 @@ class ClaimedJob:
             ) from None
         # A list and an object: the jobretry_job_args_array and _kwargs_object constraints.
         return args, kwargs
+
+    @property
+    def key(self) -> AttemptKey:
+        """(job id, attempt): names this attempt apart from the job's earlier and later ones."""
+        return (self.id, self.attempt)
 
     @property
     def args(self) -> list[Any]:

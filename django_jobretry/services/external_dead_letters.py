@@ -13,6 +13,13 @@ imported again.
 
 A failure that already has a dead letter from the same source (the
 django-q2 adapter buried it when it gave up) is claimed but not duplicated.
+
+A letter the database refuses (a CHECK, a value it cannot store) must not
+cost the others theirs: when the batch's statement fails so, each letter
+is tried again on its own (a savepoint each, inside a caller's
+transaction), and the refused ones are returned, not claimed, with the
+constraint or error class that refused them (never the database's message,
+which quotes the row).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connections, router, transaction
+from django.db import DataError, IntegrityError, connections, router, transaction
 
 from django_jobretry.models import DeadLetter, DeadReason, Death, ImportedFailure
 from django_jobretry.services.history import AttemptEntry
@@ -98,22 +105,57 @@ class Imported:
     already_imported: list[str] = field(default_factory=list)
     #: Had a dead letter of the same source already (the adapter's): remembered, not duplicated.
     already_dead: list[str] = field(default_factory=list)
+    #: External id -> why the database refused it: nothing written for it, not claimed.
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def add(self, other: Imported) -> None:
+        self.created.update(other.created)
+        self.already_imported += other.already_imported
+        self.already_dead += other.already_dead
+        self.refused.update(other.refused)
 
 
 def import_dead_letters(letters: Sequence[ExternalDeadLetter]) -> Imported:
     """Create the dead letters of ``letters`` not imported before; one transaction.
 
     All of ``letters`` must have the same source. Returns what was created
-    and what was skipped, and why.
+    and what was skipped, and why. When the database refuses one of them,
+    each is written in a transaction (or savepoint) of its own instead.
     """
-    result = Imported()
     if not letters:
-        return result
+        return Imported()
     source = letters[0].source
     if any(letter.source != source for letter in letters):
         raise ValueError("import_dead_letters() takes letters of one source at a time")
-    by_id = {letter.external_id: letter for letter in letters}
     using = router.db_for_write(DeadLetter)
+    try:
+        result = _insert(using, source, letters)
+    except (DataError, IntegrityError):
+        result = Imported()
+        for letter in letters:  # one of them is refused: which one
+            try:
+                result.add(_insert(using, source, [letter]))
+            except (DataError, IntegrityError) as exc:
+                result.refused[letter.external_id] = _refusal(exc)
+    if result.created or result.already_dead:
+        logger.info(
+            "imported %s %s failures as dead letters",
+            len(result.created),
+            source,
+            extra={
+                "outcome": "imported",
+                "source": source,
+                "imported": len(result.created),
+                "already_imported": len(result.already_imported),
+                "already_dead": len(result.already_dead),
+            },
+        )
+    return result
+
+
+def _insert(using: str, source: str, letters: Sequence[ExternalDeadLetter]) -> Imported:
+    """Claim ``letters`` and create the dead letters of those this transaction claimed."""
+    by_id = {letter.external_id: letter for letter in letters}
     with transaction.atomic(using=using):
         claimed = _claim(using, source, sorted(by_id))
         existing = {
@@ -124,23 +166,17 @@ def import_dead_letters(letters: Sequence[ExternalDeadLetter]) -> Imported:
         }
         rows = [by_id[i].to_model() for i in sorted(claimed - existing)]
         created = DeadLetter.objects.using(using).bulk_create(rows)
-    result.created = {str(row.external_id): int(row.pk) for row in created}
-    result.already_dead = sorted(existing)
-    result.already_imported = [i for i in by_id if i not in claimed]
-    if created or existing:
-        logger.info(
-            "imported %s %s failures as dead letters",
-            len(created),
-            source,
-            extra={
-                "outcome": "imported",
-                "source": source,
-                "imported": len(created),
-                "already_imported": len(result.already_imported),
-                "already_dead": len(existing),
-            },
-        )
-    return result
+    return Imported(
+        created={str(row.external_id): int(row.pk) for row in created},
+        already_imported=[i for i in by_id if i not in claimed],
+        already_dead=sorted(existing),
+    )
+
+
+def _refusal(exc: DataError | IntegrityError) -> str:
+    """Why the database refused a letter: the constraint's name, else the error's class."""
+    constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
+    return f"the database refused it ({constraint or type(exc).__name__})"
 
 
 def bury_external(letter: ExternalDeadLetter) -> DeadLetter:

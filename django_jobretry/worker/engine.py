@@ -23,7 +23,7 @@ from django.db import DatabaseError, InterfaceError
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schedules import declared as declared_schedules
 from django_jobretry.services import recovery, transitions
-from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Succeeded
+from django_jobretry.services.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
 from django_jobretry.services.outcomes import Recorder
 from django_jobretry.worker import announce
 from django_jobretry.worker.child import PoolOptions
@@ -70,7 +70,7 @@ class Worker:
         self.wake = threading.Event()
         self.inbox: queue.Queue[ClaimedJob | None] = queue.Queue()
         self.outbox: queue.Queue[Succeeded | Failed] = queue.Queue()
-        self.running: dict[int, ClaimedJob] = {}  # claimed, outcome not yet recorded
+        self.running: dict[AttemptKey, ClaimedJob] = {}  # claimed, outcome not yet recorded
         # Outcomes taken from the outbox, kept until recorded (across a reconnect).
         self.succeeded: list[Succeeded] = []
         self.failed: list[FailedAttempt] = []  # decided to die, or to be decided under the row lock
@@ -208,7 +208,7 @@ class Worker:
                 continue
             if isinstance(outcome, Succeeded):
                 self.succeeded.append(outcome)
-                self.running.pop(outcome.job.id, None)
+                self.running.pop(outcome.job.key, None)
             else:
                 self._take_failure(outcome)
         while self.failed:  # each leaves the list once written, so a database error keeps the rest
@@ -256,13 +256,13 @@ class Worker:
 
     def _start(self, claimed: list[ClaimedJob]) -> None:
         for job in claimed:
-            self.running[job.id] = job
+            self.running[job.key] = job
             self.inbox.put(job)
         self.claimed_total += len(claimed)
 
     def _forget(self, jobs: Sequence[ClaimedJob]) -> None:
         for job in jobs:
-            self.running.pop(job.id, None)
+            self.running.pop(job.key, None)
         self.finished_total += len(jobs)
 
     def _maybe_recover(self) -> None:

@@ -83,12 +83,12 @@ class Runner(threading.Thread):
         if self.executor is not None:
             return self.executor(job)
         if self.time_limits is not None:
-            self.time_limits.started(job.id, time_limit(job.task_name, job.policy_name))
+            self.time_limits.started(job, time_limit(job.task_name, job.policy_name))
         try:
             return run_handler(job)
         finally:
             if self.time_limits is not None:
-                self.time_limits.returned(job.id)
+                self.time_limits.returned(job)
 
 
 def _classified(outcome: Failed) -> Classification:

@@ -11,13 +11,13 @@ import logging
 import queue
 
 from django_jobretry.services import transitions
-from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.claimed import AttemptKey, ClaimedJob
 from django_jobretry.services.job_lines import log_extra
 
 logger = logging.getLogger("django_jobretry")
 
 
-def release_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[int, ClaimedJob]) -> None:
+def release_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[AttemptKey, ClaimedJob]) -> None:
     """Empty the runners' ``inbox`` and release its jobs; they leave ``running``."""
     not_started: list[ClaimedJob] = []
     while True:
@@ -31,7 +31,7 @@ def release_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[int, 
         return
     released = transitions.release(not_started)
     for job in not_started:
-        running.pop(job.id, None)
+        running.pop(job.key, None)
         logger.info(
             "job %s (%s, queue %s) released unstarted",
             job.id,

@@ -8,6 +8,9 @@ a retryable ``timeout`` failure, so the job is retried on its policy's
 schedule, and *abandons* the thread: its slot stays taken until the handler
 returns on its own, and whatever it returns then is dropped. A second run
 may therefore overlap the abandoned one; docs/worker.md#time-limits says so.
+Everything here is kept per attempt (:data:`AttemptKey`), not per job: the
+abandoned attempt 1 of a job must neither shield its attempt 2 from its own
+limit nor, returning, clear that limit or take attempt 2's outcome as its own.
 An operator's cancel of a running job ends its attempt the same way, as a
 "cancelled" dead letter, and kills the job's child in the process pool.
 What still runs when a shutdown's grace period is over ends as "shutdown".
@@ -24,7 +27,7 @@ from typing import Protocol
 
 from django_jobretry.exceptions import JobTimeout
 from django_jobretry.services.cancel import bury_cancelled_attempt
-from django_jobretry.services.claimed import ClaimedJob, Failed, Interrupted
+from django_jobretry.services.claimed import AttemptKey, ClaimedJob, Failed, Interrupted
 from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.services.job_lines import log_extra
 from django_jobretry.services.outcomes import Recorder
@@ -56,48 +59,48 @@ class TimeLimits:
     """
 
     def __init__(
-        self, running: dict[int, ClaimedJob], recorder: Recorder, slots: Sequence[KillableSlot] = ()
+        self, running: dict[AttemptKey, ClaimedJob], recorder: Recorder, slots: Sequence[KillableSlot] = ()
     ) -> None:
         self.running, self.recorder = running, recorder
         #: The process pool's child slots (empty in the thread pool), to kill a cancelled job's child.
         self.slots = slots
-        self._due: dict[int, tuple[float, timedelta]] = {}
+        self._due: dict[AttemptKey, tuple[float, timedelta]] = {}
         self._lock = threading.Lock()
-        #: Attempts already ended as "timeout" whose thread has not returned yet.
-        self.abandoned: set[int] = set()
+        #: Attempts already ended (timeout, cancel) whose thread has not returned yet.
+        self.abandoned: set[AttemptKey] = set()
 
-    def started(self, job_id: int, limit: timedelta | None) -> None:
-        """A runner starts the handler of ``job_id``; no deadline without a limit."""
+    def started(self, job: ClaimedJob, limit: timedelta | None) -> None:
+        """A runner starts the handler of ``job``; no deadline without a limit."""
         if limit is not None:
             with self._lock:
-                self._due[job_id] = (time.monotonic() + limit.total_seconds(), limit)
+                self._due[job.key] = (time.monotonic() + limit.total_seconds(), limit)
 
-    def returned(self, job_id: int) -> None:
-        """The handler of ``job_id`` returned (or raised): its deadline no longer applies."""
+    def returned(self, job: ClaimedJob) -> None:
+        """The handler of ``job`` returned (or raised): its deadline no longer applies."""
         with self._lock:
-            self._due.pop(job_id, None)
+            self._due.pop(job.key, None)
 
-    def overdue(self) -> list[tuple[int, timedelta]]:
-        """(job id, limit) of the attempts past their deadline and not abandoned yet, oldest first."""
+    def overdue(self) -> list[tuple[AttemptKey, timedelta]]:
+        """(attempt, limit) of the attempts past their deadline and not abandoned yet, oldest first."""
         now = time.monotonic()
         with self._lock:
-            late = sorted((due, job_id, limit) for job_id, (due, limit) in self._due.items() if due <= now)
-        return [(job_id, limit) for _, job_id, limit in late if job_id not in self.abandoned]
+            late = sorted((due, key, limit) for key, (due, limit) in self._due.items() if due <= now)
+        return [(key, limit) for _, key, limit in late if key not in self.abandoned]
 
     def next_due(self) -> float | None:
         """The monotonic time of the next deadline of an attempt not yet abandoned."""
         with self._lock:
-            pending = [due for job_id, (due, _) in self._due.items() if job_id not in self.abandoned]
+            pending = [due for key, (due, _) in self._due.items() if key not in self.abandoned]
         return min(pending, default=None)
 
     def alive(self) -> list[ClaimedJob]:
-        """The attempts whose lease is still the worker's: running and not timed out."""
-        return [job for job in list(self.running.values()) if job.id not in self.abandoned]
+        """The attempts whose lease is still the worker's: running and not timed out (one per job)."""
+        return [job for job in list(self.running.values()) if job.key not in self.abandoned]
 
     def end_overdue(self) -> None:
         """End each attempt past its limit as a retryable "timeout"; its thread is abandoned."""
-        for job_id, limit in self.overdue():
-            job = self.running.get(job_id)
+        for key, limit in self.overdue():
+            job = self.running.get(key)
             if job is None:
                 continue
             error = JobTimeout(
@@ -105,19 +108,20 @@ class TimeLimits:
                 "its thread keeps its worker slot until the handler returns"
             )
             self.recorder.record_failure(Failed(job, error, AttemptEnd.TIMEOUT, render_error(error)))
-            self.abandoned.add(job_id)
+            self.abandoned.add(key)
 
     def end_cancelled(self, requests: dict[int, str]) -> None:
         """End each running attempt an operator asked to cancel (``requests``: job id -> who)."""
+        alive = {job.id: job for job in self.alive()}
         for job_id in list(requests):
             actor = requests.pop(job_id)
-            job = self.running.get(job_id)
-            if job is None or job_id in self.abandoned:
+            job = alive.get(job_id)
+            if job is None:
                 continue
             worker_id, sender = self.recorder.worker_id, self.recorder.sender
             if bury_cancelled_attempt(job, actor, worker_id=worker_id, sender=sender) is None:
                 continue  # the lease was lost meanwhile: the outcome will be stale anyway
-            self.abandoned.add(job_id)
+            self.abandoned.add(job.key)
             for slot in self.slots:
                 slot.kill_if_running(job_id)
 
@@ -138,14 +142,14 @@ class TimeLimits:
         hold = timedelta(0) if self.slots and reaped else timedelta(seconds=lease)
         for job in self.alive():
             self.recorder.record_failure(Interrupted(job, hold=hold))
-            self.running.pop(job.id, None)
+            self.running.pop(job.key, None)
 
     def release_if_abandoned(self, job: ClaimedJob) -> bool:
         """If ``job`` timed out earlier, its handler has now returned: free the slot, drop the outcome."""
-        if job.id not in self.abandoned:
+        if job.key not in self.abandoned:
             return False
-        self.abandoned.discard(job.id)
-        self.running.pop(job.id, None)
+        self.abandoned.discard(job.key)
+        self.running.pop(job.key, None)
         logger.info(
             "job %s attempt %s returned after its timeout; outcome ignored",
             job.id,

@@ -163,12 +163,12 @@ def test_the_replacement_of_a_killed_worker_counts_the_lost_attempt(tmp_path: Pa
     task: dict[str, Any] = {**SignedPackage.loads(row.payload), "ack_id": row.pk}
     dead_pid = _finished_pid()
     with (
-        patch.object(claims, "directory", return_value=tmp_path),
+        patch.object(claims, "settled", return_value=tmp_path),
         patch.object(os, "getpid", return_value=dead_pid),
     ):
         hooks.on_pre_execute("django_q", func=q2_tasks.kill_own_worker, task=task)  # then the worker dies
     assert [p.name for p in tmp_path.iterdir()] == [f"{dead_pid}.claim"]
-    with patch.object(claims, "directory", return_value=tmp_path):
+    with patch.object(claims, "settled", return_value=tmp_path):
         claims.recover_lost(sender="django_q", proc_name="Process-2")
         claims.recover_lost(sender="django_q", proc_name="Process-3")  # nothing left to take
     assert list(tmp_path.iterdir()) == []
@@ -185,7 +185,7 @@ def _finished_pid() -> int:
 
 def test_a_live_workers_claim_is_left_alone(tmp_path: Path) -> None:
     (tmp_path / f"{os.getppid()}.claim").write_text("{}")
-    with patch.object(claims, "directory", return_value=tmp_path):
+    with patch.object(claims, "settled", return_value=tmp_path):
         claims.recover_lost()
     assert [p.name for p in tmp_path.iterdir()] == [f"{os.getppid()}.claim"]
 

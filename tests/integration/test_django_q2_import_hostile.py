@@ -14,6 +14,7 @@ import os
 import pickle
 import sys
 import tracemalloc
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.utils import timezone
 
 from django_jobretry.contrib.django_q2.failure_pages import PAGE_BYTES
-from django_jobretry.models import DeadLetter, ImportedFailure
+from django_jobretry.models import DeadLetter, DeadReason, ImportedFailure
+from django_jobretry.services.external_dead_letters import ExternalDeadLetter, import_dead_letters
 from tests.integration.test_deadletters_import_django_q2 import TASKS, failed, imported
 
 pytestmark = pytest.mark.django_db
@@ -149,3 +152,89 @@ def test_memory_follows_the_page_not_the_table() -> None:
     assert payload > 12 * PAGE_BYTES
     assert peak < payload / 2, f"peak {peak / 2**20:.0f} MiB for {payload / 2**20:.0f} MiB of failures"
     assert DeadLetter.objects.count() == rows
+
+
+def nested(depth: int) -> str:
+    """A picklefield text of a list nested ``depth`` deep, written by hand: pickle.dumps cannot."""
+    raw = b"\x80\x05" + b"]" * depth + b"a" * (depth - 1) + b"."
+    return base64.b64encode(raw).decode()
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["import", "dry-run"])
+def test_a_row_that_cannot_be_signed_or_stored_is_skipped_alone(
+    dry_run: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 35: one such row aborted the whole import (exit 4), nothing imported."""
+    good, surrogate, deep = failed("good"), failed("surrogate"), failed("deep")
+    late, endless = failed("late"), failed("endless")
+    store(surrogate.pk, "args", ("name-\udcff",))
+    store(surrogate.pk, "result", "boom \udcff : Traceback\nValueError: \udcff")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE django_q_task SET args = %s WHERE id = %s", [nested(100_000), deep.pk])
+        cursor.execute("UPDATE django_q_task SET started = '9999-12-31' WHERE id = %s", [late.pk])
+        cursor.execute("UPDATE django_q_task SET stopped = 'infinity' WHERE id = %s", [endless.pk])
+    code, out = command(*(["--dry-run"] if dry_run else []))
+    assert code == 1
+    refused = {
+        deep.pk: "its arguments are nested too deep to be signed for requeue",
+        late.pk: "its started time 9999-12-31 00:00:00+00 is outside years 1 to 9999",
+        endless.pk: "its stopped time infinity is outside years 1 to 9999",
+    }
+    for task_id, why in refused.items():
+        assert f"not imported: django-q2 task {task_id}: {why}" in out
+        [record] = [r for r in caplog.records if getattr(r, "external_id", None) == task_id]
+        assert (record.levelname, record.outcome, record.reason) == ("WARNING", "import_skipped", why)  # type: ignore[attr-defined]
+    if dry_run:
+        assert not DeadLetter.objects.exists()
+        return
+    dead = imported()
+    assert set(dead) == {good.pk, surrogate.pk}  # every other row imported
+    assert dead[surrogate.pk].args == ["name-\\udcff"]
+    assert not ImportedFailure.objects.filter(external_id__in=list(refused)).exists()  # left for a later run
+
+
+def test_a_row_failing_in_an_unforeseen_way_is_skipped_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django_jobretry.contrib.django_q2 import importer
+    from django_jobretry.contrib.django_q2.rendering import arguments as shown
+
+    good, odd = failed("good"), failed("odd")
+
+    def arguments(args: Any, kwargs: Any) -> Any:
+        if args == ("odd",):
+            raise LookupError("the rendering broke")
+        return shown(args, kwargs)
+
+    monkeypatch.setattr(importer, "arguments", arguments)
+    code, out = command()
+    assert code == 1
+    assert f"not imported: django-q2 task {odd.pk}: it cannot be imported here (LookupError)" in out
+    assert set(imported()) == {good.pk}
+
+
+def test_a_letter_the_database_refuses_costs_the_others_nothing() -> None:
+    """What the importer's checks miss, the database refuses: that letter alone is left out."""
+
+    def letter(external_id: str, enqueued_at: datetime) -> ExternalDeadLetter:
+        return ExternalDeadLetter(
+            source="django_q2",
+            external_id=external_id,
+            task_name="shop.q2_task",
+            queue_name="q2",
+            policy_name="q2",
+            args=[],
+            kwargs={},
+            reason=DeadReason.EXHAUSTED,
+            attempts=1,
+            max_attempts=1,
+            errors=[],
+            enqueued_at=enqueued_at,
+            dead_at=None,
+        )
+
+    now = timezone.now()
+    result = import_dead_letters(
+        [letter("a", now), letter("b", datetime(9999, 12, 31, tzinfo=UTC)), letter("c", now)]
+    )
+    assert sorted(result.created) == ["a", "c"]
+    assert result.refused == {"b": "the database refused it (jobretry_dead_enqueued_at_holdable)"}
+    assert sorted(ImportedFailure.objects.values_list("external_id", flat=True)) == ["a", "c"]

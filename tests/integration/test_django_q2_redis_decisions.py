@@ -51,7 +51,7 @@ def in_process(redis_q2: redis.Redis, tmp_path: Path) -> Iterator[None]:
     test's transaction would end it; the cluster tests run it unpatched.
     """
     with (
-        patch.object(claims, "directory", return_value=tmp_path),
+        patch.object(claims, "settled", return_value=tmp_path),
         patch.object(scheduler, "close_old_django_connections"),
     ):
         yield

@@ -55,6 +55,31 @@ def limited_by_policy(seconds: float) -> None:
     time.sleep(seconds)
 
 
+#: Attempt 1 of ``lingers`` returns once attempt 2 has (a hard deadline bounds the wait).
+SECOND_RETURNED = threading.Event()
+#: Seconds attempt 2 of ``lingers`` waits to see itself timed out: an acceptance deadline.
+SEEN_TIMED_OUT_WITHIN = 10
+
+
+@job(name="tests.time_limits.lingers", policy=QUICK, timeout=0.2)
+def lingers() -> None:
+    """Attempt 1 outlives attempt 2; attempt 2 runs until its own timeout is recorded, or gives up."""
+    from django_jobretry import current_job
+
+    context = current_job()
+    assert context is not None
+    EVENTS.append(f"attempt {context.attempt} started")
+    if context.attempt == 1:
+        SECOND_RETURNED.wait(DEADLINE)
+        EVENTS.append("attempt 1 returned")
+        return
+    give_up = time.monotonic() + SEEN_TIMED_OUT_WITHIN
+    while time.monotonic() < give_up and not DeadLetter.objects.filter(job_id=context.job_id).exists():
+        time.sleep(0.02)
+    EVENTS.append("attempt 2 returned")
+    SECOND_RETURNED.set()
+
+
 def release_once_timed_out(job_id: int) -> threading.Thread:
     """Lets the slow handler return once its timeout is recorded (a hard deadline bounds the wait)."""
 
@@ -98,6 +123,25 @@ def test_a_handler_past_its_timeout_is_cut_off_and_its_slot_held_until_it_return
     assert "ran longer than its timeout of 0:00:00.200000" in entry["message"]
     # With one slot, attempt 2 could only start once the abandoned attempt 1 returned.
     assert EVENTS == ["attempt 1 started", "timeout recorded", "attempt 1 returned", "attempt 2 started"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("keep_signal_handlers")
+def test_a_retry_is_timed_out_while_its_abandoned_earlier_attempt_still_runs() -> None:
+    """The abandoned attempt 1 neither shields attempt 2 from its limit nor clears its deadline."""
+    EVENTS.clear()
+    SECOND_RETURNED.clear()
+    enqueued = lingers.enqueue()
+    try:
+        run_until_settled(concurrency=2)
+    finally:
+        SECOND_RETURNED.set()
+    assert not Job.objects.filter(pk=enqueued.pk).exists()
+    dead = DeadLetter.objects.get(job_id=enqueued.pk)
+    assert (dead.reason, dead.attempts) == (DeadReason.EXHAUSTED, 2)
+    assert [(entry["attempt"], entry["ended"]) for entry in dead.errors] == [(1, "timeout"), (2, "timeout")]
+    # Attempt 2 ran beside the lingering attempt 1, and both outcomes came too late to count.
+    assert EVENTS == ["attempt 1 started", "attempt 2 started", "attempt 2 returned", "attempt 1 returned"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -47,24 +47,33 @@ def check_django_q2(app_configs: Sequence[AppConfig] | None = None, **kwargs: An
 
 
 def claim_directory_problems() -> list[CheckMessage]:
-    """E039: the claim directory of killed-worker claims exists and is not private to this user."""
+    """W039: the default claim directory exists and is not private to this user; which one is used instead.
+
+    A warning, not an error: anyone who can create a directory in /tmp could
+    otherwise stop every management command of the project, qcluster too.
+    """
     from django.utils.connection import ConnectionDoesNotExist
 
-    from django_jobretry.contrib.django_q2 import claims
+    from django_jobretry.contrib.django_q2 import claim_directory
 
     try:
-        path = claims.directory()
+        used, refused = claim_directory.usable()
     except ConnectionDoesNotExist:  # Q_CLUSTER["orm"] names no database: Django's checks say so
         return []
-    why = claims.problem(path)
-    if why is None:
+    if refused is None:
         return []
+    if used is None:
+        effect = (
+            "nor is any fallback, so workers write and read no claims and a worker killed "
+            "mid-task is not counted"
+        )
+    else:
+        effect = f"workers keep their claims in {used} instead"
     return [
-        _error(
-            39,
-            f"The django-q2 claim directory {why}: workers neither write nor read claims there, so a "
-            "worker killed mid-task is not counted, and another user could read or plant claims.",
-            f"Remove {path} (check first who made it); the next worker creates it again, mode 700.",
+        Warning(
+            f"The django-q2 claim directory {refused}: no claim is written or read there; {effect}.",
+            hint=f"Check who made {claim_directory.directory()} and remove it; workers then use it again.",
+            id="django_jobretry.W039",
         )
     ]
 

@@ -23,15 +23,8 @@ package: a retry re-sends it after the delay, or it is buried. The file is
 the only copy of the task's arguments outside the worker, in a directory
 only the cluster's user can read, as they are in Redis.
 
-That directory has a predictable name in the shared temporary directory, so
-another user could create it first, to read claims, plant some (a planted
-ORM claim would record a failure for any queue row) or redirect them. So it
-is made 0700 by the worker, and used only when it is a real directory (not
-a symbolic link), owned by this user and closed to everyone else
-(:func:`problem`); otherwise no claim is written or read, each worker logs
-an error naming the directory and what is wrong, and the system check
-E039 says so too. The temporary directory's sticky bit keeps others from
-renaming ours away afterwards.
+That directory is private to the cluster's user; which one it is, and what
+happens when another user took it first, is :mod:`.claim_directory`.
 
 Files, not the database: the success path must not pay a database write.
 The directory is local to the host, as django-q2's workers are.
@@ -40,78 +33,23 @@ The directory is local to the host, as django-q2's workers are.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
-import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from django.core.signing import BadSignature
+
+from django_jobretry.contrib.django_q2.claim_directory import UnsafeClaimDirectory, private, settled
 
 logger = logging.getLogger("django_jobretry")
 
 SUFFIX = ".claim"
 
 
-class UnsafeClaimDirectory(OSError):
-    """The claim directory is not private to this user; the message says which and why."""
-
-
-def directory() -> Path:
-    """Claims of this cluster (name) on this database, for this user, in the system's temporary directory."""
-    from django.db import connections
-    from django_q.conf import Conf
-
-    database = connections[Conf.ORM or "default"].settings_dict
-    identity = f"{Conf.CLUSTER_NAME}|{database.get('HOST')}|{database.get('PORT')}|{database.get('NAME')}"
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"jobretry-django-q2-{os.geteuid()}-{digest}"
-
-
-def problem(path: Path) -> str | None:
-    """Why ``path`` must not hold claims; None when it is missing or private (ours, 0700-like)."""
-    try:
-        found = os.lstat(path)  # the entry itself: a symbolic link is not followed
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(found.st_mode):
-        return f"{path} is a symbolic link, not a directory"
-    if not stat.S_ISDIR(found.st_mode):
-        return f"{path} is not a directory"
-    if found.st_uid != os.geteuid():
-        return f"{path} belongs to uid {found.st_uid}, not to this user (uid {os.geteuid()})"
-    if found.st_mode & 0o077:
-        return f"{path} is open to other users (mode {stat.S_IMODE(found.st_mode):o}, expected 700)"
-    return None
-
-
-def private(path: Path) -> Path:
-    """``path``, created 0700 when missing; UnsafeClaimDirectory when it is not private to us."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
-    why = problem(path)
-    if why is not None:
-        raise UnsafeClaimDirectory(
-            f"the django-q2 claim directory {why}: claims hold task arguments. Remove it; the "
-            "next worker creates it again, private"
-        )
-    return path
-
-
-#: This process's claim file, by pid: computed once per worker process (a forked
-#: worker has a pid of its own, so it never uses its parent's entry).
-_paths: dict[int, Path] = {}
-
-
-def _mine() -> Path:
-    pid = os.getpid()
-    path = _paths.get(pid)
-    if path is None:
-        path = _paths[pid] = private(directory()) / f"{pid}{SUFFIX}"
-    return path
+#: The claim file each process wrote last, by pid, for its release.
+_claimed: dict[int, Path] = {}
 
 
 def _write(path: Path, text: str) -> None:
@@ -123,6 +61,7 @@ def _write(path: Path, text: str) -> None:
         private(path.parent)
         partial.write_text(text)
     os.replace(partial, path)
+    _claimed[os.getpid()] = path
 
 
 def claim(task: dict[str, Any], policy: str, started: str, popped: dict[str, Any] | None = None) -> None:
@@ -142,7 +81,7 @@ def claim(task: dict[str, Any], policy: str, started: str, popped: dict[str, Any
             from django_q.signing import SignedPackage
 
             record.update(package=SignedPackage.dumps(task), popped=popped or {})
-        _write(_mine(), json.dumps(record))
+        _write(settled() / f"{os.getpid()}{SUFFIX}", json.dumps(record))
     except UnsafeClaimDirectory as exc:
         logger.error("%s", exc, extra={"outcome": "claim_dir_unsafe"})  # the task runs unclaimed
     except Exception:  # a full disk, an argument pickle refuses: the task runs unclaimed
@@ -150,8 +89,11 @@ def claim(task: dict[str, Any], policy: str, started: str, popped: dict[str, Any
 
 
 def release() -> None:
-    with contextlib.suppress(OSError):
-        _mine().unlink(missing_ok=True)
+    """The task ended: its claim goes, from the directory it was written to."""
+    path = _claimed.pop(os.getpid(), None)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 def alive(pid: int) -> bool:
@@ -172,17 +114,11 @@ def recover_lost(**kwargs: Any) -> None:
     """``post_spawn``: record the attempts of workers that died mid-task."""
     from django_jobretry.contrib.django_q2.monitor import record_failure
 
-    place = directory()
-    why = problem(place)
-    if why is not None:  # claims there may be planted: none is read
-        logger.error(
-            "the django-q2 claim directory %s: its claims are not read",
-            why,
-            extra={"outcome": "claim_dir_unsafe"},
-        )
-        return
     try:
-        found = list(place.glob(f"*{SUFFIX}"))
+        found = list(settled().glob(f"*{SUFFIX}"))
+    except UnsafeClaimDirectory as exc:  # claims there may be planted: none is read
+        logger.error("%s", exc, extra={"outcome": "claim_dir_unsafe"})
+        return
     except OSError:
         return
     for path in found:

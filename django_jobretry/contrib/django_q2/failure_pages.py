@@ -6,6 +6,11 @@ Two things the import must not do while reading (docs/django-q2.md):
   ``result``: those pickles are not signed, and loading one can run code.
   The columns are read as text (a ``Cast`` to ``TextField`` has no
   ``from_db_value``), and :mod:`.pickles` loads them as plain data only;
+- fail on a time Python cannot hold: ``timestamptz`` takes 'infinity' and
+  years past 9999, which psycopg refuses to load, the whole page with it.
+  ``started`` and ``stopped`` are read as None unless within what a dead
+  letter holds (models/instants.py), with their text beside them
+  (``text_started``, ``text_stopped``) for the reason the row is skipped;
 - hold the whole table in memory: a page holds at most ``PAGE_ROWS`` rows
   and ``PAGE_BYTES`` of column text (one row alone when it is bigger),
   planned from the columns' lengths before their text is fetched. The
@@ -18,8 +23,10 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from django.db.models import IntegerField, TextField, Value
+from django.db.models import Case, DateTimeField, F, IntegerField, Q, TextField, Value, When
 from django.db.models.functions import Cast, Coalesce, Length
+
+from django_jobretry.models.instants import EARLIEST, LATEST
 
 #: Failure rows per page (and per transaction): the unit of progress and of Ctrl-C loss.
 PAGE_ROWS = 500
@@ -27,7 +34,9 @@ PAGE_ROWS = 500
 PAGE_BYTES = 4 * 1024 * 1024
 #: The Failure columns read: the pickled ones as their raw text.
 PICKLED = ("args", "kwargs", "result")
-PLAIN = ("id", "name", "func", "hook", "group", "cluster", "started", "stopped", "attempt_count")
+PLAIN = ("id", "name", "func", "hook", "group", "cluster", "attempt_count")
+#: The Failure columns read as times only when a dead letter can hold them, else as None.
+TIMES = ("started", "stopped")
 
 
 def selection(*, since: datetime | None, func: str | None) -> Any:
@@ -61,9 +70,23 @@ def _first_page(sizes: list[tuple[Any, int]]) -> list[Any]:
     return keys
 
 
+def _held(column: str) -> Case:
+    """The time in ``column`` when a dead letter can hold it; NULL otherwise (never sent to Python)."""
+    within = Q(**{f"{column}__gte": EARLIEST, f"{column}__lte": LATEST})
+    return Case(When(within, then=F(column)), default=None, output_field=DateTimeField())
+
+
+def _with_times(row: dict[str, Any]) -> dict[str, Any]:
+    for column in TIMES:
+        row[column] = row.pop(f"held_{column}")
+    return row
+
+
 def pages(failures: Any) -> Iterator[list[dict[str, Any]]]:
-    """The selected failures as dicts of PLAIN values and raw PICKLED text, a page at a time."""
-    raw = {f"raw_{column}": Cast(column, TextField()) for column in PICKLED}
+    """The selected failures a page at a time: PLAIN values, TIMES (and their text), raw PICKLED text."""
+    raw: dict[str, Any] = {f"raw_{column}": Cast(column, TextField()) for column in PICKLED}
+    for column in TIMES:
+        raw |= {f"held_{column}": _held(column), f"text_{column}": Cast(column, TextField())}
     last = None
     while True:
         after = failures if last is None else failures.filter(pk__gt=last)
@@ -71,7 +94,7 @@ def pages(failures: Any) -> Iterator[list[dict[str, Any]]]:
         if not sizes:
             return
         keys = _first_page(sizes)
-        page = list(failures.filter(pk__in=keys).annotate(**raw).values(*PLAIN, *raw))
+        page = [_with_times(row) for row in failures.filter(pk__in=keys).annotate(**raw).values(*PLAIN, *raw)]
         yield page
         last = keys[-1]
 

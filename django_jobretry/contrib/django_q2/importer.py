@@ -15,21 +15,26 @@ and without unpickling anything, is :mod:`.failure_pages`.
 A Failure row is not signed, so nothing in it is trusted: its pickles are
 loaded as plain data only (:mod:`.pickles`), and its function and hook must
 be task functions of the project (:mod:`.task_paths`) before the package
-that names them is signed. Each row is judged on its own; one that fails a
-check is skipped and named with the reason, the rest are imported.
+that names them is signed. Each row is judged on its own: one that fails a
+check, cannot be signed (arguments nested too deep to pickle), fails in a
+way not foreseen here, or is refused by the database when written, is
+skipped, named with the reason (in the report and in a warning logged) and
+left where it was, to be tried again by a later run; the rest are imported.
 
 Skipped, and counted:
 
 - a task still in django-q2's queue (an ORM-broker row whose package has
   the task id): django-q2, or the adapter's retry, will deliver it again;
 - a failure that cannot be read here: no function path, one that is not a
-  task of the project, or pickles that are not plain data.
+  task of the project, pickles that are not plain data, arguments too deep
+  to sign, or times outside what a dead letter holds.
 
 The ``Failure`` rows are kept: django-q2's admin still shows them.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,6 +49,8 @@ from django_jobretry.models import DeadLetterSource, DeadReason
 from django_jobretry.policy import ErrorKind
 from django_jobretry.services.external_dead_letters import ExternalDeadLetter, import_dead_letters, known
 from django_jobretry.services.history import AttemptEnd, attempt_entry
+
+logger = logging.getLogger("django_jobretry")
 
 SOURCE = DeadLetterSource.DJANGO_Q2.value
 
@@ -65,7 +72,18 @@ class Report:
     already_imported: list[str] = field(default_factory=list)
     already_dead: list[str] = field(default_factory=list)
     queued: list[str] = field(default_factory=list)
+    #: Task id -> why it was not (dry run: would not be) imported.
     unreadable: dict[str, str] = field(default_factory=dict)
+
+    def skipped(self, task_id: str, why: str) -> None:
+        """``task_id`` is left where it is, for the reason ``why``: reported here and logged."""
+        self.unreadable[task_id] = why
+        logger.warning(
+            "django-q2 task %s not imported: %s",
+            task_id,
+            why,
+            extra={"outcome": "import_skipped", "source": SOURCE, "external_id": task_id, "reason": why},
+        )
 
 
 def _plain(row: dict[str, Any], column: str, what: str) -> Any:
@@ -114,7 +132,14 @@ def dead_letter_for(row: dict[str, Any], policy_name: str) -> ExternalDeadLetter
     func = row["func"]
     if not isinstance(func, str) or not func.strip():
         raise _Unreadable("it names no function")
+    for column in ("started", "stopped"):  # None: beyond the dead letters table's CHECKs (models/instants.py)
+        if row[column] is None:
+            raise _Unreadable(f"its {column} time {row[f'text_{column}']} is outside years 1 to 9999")
     package = _package(row, func)
+    try:
+        payload = SignedPackage.dumps(package)
+    except RecursionError:  # plain data the unpickler could build, too deep for pickle.dumps
+        raise _Unreadable("its arguments are nested too deep to be signed for requeue") from None
     result = _plain(row, "result", "result")
     verdict = from_result_text(result if isinstance(result, str) else json_safe(result))
     queue = str(row["cluster"] or Conf.CLUSTER_NAME)
@@ -147,7 +172,7 @@ def dead_letter_for(row: dict[str, Any], policy_name: str) -> ExternalDeadLetter
         dead_at=row["stopped"],
         external_name=str(row["name"] or ""),
         external_group=None if row["group"] is None else str(row["group"]),
-        external_payload=SignedPackage.dumps(package),
+        external_payload=payload,
     )
 
 
@@ -181,7 +206,9 @@ def import_failures(
                 try:
                     letters.append(dead_letter_for(row, policy_name))
                 except _Unreadable as exc:
-                    report.unreadable[row["id"]] = str(exc)
+                    report.skipped(row["id"], str(exc))
+                except Exception as exc:  # one row must not stop the others; the text may quote its data
+                    report.skipped(row["id"], f"it cannot be imported here ({type(exc).__name__})")
             report.funcs.update((letter.external_id, letter.task_name) for letter in letters)
             _record(report, letters, dry_run=dry_run)
             report.read += len(batch)
@@ -202,6 +229,9 @@ def _record(report: Report, letters: list[ExternalDeadLetter], *, dry_run: bool)
         )
         return
     result = import_dead_letters(letters)
+    for task_id, why in result.refused.items():
+        report.skipped(task_id, why)
+        report.funcs.pop(task_id, None)
     report.imported.update(result.created)
     report.already_imported += result.already_imported
     report.already_dead += result.already_dead
