@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -62,7 +63,7 @@ def test_other_processes_are_left_alone(argv: list[str]) -> None:
 
 def test_an_alias_whose_backend_cannot_load_is_skipped_not_fatal() -> None:
     """A worker machine without, say, mysqlclient still starts when an unused alias needs it."""
-    databases = {
+    databases: dict[str, dict[str, Any]] = {
         "default": {"ENGINE": "django.db.backends.postgresql", "NAME": "jobs"},
         "reports": {"ENGINE": "no.such.backend", "NAME": "reports"},
         "local": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
