@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 from django.db import connection
 
@@ -159,7 +160,35 @@ def test_ctrl_c_in_a_query_the_partition_swallowed_ends_the_command_all_the_same
 APPLICATION_NAME = "jobretry-partition-test"
 
 
-def sessions_named(name: str) -> list[int]:
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_on_a_database_that_answers_cancels_the_statement_and_leaves_one_line() -> None:
+    """No partition: the statement waits on a lock; Ctrl-C cancels it on the server, no traceback."""
+    with psycopg.connect(test_database_url()) as holder:
+        holder.execute("LOCK TABLE django_jobretry_job IN ACCESS EXCLUSIVE MODE")
+        command = Command(
+            "jobstatus", url=test_database_url(), options={"application_name": APPLICATION_NAME}
+        )
+        try:
+            wait_until(
+                lambda: sessions_named(APPLICATION_NAME, waiting=True), what="jobstatus waiting on the lock"
+            )
+            command.process.send_signal(signal.SIGINT)
+            code = command.end(timeout=STOP_DEADLINE)
+            # Cancelled, not left queued behind the lock until the server notices the closed socket.
+            wait_until(lambda: not sessions_named(APPLICATION_NAME, waiting=True), what="the statement to go")
+        finally:
+            command.kill()
+    assert code == EXIT_INTERRUPTED
+    assert command.stderr[-1] == "stopped by SIGINT (Ctrl-C)\n"
+    assert not any("Traceback" in line for line in command.stderr), command.stderr
+
+
+def sessions_named(name: str, *, waiting: bool = False) -> list[int]:
+    """Backend pids of sessions called ``name``; only those waiting on a lock when ``waiting``."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [name])
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+            "AND (NOT %s OR wait_event_type = 'Lock')",
+            [name, waiting],
+        )
         return [row[0] for row in cursor.fetchall()]
