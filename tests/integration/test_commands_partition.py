@@ -170,7 +170,8 @@ def test_ctrl_c_on_a_database_that_answers_cancels_the_statement_and_leaves_one_
         )
         try:
             wait_until(
-                lambda: sessions_named(APPLICATION_NAME, waiting=True), what="jobstatus waiting on the lock"
+                lambda: bool(sessions_named(APPLICATION_NAME, waiting=True)),
+                what="jobstatus waiting on the lock",
             )
             command.process.send_signal(signal.SIGINT)
             code = command.end(timeout=STOP_DEADLINE)
