@@ -127,6 +127,11 @@ class Job(models.Model):
     #: A limited job's lane (conf/limits.py): the limited claim serves lanes in turn; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
 
+    #: Not a column: set on the job an enqueue returns. True when its unique key was already held
+    #: and the enqueue returned the holding job (``on_conflict``) instead of inserting one; False on
+    #: a new job and on any job loaded from the database (docs/jobs.md#deduplication).
+    deduplicated: bool = False
+
     objects = JobQuerySet.as_manager()
 
     class Meta:
