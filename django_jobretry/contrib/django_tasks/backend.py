@@ -123,7 +123,7 @@ class JobRetryBackend(BaseTaskBackend):
             takes_context=task.takes_context,
         )
         enqueued = enqueue_call(spec, tuple(args), dict(kwargs))
-        result = result_of(enqueued.job, task, self.alias)
+        result = result_of(enqueued.job, task, self.alias, deduplicated=not enqueued.inserted)
         if enqueued.inserted:  # not for the job that held its unique key: nothing was enqueued
             send_task_signal(task_enqueued, task, result)
         return cast("TaskResult[P, R]", result)  # result_of reads any task's row

@@ -13,10 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
-from django.tasks.base import Task, TaskError, TaskResult, TaskResultStatus
+from django.tasks.base import Task, TaskError, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
 
+from django_jobretry.contrib.django_tasks.result_class import JobRetryTaskResult
 from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter, Job, JobStatus
@@ -108,7 +109,9 @@ def _using_key(row: Job | DeadLetter, registered: Task[..., Any]) -> str | None:
     return key
 
 
-def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> TaskResult[..., Any]:
+def result_of(
+    row: Job | DeadLetter, task: Task[..., Any], backend: str, *, deduplicated: bool = False
+) -> JobRetryTaskResult:
     """The row as a TaskResult of ``task``, as the backend called ``backend`` reports it."""
     history = _entries(row.errors)
     if isinstance(row, DeadLetter):
@@ -130,7 +133,7 @@ def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> Task
             origin = int(first["job_id"])
         enqueued_at = _time(first.get("enqueued_at")) or enqueued_at
         started_at = _time(first.get("first_attempt_at")) or started_at
-    result = TaskResult(
+    result = JobRetryTaskResult(
         task=task,
         id=str(origin),
         status=status,
@@ -145,6 +148,7 @@ def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> Task
         backend=backend,
         errors=[_task_error(entry) for entry in history],
         worker_ids=_worker_ids(row, history, current, requeues),
+        deduplicated=deduplicated,
     )
     if status == TaskResultStatus.SUCCESSFUL and isinstance(row, Job):
         object.__setattr__(result, "_return_value", row.return_value)
