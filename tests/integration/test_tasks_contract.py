@@ -9,16 +9,17 @@ Django 6+ only (tests/conftest.py leaves this module out on Django 5.2).
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.dispatch import receiver
 from django.tasks import TaskResultStatus, default_task_backend
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from django_jobretry.exceptions import InvalidJob
+from django_jobretry.exceptions import InvalidJob, UnsupportedArgument
 from django_jobretry.models import DeadLetter, Job
 from django_jobretry.services import transitions
 from django_jobretry.testing import run_jobs
@@ -93,6 +94,25 @@ class TestArgumentsTheTaskCannotTake:
             tasks.flaky.enqueue(*args, **kwargs)
         assert isinstance(refused.value, InvalidJob)
         assert (Job.objects.count(), enqueued_signals) == (0, [])
+
+    def test_a_value_json_has_no_form_for_is_refused_in_djangos_words_then_ours(self) -> None:
+        """Django's test_enqueue_with_invalid_argument: ``TypeError`` saying "Unsupported type"."""
+        with pytest.raises(TypeError, match="Unsupported type") as refused:
+            tasks.flaky.enqueue(datetime.now(), 0)  # type: ignore[arg-type]
+        assert isinstance(refused.value, UnsupportedArgument)
+        assert refused.value.value_type is datetime
+        assert str(refused.value) == (
+            "Unsupported type: <class 'datetime.datetime'>: positional argument 0 of task "
+            "'tests.jobs_app.tasks.flaky' is a datetime.datetime, which is not JSON-serialisable; "
+            "pass plain data (str, int, float, bool, None, list, dict), e.g. an id"
+        )
+        assert Job.objects.count() == 0
+
+    def test_aenqueue_refuses_it_in_the_same_words(self) -> None:
+        """Django's test_aenqueue_with_invalid_argument."""
+        with pytest.raises(TypeError, match="Unsupported type"):
+            async_to_sync(tasks.flaky.aenqueue)(datetime.now(), 0)  # type: ignore[arg-type]
+        assert Job.objects.count() == 0
 
     def test_the_message_names_the_task_and_the_mismatch(self) -> None:
         with pytest.raises(
