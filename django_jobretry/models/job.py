@@ -91,6 +91,9 @@ class Job(models.Model):
     kwargs = StoredJSONField(default=dict, blank=True)
     priority = models.SmallIntegerField(default=0, help_text="Higher runs first; -100 to 100.")
     run_at = models.DateTimeField(db_default=Now(), help_text="Not claimed before this time.")
+    #: The start time its enqueue gave (``run_after``), kept while retries and holds move ``run_at``;
+    #: NULL: none given. A requeue carries it: django.tasks reports it as the task's ``run_after``.
+    run_after = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="Counted when a worker claims the job.")
     max_attempts = models.PositiveIntegerField(help_text="Copied from the policy at enqueue.")
     # NULL, not "", for "no key": NULLs never collide in the unique index.
@@ -271,6 +274,7 @@ class Job(models.Model):
             *holdable_times(
                 "jobretry_job",
                 "run_at",
+                "run_after",
                 "lease_expires_at",
                 "enqueued_at",
                 "first_attempt_at",

@@ -148,6 +148,10 @@ def _replaced(holder: Job, arguments: Arguments, run_at: RunAt, lane: str | None
     else:
         when = run_at
     changed = Job.objects.filter(pk=holder.pk, status=JobStatus.READY).update(
-        args=arguments.args, kwargs=arguments.kwargs, run_at=when, limit_lane=lane
+        args=arguments.args,
+        kwargs=arguments.kwargs,
+        run_at=when,
+        run_after=None if run_at is None else when,
+        limit_lane=lane,
     )
     return changed == 1

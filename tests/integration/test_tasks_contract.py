@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from django_jobretry.exceptions import InvalidJob, UnsupportedArgument
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import transitions
+from django_jobretry.services import deadletters, transitions
 from django_jobretry.testing import run_jobs
 from django_jobretry.worker.runner import STALE_ARGUMENTS_RULE
 from tests.jobs_app import tasks
@@ -74,6 +74,59 @@ class TestGetResult:
         fetched = tasks.flaky.get_result(result.id)
         assert fetched.status == TaskResultStatus.RUNNING
         assert fetched.task == result.task
+
+
+class TestRunAfter:
+    """``get_result().task.run_after`` is the enqueue's, whatever moved the job's ``run_at`` since."""
+
+    def test_fetched_results_keep_their_run_after_and_priority(self) -> None:
+        """django-tasks-db's test_run_after_priority, its equality part (the rest reads its own table)."""
+        now, task = timezone.now(), tasks.other_queue
+        results = [
+            task.using(priority=20, run_after=now - timedelta(hours=2)).enqueue("old"),
+            task.using(priority=20, run_after=now - timedelta(hours=10)).enqueue("very old"),
+            task.using(run_after=now + timedelta(hours=10)).enqueue("far future"),
+            task.using(priority=10, run_after=now + timedelta(hours=10)).enqueue("high far future"),
+            task.using(run_after=now + timedelta(hours=2)).enqueue("future"),
+            task.using(priority=10).enqueue("high"),
+            task.using(priority=2).enqueue("low"),
+            task.using(priority=-2).enqueue("lower"),
+        ]
+        fetched = [default_task_backend.get_result(result.id) for result in results]
+        assert fetched == results
+        assert [f.task.run_after for f in fetched] == [r.task.run_after for r in results]
+
+    def test_a_retried_task_keeps_its_run_after(self) -> None:
+        run_after = timezone.now() - timedelta(seconds=1)
+        result = tasks.flaky.using(run_after=run_after).enqueue("k", 1)
+        run_jobs(include_scheduled=True)  # fails once, is retried, succeeds
+        fetched = tasks.flaky.get_result(result.id)
+        assert (fetched.status, fetched.attempts) == (TaskResultStatus.SUCCESSFUL, 2)
+        assert fetched.task.run_after == run_after
+        assert fetched == result.task.get_result(result.id)
+
+    def test_a_task_run_early_by_run_jobs_keeps_its_run_after(self) -> None:
+        run_after = timezone.now() + timedelta(hours=1)
+        result = tasks.other_queue.using(run_after=run_after).enqueue("k")
+        run_jobs(include_scheduled=True)  # moves run_at to now
+        fetched = tasks.other_queue.get_result(result.id)
+        assert (fetched.status, fetched.task.run_after) == (TaskResultStatus.SUCCESSFUL, run_after)
+
+    def test_a_dead_task_and_its_requeue_keep_its_run_after(self) -> None:
+        run_after = timezone.now() - timedelta(minutes=5)
+        result = tasks.fatal.using(run_after=run_after).enqueue("k")
+        run_jobs()
+        dead = tasks.fatal.get_result(result.id)
+        assert (dead.status, dead.task.run_after) == (TaskResultStatus.FAILED, run_after)
+        deadletters.requeue(DeadLetter.objects.get().pk, run_after=timedelta(hours=1))
+        requeued = tasks.fatal.get_result(result.id)
+        assert (requeued.status, requeued.task.run_after) == (TaskResultStatus.READY, run_after)
+
+    def test_a_task_enqueued_without_run_after_reads_none(self) -> None:
+        result = tasks.flaky.enqueue("k", 1)
+        run_jobs()  # one failed attempt: the retry moved run_at
+        fetched = tasks.flaky.get_result(result.id)
+        assert (fetched.status, fetched.task.run_after) == (TaskResultStatus.READY, None)
 
 
 class TestArgumentsTheTaskCannotTake:

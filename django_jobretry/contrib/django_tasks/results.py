@@ -64,16 +64,16 @@ def find_row(result_id: object) -> Job | DeadLetter:
 def enqueued_task(row: Job | DeadLetter, registered: Task[..., Any]) -> Task[..., Any]:
     """The registered ``@task`` as the row was enqueued: its ``.using()`` priority, queue, run_after and key.
 
-    Priority and queue are on every row. ``run_after`` is the row's
-    ``run_at`` while that still is the time the enqueue gave: before any
-    retry or requeue moved it (a ``run_at`` equal to ``enqueued_at`` is the
-    column's default, no run_after). A task whose queue left ``QUEUES``
-    since is reported as registered.
+    All are on every row, dead letters too; ``run_after`` is the time the
+    enqueue gave, which retries, holds and requeues leave alone (they move
+    ``run_at``). A task whose queue left ``QUEUES`` since is reported as
+    registered.
     """
-    run_after = None
-    if isinstance(row, Job) and not row.requeue_count and not row.errors and row.run_at != row.enqueued_at:
-        run_after = row.run_at
-    changes: dict[str, Any] = {"priority": row.priority, "queue_name": row.queue_name, "run_after": run_after}
+    changes: dict[str, Any] = {
+        "priority": row.priority,
+        "queue_name": row.queue_name,
+        "run_after": row.run_after,
+    }
     if (unique_key := _using_key(row, registered)) is not None:
         changes["unique_key"] = unique_key
     if all(getattr(registered, name) == value for name, value in changes.items()):
