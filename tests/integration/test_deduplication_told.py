@@ -91,6 +91,12 @@ class TestTheReturnedJob:
         unique_jobs.receipt.enqueue(8)
         assert [s["job_id"] for s in deduplicated] == [first.pk] * 3 + [other.pk]
 
+    def test_a_using_key_is_told_too(self, deduplicated: list[dict[str, Any]]) -> None:
+        keyed = jobs.record.using(unique_key="nightly", priority=3)
+        first, again = keyed.enqueue("a"), keyed.enqueue("b")
+        assert (first.deduplicated, again.deduplicated, again.pk) == (False, True, first.pk)
+        assert [(s["job_id"], s["unique_key"]) for s in deduplicated] == [(first.pk, "nightly")]
+
     def test_a_job_read_from_the_database_is_not_marked(self) -> None:
         first = unique_jobs.receipt.enqueue(7)
         assert unique_jobs.receipt.enqueue(7).deduplicated
