@@ -41,6 +41,7 @@ __all__ = [
     "UnknownPolicy",
     "UnknownTask",
     "UnstorableResult",
+    "UnsupportedArgument",
 ]
 
 
@@ -76,6 +77,23 @@ class InvalidArguments(InvalidJob, TypeError):
     it cannot turn into JSON, so ``except TypeError`` around
     ``Task.enqueue()`` works as with Django's own backends.
     """
+
+
+class UnsupportedArgument(InvalidArguments):
+    """An argument value is of a type JSON has no form for (a datetime, a set, a model instance).
+
+    ``value_type`` is that type. Through django.tasks' ``enqueue()`` the
+    message starts with Django's own wording, ``Unsupported type: <class
+    '...'>``, as its backends say it, and goes on with ours.
+    """
+
+    def __init__(self, message: str, value_type: type) -> None:
+        self.value_type = value_type
+        super().__init__(message)
+
+    def in_djangos_words(self) -> UnsupportedArgument:
+        """The same refusal, its message led by what Django's ``normalize_json`` says of the type."""
+        return UnsupportedArgument(f"Unsupported type: {self.value_type}: {self}", self.value_type)
 
 
 class JobConflict(JobRetryError):

@@ -50,6 +50,12 @@ work_resumed = Signal()
 #: Sent with Circuit as sender: ``task_name`` and, per signal, ``open_until``, ``opens``
 #: and ``reason`` (opened), ``probe_job_id`` (half-open), ``released`` (closed: how many
 #: held jobs were let go).
+#: Sent by an enqueue (``@job``'s ``.enqueue()``, django.tasks' ``enqueue()``) with Job as sender
+#: when its unique key was held and it returned the holding job instead of inserting one; kwargs
+#: ``job_id`` (the holder), ``task_name``, ``queue_name``, ``unique_key``, ``status`` (the holder's,
+#: as returned) and ``replaced`` (``on_conflict="replace"`` gave the still-ready holder the new call).
+#: Never the arguments. Sent at once, inside the caller's transaction if there is one.
+job_deduplicated = Signal()
 circuit_opened = Signal()
 circuit_half_open = Signal()
 circuit_closed = Signal()

@@ -24,7 +24,7 @@ from datetime import timedelta
 from itertools import chain
 from typing import Any, NamedTuple
 
-from django_jobretry.exceptions import InvalidArguments, InvalidJob
+from django_jobretry.exceptions import InvalidArguments, InvalidJob, UnsupportedArgument
 from django_jobretry.policy.base import InvalidPolicy
 from django_jobretry.policy.durations import to_timedelta
 
@@ -271,9 +271,10 @@ class _Walker:
         if isinstance(value, str):
             _check_text(subject, value)
             return
-        raise InvalidArguments(
+        raise UnsupportedArgument(
             f"{subject} is a {type(value).__module__}.{type(value).__qualname__}, which is not "
-            "JSON-serialisable; pass plain data (str, int, float, bool, None, list, dict), e.g. an id"
+            "JSON-serialisable; pass plain data (str, int, float, bool, None, list, dict), e.g. an id",
+            type(value),
         )
 
 

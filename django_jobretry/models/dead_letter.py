@@ -56,6 +56,8 @@ class DeadLetter(models.Model):
     requeue_count = models.PositiveIntegerField(default=0)
     requeue_history = StoredJSONField(default=list, blank=True)
     enqueued_at = models.DateTimeField()
+    #: Carried from the job: the start time its enqueue gave, which a requeue carries on.
+    run_after = models.DateTimeField(null=True, blank=True)
     first_attempt_at = models.DateTimeField(null=True, blank=True)
     dead_at = models.DateTimeField(db_default=Now())
     # A db_default too: bury's INSERT ... SELECT (services/sql.py) does not name it.
@@ -124,7 +126,9 @@ class DeadLetter(models.Model):
                 condition=models.Q(source__in=DeadLetterSource.values), name="jobretry_dead_source_valid"
             ),
             # What a reader can load, as on the jobs table.
-            *holdable_times("jobretry_dead", "enqueued_at", "first_attempt_at", "dead_at", "schedule_slot"),
+            *holdable_times(
+                "jobretry_dead", "enqueued_at", "run_after", "first_attempt_at", "dead_at", "schedule_slot"
+            ),
             *json_shapes(
                 "jobretry_dead", args="array", kwargs="object", errors="array", requeue_history="array"
             ),

@@ -91,6 +91,9 @@ class Job(models.Model):
     kwargs = StoredJSONField(default=dict, blank=True)
     priority = models.SmallIntegerField(default=0, help_text="Higher runs first; -100 to 100.")
     run_at = models.DateTimeField(db_default=Now(), help_text="Not claimed before this time.")
+    #: The start time its enqueue gave (``run_after``), kept while retries and holds move ``run_at``;
+    #: NULL: none given. A requeue carries it: django.tasks reports it as the task's ``run_after``.
+    run_after = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="Counted when a worker claims the job.")
     max_attempts = models.PositiveIntegerField(help_text="Copied from the policy at enqueue.")
     # NULL, not "", for "no key": NULLs never collide in the unique index.
@@ -126,6 +129,11 @@ class Job(models.Model):
     trace_context = StoredJSONField(null=True, blank=True)
     #: A limited job's lane (conf/limits.py): the limited claim serves lanes in turn; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
+
+    #: Not a column: set on the job an enqueue returns. True when its unique key was already held
+    #: and the enqueue returned the holding job (``on_conflict``) instead of inserting one; False on
+    #: a new job and on any job loaded from the database (docs/jobs.md#deduplication).
+    deduplicated: bool = False
 
     objects = JobQuerySet.as_manager()
 
@@ -266,6 +274,7 @@ class Job(models.Model):
             *holdable_times(
                 "jobretry_job",
                 "run_at",
+                "run_after",
                 "lease_expires_at",
                 "enqueued_at",
                 "first_attempt_at",

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db import connection
 
+from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.limits import lane
 from django_jobretry.conf.uniqueness import Uniqueness
@@ -22,7 +23,7 @@ from django_jobretry.registry import TaskDefinition, resolve_policy
 from django_jobretry.services import tracing
 from django_jobretry.services.job_insert import CHANNEL, insert_many, insert_one
 from django_jobretry.services.job_prototypes import Shared
-from django_jobretry.services.unique_enqueue import UNIQUE_CONSTRAINT, enqueue_unique
+from django_jobretry.services.unique_enqueue import UNIQUE_CONSTRAINT, Outcome, enqueue_unique
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import Arguments, encode_arguments
 
@@ -65,19 +66,33 @@ class JobSpec:
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
-    """What one enqueue did: its job, and whether it inserted it (not: the job holding its unique key)."""
+    """What one enqueue did: its job, and whether it inserted it or found it holding its unique key."""
 
     job: Job
-    inserted: bool
+    #: "inserted", or "deduplicated" / "replaced": the job already held the key (on_conflict).
+    outcome: Outcome
+
+    @property
+    def inserted(self) -> bool:
+        """Whether the job is new: a front door announces only new ones."""
+        return self.outcome == "inserted"
 
 
 def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
-    """Insert one job: one statement in autocommit; a deduplicated one goes through unique_enqueue."""
+    """Insert one job: one statement in autocommit; a deduplicated one goes through unique_enqueue.
+
+    The job's ``deduplicated`` says whether it already held the call's unique key.
+    """
     return enqueue_call(definition, args, kwargs).job
 
 
 def enqueue_call(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Enqueued:
-    """:func:`enqueue`, saying whether the job is new: a front door announces only new ones."""
+    """:func:`enqueue`, saying what it did: a front door announces only new jobs.
+
+    A job that already held the key is marked ``deduplicated`` and announced
+    with :data:`~django_jobretry.signals.job_deduplicated`, so the caller can
+    tell that its call was not enqueued (the job may even have succeeded).
+    """
     check_run_after(run_at := definition.run_after)
     shared = _shared(definition)
     arguments = checked_arguments(definition, args, kwargs)
@@ -87,15 +102,19 @@ def enqueue_call(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, A
         definition.name, definition.func, args, kwargs, takes_context=definition.takes_context
     )
     with tracing.producing(definition.queue_name, definition.name) as trace:
+        outcome: Outcome = "inserted"
         if key is not None:
-            job, inserted = enqueue_unique(
+            job, outcome = enqueue_unique(
                 shared, arguments, key, unique, run_at=run_at, lane=lane, trace=trace
             )
         else:
-            job, inserted = insert_one(shared, arguments, None, run_at, lane, trace=trace), True
+            job = insert_one(shared, arguments, None, run_at, lane, trace=trace)
             _log_enqueued(job)
         tracing.sent(job.pk)
-    return Enqueued(job, inserted)
+    job.deduplicated = outcome != "inserted"
+    if job.deduplicated:
+        _announce_deduplicated(job, replaced=outcome == "replaced")
+    return Enqueued(job, outcome)
 
 
 def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]) -> list[Job]:
@@ -174,6 +193,22 @@ def _shared(definition: JobSpec) -> Shared:
         policy_name=policy_name,
         priority=definition.priority,
         max_attempts=policy.max_attempts,
+    )
+
+
+def _announce_deduplicated(job: Job, *, replaced: bool) -> None:
+    """Tell receivers that an enqueue found ``job`` holding its key: its id and key, never the arguments."""
+    extra = {"job_id": job.pk, "task": job.task_name, "queue": job.queue_name}
+    signals.send(
+        signals.job_deduplicated,
+        Job,
+        extra,
+        job_id=job.pk,
+        task_name=job.task_name,
+        queue_name=job.queue_name,
+        unique_key=job.unique_key,
+        status=job.status,
+        replaced=replaced,
     )
 
 

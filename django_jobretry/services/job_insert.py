@@ -57,6 +57,9 @@ PER_STATEMENT = ("trace_context",)
 JSON_COLUMNS = (*ARGUMENTS, *PER_STATEMENT)
 #: Bound per job of the bulk statement as one array each, like the arguments (conf/limits.py).
 PER_ROW = ("limit_lane",)
+#: Both take the given start time: ``run_at`` is when the job may run (retries and holds move it),
+#: ``run_after`` keeps what the enqueue gave (NULL: nothing given, where ``run_at`` is now).
+RUN_AT_COLUMNS = ("run_at", "run_after")
 
 #: When the job may run: the column's database default (now), a given time, or now plus a delay.
 type RunAt = datetime | timedelta | None
@@ -121,7 +124,7 @@ def _values(
     """The SQL of each column's value: a placeholder for those ``bound``, else the prototype's value."""
     values = []
     for field in fields:
-        if field.attname == "run_at" and run_at == "after":
+        if field.attname in RUN_AT_COLUMNS and run_at == "after":
             values.append("(STATEMENT_TIMESTAMP() + %s)")  # the database clock, like every time comparison
         elif field.attname in JSON_COLUMNS:
             values.append("%s::jsonb")
@@ -161,7 +164,7 @@ def _count_and_wake(shared: Shared) -> tuple[str, str]:
 @functools.lru_cache(maxsize=CACHED_DEFINITIONS)
 def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
     fields = _columns(run_at)
-    bound = {*ARGUMENTS, *PER_CALL, "run_at"}
+    bound = {*ARGUMENTS, *PER_CALL, *RUN_AT_COLUMNS}
     values = _values(fields, bound, run_at, prototype(shared))
     returning = ", ".join(_returning()[0])
     insert = f"{_into(fields)} VALUES ({', '.join(values)})"
@@ -174,7 +177,7 @@ def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
 def _many_jobs(shared: Shared, run_at: RunAtKind) -> _Statement:
     """The bulk statement: one array per argument column; one row back, the ids as an array."""
     fields = _columns(run_at)
-    bound = {*ARGUMENTS, *PER_ROW, *PER_STATEMENT, "run_at"}
+    bound = {*ARGUMENTS, *PER_ROW, *PER_STATEMENT, *RUN_AT_COLUMNS}
     values = _values(fields, bound, run_at, prototype(shared))
     per_row = (*ARGUMENTS, *PER_ROW)
     selected = [f"u.{f.attname}" if f.attname in per_row else v for f, v in zip(fields, values, strict=True)]
@@ -242,6 +245,7 @@ def insert_one(
         "trace_context": trace,
         **_filled(row),
     }
+    values["run_after"] = None if run_at is None else values["run_at"]  # one expression gave both
     return new_jobs(shared)(values)
 
 
@@ -272,6 +276,7 @@ def insert_many(
         raise RuntimeError("the bulk enqueue statement did not return every new id")
     ids, *filled = returned
     common, new_job = _filled([None, *filled]), new_jobs(shared)
+    common["run_after"] = None if run_at is None else common["run_at"]  # one expression gave both
     return [
         new_job(
             {

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Literal
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Value
@@ -43,6 +44,8 @@ logger = logging.getLogger("django_jobretry")
 UNIQUE_CONSTRAINT = "jobretry_job_unique_live_key"
 #: Serializes the windowed enqueues of one key until the transaction that took it ends.
 _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('django_jobretry unique ' || %s, 0))"
+#: What an enqueue of a key did: inserted a job, returned the holder, or gave a ready holder its call.
+Outcome = Literal["inserted", "deduplicated", "replaced"]
 #: Times a lock-free writer (a requeue, a schedule) may take the key between our look and our insert.
 ROUNDS = 5
 
@@ -56,10 +59,11 @@ def enqueue_unique(
     run_at: RunAt,
     lane: str | None,
     trace: dict[str, str] | None = None,
-) -> tuple[Job, bool]:
+) -> tuple[Job, Outcome]:
     """Insert a job holding ``key``, or do what ``unique.on_conflict`` says with the job that holds it.
 
-    Returns the job and whether this call inserted it (False: the holder, replaced or not).
+    Returns the job and what this call did with it: inserted it, or found it
+    holding the key (and, with ``"replace"``, gave it the new call).
     """
     for _ in range(ROUNDS):
         try:
@@ -67,7 +71,7 @@ def enqueue_unique(
                 with statement_guard():  # a refused INSERT must not abort the caller's transaction
                     return _inserted(
                         shared, arguments, key, None, run_at=run_at, lane=lane, trace=trace
-                    ), True
+                    ), "inserted"
             # In the caller's transaction a savepoint: a refusal undoes nothing of theirs.
             with transaction.atomic():
                 with connection.cursor() as cursor:
@@ -77,14 +81,14 @@ def enqueue_unique(
                     job = _inserted(
                         shared, arguments, key, unique.window, run_at=run_at, lane=lane, trace=trace
                     )
-                    return job, True
-                return _conflict(holder, unique, arguments, run_at, lane), False
+                    return job, "inserted"
+                return _conflict(holder, unique, arguments, run_at, lane)
         except IntegrityError as exc:
             if not violates(exc, UNIQUE_CONSTRAINT):
                 raise
         holder = holder_of(key, unique.window)
         if holder is not None:
-            return _conflict(holder, unique, arguments, run_at, lane), False
+            return _conflict(holder, unique, arguments, run_at, lane)
         # The holder finished between our insert and our look: try again.
     raise InvalidJob(f"unique_key {key!r}: the job holding it kept changing; enqueue again")
 
@@ -114,7 +118,9 @@ def _inserted(
     return job
 
 
-def _conflict(holder: Job, unique: Uniqueness, arguments: Arguments, run_at: RunAt, lane: str | None) -> Job:
+def _conflict(
+    holder: Job, unique: Uniqueness, arguments: Arguments, run_at: RunAt, lane: str | None
+) -> tuple[Job, Outcome]:
     """The enqueue found ``holder`` holding its key: raise, return it, or replace a ready one's call."""
     extra = {"job_id": holder.pk, "attempt": holder.attempts, "task": holder.task_name}
     if unique.on_conflict == "raise":
@@ -123,9 +129,9 @@ def _conflict(holder: Job, unique: Uniqueness, arguments: Arguments, run_at: Run
     if unique.on_conflict == "replace" and _replaced(holder, arguments, run_at, lane):
         logger.info("job %s replaced by a new enqueue", holder.pk, extra={**extra, "outcome": "replaced"})
         holder.refresh_from_db()
-        return holder
+        return holder, "replaced"
     logger.info("job %s already holds the unique key", holder.pk, extra={**extra, "outcome": "deduplicated"})
-    return holder
+    return holder, "deduplicated"
 
 
 def _replaced(holder: Job, arguments: Arguments, run_at: RunAt, lane: str | None) -> bool:
@@ -142,6 +148,10 @@ def _replaced(holder: Job, arguments: Arguments, run_at: RunAt, lane: str | None
     else:
         when = run_at
     changed = Job.objects.filter(pk=holder.pk, status=JobStatus.READY).update(
-        args=arguments.args, kwargs=arguments.kwargs, run_at=when, limit_lane=lane
+        args=arguments.args,
+        kwargs=arguments.kwargs,
+        run_at=when,
+        run_after=None if run_at is None else when,
+        limit_lane=lane,
     )
     return changed == 1

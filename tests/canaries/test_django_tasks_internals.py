@@ -67,6 +67,26 @@ def return_value_reads_the_private_slot() -> None:
     require(result.return_value == 42, "TaskResult.return_value does not read _return_value")
 
 
+def task_result_is_a_frozen_slotted_dataclass() -> None:
+    from django.tasks.base import TaskResult
+
+    params = getattr(TaskResult, "__dataclass_params__", None)
+    require(params is not None and params.frozen, "TaskResult is not a frozen dataclass")
+    require("__slots__" in vars(TaskResult), "TaskResult has no __slots__")
+
+
+def unsupported_type_wording() -> None:
+    from django.utils.json import normalize_json
+
+    try:
+        normalize_json({"when": datetime.now(UTC)})
+    except TypeError as exc:
+        wording = str(exc)
+    else:
+        wording = "no TypeError"
+    require(wording == "Unsupported type: <class 'datetime.datetime'>", f"normalize_json says {wording!r}")
+
+
 def statuses_exist() -> None:
     from django.tasks.base import TaskResultStatus
 
@@ -132,6 +152,20 @@ CANARIES = [
         "give a finished result its return value",
         f"{TASKS}results.py, runs.py",
         return_value_reads_the_private_slot,
+    ),
+    Canary(
+        "django",
+        "TaskResult is a frozen dataclass with slots",
+        "carry deduplicated on a subclass, since no attribute can be set on one",
+        f"{TASKS}result_class.py",
+        task_result_is_a_frozen_slotted_dataclass,
+    ),
+    Canary(
+        "django",
+        "django.utils.json.normalize_json's 'Unsupported type' wording",
+        "refuse an argument JSON has no form for in Django's words",
+        f"{TASKS}backend.py, django_jobretry/exceptions.py (UnsupportedArgument)",
+        unsupported_type_wording,
     ),
     Canary(
         "django",

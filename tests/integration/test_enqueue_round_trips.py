@@ -126,7 +126,7 @@ def test_the_fast_insert_stores_what_django_save_would(run_after: datetime | tim
     if isinstance(run_after, datetime):
         saved.run_at = run_after
     saved.save()
-    skip = {"id", "run_at", "enqueued_at"}
+    skip = {"id", "run_at", "run_after", "enqueued_at"}
     rows = [
         {
             f.attname: getattr(Job.objects.get(pk=pk), f.attname)
@@ -138,6 +138,10 @@ def test_the_fast_insert_stores_what_django_save_would(run_after: datetime | tim
     assert rows[0] == rows[1] == rows[2]
     stored = {job.pk: job.run_at for job in Job.objects.all()}
     assert (fast.run_at, bulk.run_at) == (stored[fast.pk], stored[bulk.pk])
+    # run_after keeps the start time the enqueue gave (the same expression as run_at), or NULL.
+    kept = {job.pk: job.run_after for job in Job.objects.all()}
+    given = [stored[fast.pk], stored[bulk.pk]] if run_after is not None else [None, None]
+    assert [kept[fast.pk], kept[bulk.pk]] == [fast.run_after, bulk.run_after] == given
     if run_after is None:
         assert fast.run_at <= bulk.run_at
     elif isinstance(run_after, timedelta):  # the database clock plus the delay

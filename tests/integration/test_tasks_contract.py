@@ -9,18 +9,19 @@ Django 6+ only (tests/conftest.py leaves this module out on Django 5.2).
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.dispatch import receiver
 from django.tasks import TaskResultStatus, default_task_backend
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from django_jobretry.exceptions import InvalidJob
+from django_jobretry.exceptions import InvalidJob, UnsupportedArgument
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import transitions
+from django_jobretry.services import deadletters, transitions
 from django_jobretry.testing import run_jobs
 from django_jobretry.worker.runner import STALE_ARGUMENTS_RULE
 from tests.jobs_app import tasks
@@ -75,6 +76,59 @@ class TestGetResult:
         assert fetched.task == result.task
 
 
+class TestRunAfter:
+    """``get_result().task.run_after`` is the enqueue's, whatever moved the job's ``run_at`` since."""
+
+    def test_fetched_results_keep_their_run_after_and_priority(self) -> None:
+        """django-tasks-db's test_run_after_priority, its equality part (the rest reads its own table)."""
+        now, task = timezone.now(), tasks.other_queue
+        results = [
+            task.using(priority=20, run_after=now - timedelta(hours=2)).enqueue("old"),
+            task.using(priority=20, run_after=now - timedelta(hours=10)).enqueue("very old"),
+            task.using(run_after=now + timedelta(hours=10)).enqueue("far future"),
+            task.using(priority=10, run_after=now + timedelta(hours=10)).enqueue("high far future"),
+            task.using(run_after=now + timedelta(hours=2)).enqueue("future"),
+            task.using(priority=10).enqueue("high"),
+            task.using(priority=2).enqueue("low"),
+            task.using(priority=-2).enqueue("lower"),
+        ]
+        fetched = [default_task_backend.get_result(result.id) for result in results]
+        assert fetched == results
+        assert [f.task.run_after for f in fetched] == [r.task.run_after for r in results]
+
+    def test_a_retried_task_keeps_its_run_after(self) -> None:
+        run_after = timezone.now() - timedelta(seconds=1)
+        result = tasks.flaky.using(run_after=run_after).enqueue("k", 1)
+        run_jobs(include_scheduled=True)  # fails once, is retried, succeeds
+        fetched = tasks.flaky.get_result(result.id)
+        assert (fetched.status, fetched.attempts) == (TaskResultStatus.SUCCESSFUL, 2)
+        assert fetched.task.run_after == run_after
+        assert fetched == result.task.get_result(result.id)
+
+    def test_a_task_run_early_by_run_jobs_keeps_its_run_after(self) -> None:
+        run_after = timezone.now() + timedelta(hours=1)
+        result = tasks.other_queue.using(run_after=run_after).enqueue("k")
+        run_jobs(include_scheduled=True)  # moves run_at to now
+        fetched = tasks.other_queue.get_result(result.id)
+        assert (fetched.status, fetched.task.run_after) == (TaskResultStatus.SUCCESSFUL, run_after)
+
+    def test_a_dead_task_and_its_requeue_keep_its_run_after(self) -> None:
+        run_after = timezone.now() - timedelta(minutes=5)
+        result = tasks.fatal.using(run_after=run_after).enqueue("k")
+        run_jobs()
+        dead = tasks.fatal.get_result(result.id)
+        assert (dead.status, dead.task.run_after) == (TaskResultStatus.FAILED, run_after)
+        deadletters.requeue(DeadLetter.objects.get().pk, run_after=timedelta(hours=1))
+        requeued = tasks.fatal.get_result(result.id)
+        assert (requeued.status, requeued.task.run_after) == (TaskResultStatus.READY, run_after)
+
+    def test_a_task_enqueued_without_run_after_reads_none(self) -> None:
+        result = tasks.flaky.enqueue("k", 1)
+        run_jobs()  # one failed attempt: the retry moved run_at
+        fetched = tasks.flaky.get_result(result.id)
+        assert (fetched.status, fetched.task.run_after) == (TaskResultStatus.READY, None)
+
+
 class TestArgumentsTheTaskCannotTake:
     @pytest.mark.parametrize(
         ("args", "kwargs"),
@@ -93,6 +147,25 @@ class TestArgumentsTheTaskCannotTake:
             tasks.flaky.enqueue(*args, **kwargs)
         assert isinstance(refused.value, InvalidJob)
         assert (Job.objects.count(), enqueued_signals) == (0, [])
+
+    def test_a_value_json_has_no_form_for_is_refused_in_djangos_words_then_ours(self) -> None:
+        """Django's test_enqueue_with_invalid_argument: ``TypeError`` saying "Unsupported type"."""
+        with pytest.raises(TypeError, match="Unsupported type") as refused:
+            tasks.flaky.enqueue(datetime.now(), 0)  # type: ignore[arg-type]
+        assert isinstance(refused.value, UnsupportedArgument)
+        assert refused.value.value_type is datetime
+        assert str(refused.value) == (
+            "Unsupported type: <class 'datetime.datetime'>: positional argument 0 of task "
+            "'tests.jobs_app.tasks.flaky' is a datetime.datetime, which is not JSON-serialisable; "
+            "pass plain data (str, int, float, bool, None, list, dict), e.g. an id"
+        )
+        assert Job.objects.count() == 0
+
+    def test_aenqueue_refuses_it_in_the_same_words(self) -> None:
+        """Django's test_aenqueue_with_invalid_argument."""
+        with pytest.raises(TypeError, match="Unsupported type"):
+            async_to_sync(tasks.flaky.aenqueue)(datetime.now(), 0)  # type: ignore[arg-type]
+        assert Job.objects.count() == 0
 
     def test_the_message_names_the_task_and_the_mismatch(self) -> None:
         with pytest.raises(

@@ -31,7 +31,7 @@ from django_jobretry.conf.uniqueness import NOT_UNIQUE
 from django_jobretry.contrib.django_tasks.checks import UndeclaredQueue, check_backend
 from django_jobretry.contrib.django_tasks.runs import TaskRun, send_task_signal, task_of
 from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
-from django_jobretry.exceptions import InvalidJob
+from django_jobretry.exceptions import InvalidJob, UnsupportedArgument
 from django_jobretry.registry import registry
 from django_jobretry.validation import check_queue_name, check_task_name
 
@@ -122,8 +122,11 @@ class JobRetryBackend(BaseTaskBackend):
             unique=task.unique if isinstance(task, JobRetryTask) else NOT_UNIQUE,
             takes_context=task.takes_context,
         )
-        enqueued = enqueue_call(spec, tuple(args), dict(kwargs))
-        result = result_of(enqueued.job, task, self.alias)
+        try:
+            enqueued = enqueue_call(spec, tuple(args), dict(kwargs))
+        except UnsupportedArgument as exc:  # a TypeError in Django's words, as its own backends raise
+            raise exc.in_djangos_words() from None
+        result = result_of(enqueued.job, task, self.alias, deduplicated=not enqueued.inserted)
         if enqueued.inserted:  # not for the job that held its unique key: nothing was enqueued
             send_task_signal(task_enqueued, task, result)
         return cast("TaskResult[P, R]", result)  # result_of reads any task's row

@@ -13,10 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
-from django.tasks.base import Task, TaskError, TaskResult, TaskResultStatus
+from django.tasks.base import Task, TaskError, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
 
+from django_jobretry.contrib.django_tasks.result_class import JobRetryTaskResult
 from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter, Job, JobStatus
@@ -63,16 +64,16 @@ def find_row(result_id: object) -> Job | DeadLetter:
 def enqueued_task(row: Job | DeadLetter, registered: Task[..., Any]) -> Task[..., Any]:
     """The registered ``@task`` as the row was enqueued: its ``.using()`` priority, queue, run_after and key.
 
-    Priority and queue are on every row. ``run_after`` is the row's
-    ``run_at`` while that still is the time the enqueue gave: before any
-    retry or requeue moved it (a ``run_at`` equal to ``enqueued_at`` is the
-    column's default, no run_after). A task whose queue left ``QUEUES``
-    since is reported as registered.
+    All are on every row, dead letters too; ``run_after`` is the time the
+    enqueue gave, which retries, holds and requeues leave alone (they move
+    ``run_at``). A task whose queue left ``QUEUES`` since is reported as
+    registered.
     """
-    run_after = None
-    if isinstance(row, Job) and not row.requeue_count and not row.errors and row.run_at != row.enqueued_at:
-        run_after = row.run_at
-    changes: dict[str, Any] = {"priority": row.priority, "queue_name": row.queue_name, "run_after": run_after}
+    changes: dict[str, Any] = {
+        "priority": row.priority,
+        "queue_name": row.queue_name,
+        "run_after": row.run_after,
+    }
     if (unique_key := _using_key(row, registered)) is not None:
         changes["unique_key"] = unique_key
     if all(getattr(registered, name) == value for name, value in changes.items()):
@@ -108,7 +109,9 @@ def _using_key(row: Job | DeadLetter, registered: Task[..., Any]) -> str | None:
     return key
 
 
-def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> TaskResult[..., Any]:
+def result_of(
+    row: Job | DeadLetter, task: Task[..., Any], backend: str, *, deduplicated: bool = False
+) -> JobRetryTaskResult:
     """The row as a TaskResult of ``task``, as the backend called ``backend`` reports it."""
     history = _entries(row.errors)
     if isinstance(row, DeadLetter):
@@ -130,7 +133,7 @@ def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> Task
             origin = int(first["job_id"])
         enqueued_at = _time(first.get("enqueued_at")) or enqueued_at
         started_at = _time(first.get("first_attempt_at")) or started_at
-    result = TaskResult(
+    result = JobRetryTaskResult(
         task=task,
         id=str(origin),
         status=status,
@@ -145,6 +148,7 @@ def result_of(row: Job | DeadLetter, task: Task[..., Any], backend: str) -> Task
         backend=backend,
         errors=[_task_error(entry) for entry in history],
         worker_ids=_worker_ids(row, history, current, requeues),
+        deduplicated=deduplicated,
     )
     if status == TaskResultStatus.SUCCESSFUL and isinstance(row, Job):
         object.__setattr__(result, "_return_value", row.return_value)
