@@ -30,11 +30,11 @@ from django.utils.safestring import SafeString
 from django_jobretry.admin import rendering, timestamps
 from django_jobretry.admin.base import holds as may
 from django_jobretry.display.humanize import humanize_age
-from django_jobretry.models import CircuitState, Schedule
+from django_jobretry.models import Circuit, CircuitState, Pause, Schedule
 from django_jobretry.services.console import status_limits, status_schedules
 from django_jobretry.services.console.status_holds import CircuitLine, PauseLine, anything_held, holds_report
 
-#: The permission the Resume and Close buttons need (admin/holds.py checks it again).
+#: What Resume and Close need, with the view permission of their page (admin/holds.py checks both).
 PAUSE_WORK = "django_jobretry.pause_work"
 
 
@@ -123,18 +123,20 @@ def held_panel(
     if not waiting and not anything_held():
         return None
     report = holds_report()
-    acts = request.user.has_perm(PAUSE_WORK)
+    resumes, closes = _may_act(request, Pause), _may_act(request, Circuit)
     pauses_url = reverse(f"{site}:django_jobretry_pause_changelist")
     breakers_url = reverse(f"{site}:django_jobretry_circuit_changelist")
     rows = [
         _pause_row(
-            line, now, Action(pauses_url, "resume_selected", str(line.pause_id), "Resume…") if acts else None
+            line,
+            now,
+            Action(pauses_url, "resume_selected", str(line.pause_id), "Resume…") if resumes else None,
         )
         for line in report.pauses
     ]
     rows += [
         _breaker_row(
-            line, now, Action(breakers_url, "close_selected", line.task_name, "Close…") if acts else None
+            line, now, Action(breakers_url, "close_selected", line.task_name, "Close…") if closes else None
         )
         for line in report.circuits
     ]
@@ -144,11 +146,16 @@ def held_panel(
         "pauses": len(report.pauses),
         "breakers": len(report.circuits),
         "limits": len(waiting),
-        "actions": acts,
+        "actions": any(row.action for row in rows),
         "pauses_url": pauses_url,
         "circuits_url": breakers_url,
         "held_url": reverse(f"{site}:django_jobretry_job_changelist") + "?held=yes",
     }
+
+
+def _may_act(request: HttpRequest, model: type[Pause] | type[Circuit]) -> bool:
+    """``pause_work``, and the view permission of the page whose action the button posts to."""
+    return request.user.has_perm(PAUSE_WORK) and may(request, model._meta, "view")
 
 
 def schedules_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:

@@ -195,7 +195,8 @@ class CircuitAdmin(NoWritesAdmin):
     updated_at_shown = timestamps.column("updated_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Circuit]:
-        return super().get_queryset(request).annotate(jobretry_now=Now())
+        rows: QuerySet[Circuit] = super().get_queryset(request)
+        return rows.annotate(jobretry_now=Now())
 
     @admin.display(description="breaker", ordering="task_name")
     def breaker(self, obj: Circuit) -> SafeString:

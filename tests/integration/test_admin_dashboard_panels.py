@@ -91,6 +91,13 @@ class TestHeld:
         assert "<form" not in held
         assert "resume_selected" not in held
 
+    def test_a_button_needs_the_view_permission_of_its_page_too(self, make_user: Any) -> None:
+        held_story()
+        closer = Operator(make_user("pause_work", "view_deadletter", "view_circuit", name="closer"))
+        held = panel(closer.get(DASHBOARD).content.decode(), "held")
+        assert 'value="close_selected"' in held
+        assert "resume_selected" not in held  # the Pauses page would refuse it
+
     def test_resume_from_the_dashboard_asks_first(self, pauser: Operator) -> None:
         pause, _ = held_story()
         data = {"action": "resume_selected", "_selected_action": [str(pause.pk)]}  # the button's form

@@ -6,15 +6,15 @@ lanes: ready, ``run_at`` passed, not claimed because the limit is full (or
 not claimed yet), and since when the oldest of them waits. A per-key limit
 also says how many keys run, how many run as many as the limit allows, how
 many wait, and names the keys with the most waiting. Two index-backed
-queries per line, three more for a per-key limit.
+queries per line, three for a per-key limit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Min, Q
 from django.db.models.functions import Now
 
 from django_jobretry.conf.limits import queue_limits, task_limits
@@ -66,32 +66,25 @@ def _line(kind: str, name: str, limit: Limit, scope: Q) -> LimitLine:
     jobs = Job.objects.filter(scope)
     running = jobs.filter(status=JobStatus.RUNNING)
     waiting = jobs.filter(status=JobStatus.READY, run_at__lte=Now(), limit_lane__isnull=False)
-    rate = _rate(limit)
     line = LimitLine(
-        kind, name, limit.concurrency, limit.concurrency_key is not None, rate, running.count(), 0
+        kind, name, limit.concurrency, limit.concurrency_key is not None, _rate(limit), running.count(), 0
     )
-    found = waiting.aggregate(n=Count("id"), since=Min("run_at"))
-    line = LimitLine(**{**vars(line), "held": found["n"], "waiting_since": found["since"]})
     if not line.per_key:
-        return line
-    per_key = list(waiting.values("limit_lane").annotate(n=Count("id")).order_by("-n", "limit_lane"))
-    return LimitLine(
-        **{
-            **vars(line),
-            "keys_running": running.values("limit_lane").distinct().count(),
-            "keys_full": _keys_full(running, limit.concurrency),
-            "keys_held": len(per_key),
-            "top_keys": [(_key(row["limit_lane"]), row["n"]) for row in per_key[:TOP_KEYS]],
-        }
+        found = waiting.aggregate(n=Count("id"), since=Min("run_at"))
+        return replace(line, held=found["n"], waiting_since=found["since"])
+    per_key = list(
+        waiting.values("limit_lane").annotate(n=Count("id"), since=Min("run_at")).order_by("-n", "limit_lane")
     )
-
-
-def _keys_full(running: QuerySet[Job], concurrency: int | None) -> int:
-    """Keys with ``concurrency`` jobs running (a rate-only limit has no such key)."""
-    if concurrency is None:
-        return 0
-    per_key = running.values("limit_lane").annotate(n=Count("id")).filter(n__gte=concurrency)
-    return per_key.count()
+    busy = [row["n"] for row in running.values("limit_lane").annotate(n=Count("id")).order_by()]
+    return replace(
+        line,
+        held=sum(row["n"] for row in per_key),
+        waiting_since=min((row["since"] for row in per_key), default=None),
+        keys_running=len(busy),
+        keys_full=sum(1 for n in busy if limit.concurrency is not None and n >= limit.concurrency),
+        keys_held=len(per_key),
+        top_keys=[(_key(row["limit_lane"]), row["n"]) for row in per_key[:TOP_KEYS]],
+    )
 
 
 def _key(lane: str | None) -> str:
