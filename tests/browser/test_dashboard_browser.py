@@ -107,6 +107,7 @@ def test_the_dashboard_shows_held_since_and_resume_and_close_which_ask_first(
     page.goto(reverse("admin:django_jobretry_deadletter_dashboard"))
     page.locator("#held tbody tr", has_text=jobs.record.name).get_by_role("button", name="Close…").click()
     expect(page.locator(".jobretry-question")).to_contain_text("Close 1 breaker, releasing 1 due job?")
+    assert overflow(page)["fits"], overflow(page)
     assert Circuit.objects.get().state == CircuitState.OPEN
     page.get_by_role("button", name="Yes, close").click()
     expect(page.locator("ul.messagelist li")).to_have_text([f"Closed: {jobs.record.name}."])
