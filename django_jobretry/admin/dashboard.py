@@ -1,9 +1,11 @@
-"""The operator's overview: what is dying, each queue's backlog and delay, the workers, deaths over time.
+"""The operator's overview: what is dying, what is held, each queue's backlog, schedules, limits, workers.
 
 One page answers the first questions of an incident before anyone opens a
 list: which tasks are dying and of what error (admin/dying.py), what is
-retrying, how late is each queue, what runs longest, which workers are
-alive. It must stay cheap when the tables hold millions of rows (it is
+held back since when and by whom, with its Resume or Close beside it, which
+schedules are late, failing or paused, which limits are full
+(admin/dashboard_panels.py), what is retrying, how late is each queue, what
+runs longest, which workers are alive. It must stay cheap when the tables hold millions of rows (it is
 opened exactly then), so every figure is an index walk (services/console/status.py,
 services/console/deaths.py): counts stop at COUNT_LIMIT ("10,000+"; a chart bar at
 BAR_LIMIT), and nothing counts succeeded jobs per queue. Deaths are counted
@@ -27,12 +29,11 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
-from django_jobretry.admin import charts, dying, failure_groups
+from django_jobretry.admin import charts, dashboard_panels, dying, failure_groups
 from django_jobretry.admin.base import holds
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
-from django_jobretry.services.console import deaths, status, status_samples, workers
-from django_jobretry.services.console.status_holds import anything_held, holds_report
+from django_jobretry.services.console import deaths, status, status_limits, status_samples, workers
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Base = admin.ModelAdmin[DeadLetter]
@@ -144,20 +145,6 @@ def worker_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:
     }
 
 
-def held_panel(site: str) -> dict[str, Any] | None:
-    """What pauses and breakers hold (services/console/status_holds.py); None when nothing is held."""
-    if not anything_held():
-        return None
-    report = holds_report()
-    return {
-        "pauses": report.pauses,
-        "circuits": report.circuits,
-        "pauses_url": reverse(f"{site}:django_jobretry_pause_changelist"),
-        "circuits_url": reverse(f"{site}:django_jobretry_circuit_changelist"),
-        "held_url": reverse(f"{site}:django_jobretry_job_changelist") + "?held=yes",
-    }
-
-
 def refresh_seconds(request: HttpRequest) -> int | None:
     """``?refresh=N`` for one of the offered periods; anything else (absent, "abc", "1") is off."""
     value = request.GET.get("refresh", "")
@@ -190,6 +177,7 @@ class DashboardPage(_Base):
         now = figures["now"]
         refresh = refresh_seconds(request)
         hourly, daily, found = deaths_read(now)
+        limits = status_limits.limits_report()
         context = {
             **self.admin_site.each_context(request),
             **figures,
@@ -199,7 +187,9 @@ class DashboardPage(_Base):
             "changelist_url": reverse(f"{site}:{self.opts.app_label}_{self.opts.model_name}_changelist"),
             "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
             "workers": worker_panel(request, site),
-            "held": held_panel(site),
+            "held": dashboard_panels.held_panel(request, site, now, limits),
+            "schedules": dashboard_panels.schedules_panel(request, site),
+            "limits": dashboard_panels.limits_panel(request, limits),
             "dying": dying.panel(found, site=site, now=now),
             "groups": failure_groups.top_groups(site),
             "groups_url": reverse(f"{site}:django_jobretry_deadletter_groups") + "?since=24h",

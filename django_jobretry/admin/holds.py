@@ -3,13 +3,15 @@
 Rows change only through the services (services/holds.py,
 services/circuits.py): the add form of a pause calls ``holds.pause`` and
 nothing edits or deletes a row here. Pausing, resuming and closing a
-breaker need ``pause_work``, checked on the server; each is recorded in the
-admin log (LogEntry) with who did it and why, like a requeue. Held counts
+breaker need ``pause_work``, checked on the server, and ask "are you sure?"
+first (admin/hold_confirmation.py); each is recorded in the admin log
+(LogEntry) with who did it and why, like a requeue. Held counts
 come from the read model `jobstatus` uses (services/console/status_holds.py).
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -17,12 +19,17 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import ADDITION, CHANGE
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
+from django.db.models.functions import Now
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit
+from django_jobretry.admin import audit, hold_confirmation, timestamps
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.admin.selection import actor
+from django_jobretry.display.humanize import humanize_age
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.services import circuits, holds
@@ -86,9 +93,22 @@ class PauseAdmin(_PauseBase):
     """The pauses in force; "add" pauses through the service, the action resumes."""
 
     form = PauseForm
-    list_display = ("target", "paused_by", "reason", "paused_at", "until", "held_jobs")
+    list_display = ("target", "held_since", "paused_by", "reason", "until_shown", "held_jobs")
     actions = ("resume_selected",)
-    readonly_fields = ("queue_name", "task_name", "paused_by", "reason", "paused_at", "until")
+    readonly_fields = ("queue_name", "task_name", "paused_by", "reason", "paused_at_shown", "until_shown")
+
+    class Media:
+        css = {"all": ("django_jobretry/admin.css",)}
+
+    until_shown = timestamps.column("until")
+    paused_at_shown = timestamps.column("paused_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Pause]:
+        return super().get_queryset(request).annotate(jobretry_now=Now())
+
+    def get_fields(self, request: HttpRequest, obj: Pause | None = None) -> Any:
+        """The form's fields to add one; a pause itself is shown, to the second, never edited."""
+        return self.readonly_fields if obj is not None else super().get_fields(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(PAUSE_WORK)
@@ -106,8 +126,12 @@ class PauseAdmin(_PauseBase):
         return self.readonly_fields if obj is not None else ()
 
     @admin.display(description="paused")
-    def target(self, obj: Pause) -> str:
-        return str(obj)
+    def target(self, obj: Pause) -> SafeString:
+        return format_html('<span class="jobretry-task-name">{}</span>', str(obj))
+
+    @admin.display(description="held since", ordering="paused_at")
+    def held_since(self, obj: Pause) -> SafeString | str:
+        return since_html(obj.paused_at, obj.jobretry_now)  # type: ignore[attr-defined]
 
     @admin.display(description="due jobs held")
     def held_jobs(self, obj: Pause) -> int:
@@ -132,7 +156,9 @@ class PauseAdmin(_PauseBase):
         audit.log(request, [(obj, ADDITION, said, f"{obj} paused")])
 
     @admin.action(permissions=["pause_work"], description="Resume selected")
-    def resume_selected(self, request: HttpRequest, queryset: QuerySet[Pause]) -> None:
+    def resume_selected(self, request: HttpRequest, queryset: QuerySet[Pause]) -> TemplateResponse | None:
+        if not hold_confirmation.confirmed(request):
+            return hold_confirmation.resume_page(self, request, queryset)
         done = []
         for row in queryset:
             ended = holds.resume(queue=row.queue_name, task=row.task_name, actor=actor(request))
@@ -143,15 +169,62 @@ class PauseAdmin(_PauseBase):
             self.message_user(request, f"Resumed: {', '.join(done)}.", messages.SUCCESS)
         else:
             self.message_user(request, "Nothing to do: not paused any more.", messages.WARNING)
+        return None
 
 
 class CircuitAdmin(NoWritesAdmin):
     """Each task's breaker: its state, until when, its probe and what it holds; "close now"."""
 
-    list_display = ("task_name", "state", "open_until", "opens", "probe_job_id", "reason", "held_jobs")
+    list_display = ("breaker", "held_since", "until", "reason", "held_jobs")
     list_filter = ("state",)
     search_fields = ("task_name",)
     actions = ("close_selected",)
+    fields = (
+        *("task_name", "state", "opened_at_shown", "open_until_shown", "opens", "probe_job_id", "reason"),
+        *("failures", "window_started_at_shown", "cooldown_seconds", "max_cooldown_seconds"),
+        *("release_per_second", "updated_at_shown"),
+    )
+    readonly_fields = fields
+
+    class Media:
+        css = {"all": ("django_jobretry/admin.css",)}
+
+    opened_at_shown = timestamps.column("opened_at")
+    open_until_shown = timestamps.column("open_until")
+    window_started_at_shown = timestamps.column("window_started_at")
+    updated_at_shown = timestamps.column("updated_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Circuit]:
+        rows: QuerySet[Circuit] = super().get_queryset(request)
+        return rows.annotate(jobretry_now=Now())
+
+    @admin.display(description="breaker", ordering="task_name")
+    def breaker(self, obj: Circuit) -> SafeString:
+        """The task, and the breaker's state below it (red unless closed)."""
+        css = "jobretry-quiet" if obj.state == CircuitState.CLOSED else "jobretry-quiet jobretry-dead"
+        return format_html(
+            '<span class="jobretry-task-name">{}</span><span class="{}">{}</span>',
+            obj.task_name,
+            css,
+            obj.get_state_display(),
+        )
+
+    @admin.display(description="held since", ordering="opened_at")
+    def held_since(self, obj: Circuit) -> SafeString | str:
+        if obj.state == CircuitState.CLOSED:
+            return "-"
+        return since_html(obj.opened_at, obj.jobretry_now)  # type: ignore[attr-defined]
+
+    @admin.display(description="until", ordering="open_until")
+    def until(self, obj: Circuit) -> SafeString | str:
+        """The end of the cooldown and the opening's number; the probe while half-open."""
+        if obj.state == CircuitState.CLOSED:
+            return "-"
+        if obj.state == CircuitState.HALF_OPEN:
+            return f"probe job {obj.probe_job_id} succeeds"
+        return format_html(
+            '{}<span class="jobretry-quiet">opening {}</span>', timestamps.html(obj.open_until), obj.opens
+        )
 
     def has_pause_work_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(PAUSE_WORK)
@@ -163,7 +236,9 @@ class CircuitAdmin(NoWritesAdmin):
         return Job.objects.filter(held(), task_name=obj.task_name).count()
 
     @admin.action(permissions=["pause_work"], description="Close selected breakers now (release their jobs)")
-    def close_selected(self, request: HttpRequest, queryset: QuerySet[Circuit]) -> None:
+    def close_selected(self, request: HttpRequest, queryset: QuerySet[Circuit]) -> TemplateResponse | None:
+        if not hold_confirmation.confirmed(request):
+            return hold_confirmation.close_page(self, request, queryset)
         closed = [row.task_name for row in queryset if circuits.close(row.task_name, actor=actor(request))]
         for name in closed:
             audit.log(
@@ -173,6 +248,15 @@ class CircuitAdmin(NoWritesAdmin):
             self.message_user(request, f"Closed: {', '.join(closed)}.", messages.SUCCESS)
         else:
             self.message_user(request, "Nothing to do: no selected breaker was open.", messages.WARNING)
+        return None
+
+
+def since_html(moment: datetime | None, now: datetime) -> SafeString | str:
+    """A time to the second with its age below it ("1h04m05s ago")."""
+    if moment is None:
+        return "-"
+    age = humanize_age(max(now - moment, timedelta(0)))
+    return format_html('{}<span class="jobretry-quiet">{} ago</span>', timestamps.html(moment), age)
 
 
 def _target(obj: Pause) -> dict[str, str | None]:

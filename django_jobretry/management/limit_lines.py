@@ -27,4 +27,12 @@ def status_lines(lines: list[LimitLine]) -> list[str]:
 
 
 def as_json(lines: list[LimitLine]) -> list[dict[str, Any]]:
-    return [{**vars(line), "top_keys": [list(pair) for pair in line.top_keys]} for line in lines]
+    """Each line's fields; ``waiting_since`` in ISO 8601 with its offset (null when nothing waits)."""
+    return [
+        {
+            **vars(line),
+            "top_keys": [list(pair) for pair in line.top_keys],
+            "waiting_since": line.waiting_since.isoformat() if line.waiting_since else None,
+        }
+        for line in lines
+    ]

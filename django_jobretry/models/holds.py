@@ -98,6 +98,9 @@ class Circuit(models.Model):
     updated_at = models.DateTimeField(db_default=Now())
 
     class Meta:
+        # One name across the admin, the docs and the commands (issue 36).
+        verbose_name = "circuit breaker"
+        verbose_name_plural = "circuit breakers"
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(state__in=CircuitState.values), name="jobretry_circuit_state"

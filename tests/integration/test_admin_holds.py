@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from django_jobretry.services import circuits, holds, transitions
-from tests.integration.conftest import Operator, messages_of
+from tests.integration.conftest import Operator, hidden_inputs, messages_of
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +92,10 @@ def test_resume_releases_and_is_logged(pauser: Operator) -> None:
     holds.pause(queue="other", actor="alice")
     row = Pause.objects.get()
     data = {"action": "resume_selected", "_selected_action": [str(row.pk)], "index": "0"}
-    response = pauser.post(PAUSES, data, follow=True)
+    asked = pauser.post(PAUSES, data)
+    assert "Resume 1 pause, releasing 1 due job?" in asked.content.decode()
+    assert Pause.objects.filter(pk=row.pk).exists()  # asking changed nothing
+    response = pauser.post(PAUSES, hidden_inputs(asked.content.decode()), follow=True)
     assert messages_of(response) == ["Resumed: queue other (1 jobs released)."]
     assert not Pause.objects.exists()
     assert claimed() == {waiting.id}
@@ -107,7 +110,10 @@ def test_close_now_closes_an_open_breaker(pauser: Operator, looker: Operator) ->
     assert jobs.record.name in listing
     assert "close_selected" not in listing
     data = {"action": "close_selected", "_selected_action": [jobs.record.name], "index": "0"}
-    response = pauser.post(BREAKERS, data, follow=True)
+    asked = pauser.post(BREAKERS, data)
+    assert "Close 1 breaker, releasing 1 due job?" in asked.content.decode()
+    assert Circuit.objects.get().state == CircuitState.OPEN
+    response = pauser.post(BREAKERS, hidden_inputs(asked.content.decode()), follow=True)
     assert messages_of(response) == [f"Closed: {jobs.record.name}."]
     assert Circuit.objects.get().state == CircuitState.CLOSED
     assert claimed() == {waiting.id}
@@ -129,7 +135,7 @@ def test_the_dashboard_shows_what_is_held(pauser: Operator) -> None:
     holds.pause(queue="other", actor="alice", reason="partner down")
     circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=7)
     page = pauser.get(dashboard).content.decode()
-    assert "Held: 1 paused, 1 circuit open" in page
-    assert "paused by alice (partner down)" in page
+    assert "Held: 1 paused, 1 circuit breaker open, 0 limits full" in page
+    assert "partner down" in page
     assert "job 7 raised CircuitOpen for 1h00m" in page
     assert f"{JOBS}?held=yes" in page

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display.humanize import humanize_age, humanize_delay
 
 
 @pytest.mark.parametrize(
@@ -18,3 +18,18 @@ from django_jobretry.display.humanize import humanize_delay
 )
 def test_humanize_delay(delay: timedelta, text: str) -> None:
     assert humanize_delay(delay) == text
+
+
+@pytest.mark.parametrize(
+    ("delay", "text"),
+    [
+        (timedelta(seconds=0.4), "0s"),
+        (timedelta(seconds=45), "45s"),
+        (timedelta(seconds=245), "4m05s"),
+        (timedelta(hours=1, minutes=4, seconds=5), "1h04m05s"),
+        (timedelta(days=3, hours=2, minutes=4, seconds=5), "3d02h04m05s"),
+        (timedelta(seconds=-3), "0s"),
+    ],
+)
+def test_humanize_age_keeps_the_second(delay: timedelta, text: str) -> None:
+    assert humanize_age(delay) == text

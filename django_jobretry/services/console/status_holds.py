@@ -33,6 +33,8 @@ class PauseLine:
     paused_at: datetime
     until: datetime | None
     held: int
+    #: The row's primary key: what the admin's "Resume selected" action takes.
+    pause_id: int
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def holds_report() -> HoldsReport:
             row.paused_at,
             row.until,
             Job.objects.filter(due(), **_target(row)).count(),
+            row.pk,
         )
         for row in Pause.objects.filter(IN_FORCE).order_by("task_name", "queue_name")
     ]

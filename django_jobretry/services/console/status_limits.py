@@ -3,15 +3,18 @@
 One line per limited task and per limited queue (conf/limits.py): how many
 of its jobs run (a slot each), its limit, and how many due jobs wait in its
 lanes: ready, ``run_at`` passed, not claimed because the limit is full (or
-not claimed yet). A per-key limit also says how many keys run and wait, and
-names the keys with the most waiting. Two index-backed counts per line.
+not claimed yet), and since when the oldest of them waits. A per-key limit
+also says how many keys run, how many run as many as the limit allows, how
+many wait, and names the keys with the most waiting. Two index-backed
+queries per line, three for a per-key limit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
 from django.db.models.functions import Now
 
 from django_jobretry.conf.limits import queue_limits, task_limits
@@ -37,6 +40,17 @@ class LimitLine:
     keys_running: int = 0
     keys_held: int = 0
     top_keys: list[tuple[str, int]] = field(default_factory=list)
+    #: Per-key limits: keys running as many jobs as the limit allows (no job of theirs is claimed now).
+    keys_full: int = 0
+    #: The ``run_at`` of the longest-waiting due job: how long the limit has held work back.
+    waiting_since: datetime | None = None
+
+    @property
+    def full(self) -> bool:
+        """Whether the limit holds jobs back now: every slot taken, or (per key) some key's."""
+        if self.per_key:
+            return self.keys_full > 0
+        return self.concurrency is not None and self.running >= self.concurrency
 
 
 def limits_report() -> list[LimitLine]:
@@ -52,21 +66,24 @@ def _line(kind: str, name: str, limit: Limit, scope: Q) -> LimitLine:
     jobs = Job.objects.filter(scope)
     running = jobs.filter(status=JobStatus.RUNNING)
     waiting = jobs.filter(status=JobStatus.READY, run_at__lte=Now(), limit_lane__isnull=False)
-    rate = _rate(limit)
     line = LimitLine(
-        kind, name, limit.concurrency, limit.concurrency_key is not None, rate, running.count(), 0
+        kind, name, limit.concurrency, limit.concurrency_key is not None, _rate(limit), running.count(), 0
     )
     if not line.per_key:
-        return LimitLine(**{**vars(line), "held": waiting.count()})
-    per_key = list(waiting.values("limit_lane").annotate(n=Count("id")).order_by("-n", "limit_lane"))
-    return LimitLine(
-        **{
-            **vars(line),
-            "held": sum(row["n"] for row in per_key),
-            "keys_running": running.values("limit_lane").distinct().count(),
-            "keys_held": len(per_key),
-            "top_keys": [(_key(row["limit_lane"]), row["n"]) for row in per_key[:TOP_KEYS]],
-        }
+        found = waiting.aggregate(n=Count("id"), since=Min("run_at"))
+        return replace(line, held=found["n"], waiting_since=found["since"])
+    per_key = list(
+        waiting.values("limit_lane").annotate(n=Count("id"), since=Min("run_at")).order_by("-n", "limit_lane")
+    )
+    busy = [row["n"] for row in running.values("limit_lane").annotate(n=Count("id")).order_by()]
+    return replace(
+        line,
+        held=sum(row["n"] for row in per_key),
+        waiting_since=min((row["since"] for row in per_key), default=None),
+        keys_running=len(busy),
+        keys_full=sum(1 for n in busy if limit.concurrency is not None and n >= limit.concurrency),
+        keys_held=len(per_key),
+        top_keys=[(_key(row["limit_lane"]), row["n"]) for row in per_key[:TOP_KEYS]],
     )
 
 

@@ -30,7 +30,7 @@ from django.db.models.functions import Now
 
 from django_jobretry.conf.schedules import ScheduleSpec, declared
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job, JobStatus, Schedule
-from django_jobretry.policy.slots import Cadence
+from django_jobretry.policy.slots import MAX_GRACE, Cadence
 
 #: What became of a schedule's last run, by its key (also the JSON value of ``jobstatus --json``).
 OUTCOMES = {
@@ -120,6 +120,35 @@ class ScheduleState:
     @property
     def declared(self) -> bool:
         return self.declared_cadence is not None
+
+
+#: Why a schedule needs an operator, by key (the dashboard's Schedules panel).
+TROUBLES = {
+    "paused": "paused",
+    "late": "late: its due slot has not been run",
+    "failing": "failing",
+}
+
+
+def troubles(state: ScheduleState, now: datetime) -> list[str]:
+    """Why ``state`` needs an operator (keys of :data:`TROUBLES`); empty when it runs as it should.
+
+    Late: its next slot passed more than a grace ago (half a period, at most
+    a minute, as the workers judge a slot on time) and no worker ran it -
+    no worker is running schedules. Failing: its last run died or is
+    retrying, or its last success is older than two periods (the alert of
+    docs/schedules.md). A paused schedule is neither late nor failing.
+    """
+    if state.paused_at is not None:
+        return ["paused"]
+    found = []
+    due = state.next_slot if state.has_row and state.period is not None else None
+    if due is not None and state.period is not None and now - due > min(MAX_GRACE, state.period / 2):
+        found.append("late")
+    stale = state.period is not None and (state.last_success_age or timedelta(0)) > 2 * state.period
+    if state.last.outcome in ("dead", "retrying") or stale:
+        found.append("failing")
+    return found
 
 
 def period(cadence: Cadence, next_slot: datetime) -> timedelta:
