@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("django_jobretry", "0032_rows_python_can_use_validate"),
+        ("django_jobretry", "0033_run_after"),
     ]
 
     operations = [
