@@ -10,18 +10,19 @@ come from the read model `jobstatus` uses (services/console/status_holds.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.models import ADDITION, CHANGE
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from django_jobretry.admin import audit
-from django_jobretry.admin.base import NoWritesAdmin
+from django_jobretry.admin.base import NoWritesAdmin, warn_ignored
 from django_jobretry.admin.selection import actor
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
@@ -29,6 +30,8 @@ from django_jobretry.services import circuits, holds
 from django_jobretry.services.console.status_holds import held
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    from django.http.request import _ImmutableQueryDict
+
     _PauseBase = admin.ModelAdmin[Pause]
     _PauseForm = forms.ModelForm[Pause]
 else:
@@ -77,6 +80,11 @@ class PauseForm(_PauseForm):
         until = data.get("until")
         if until is not None and until <= timezone.now():
             self.add_error("until", f"{until.isoformat()} has passed: give a later time, or none.")
+        else:
+            try:
+                holds.check_until(until)
+            except holds.InvalidHold as exc:
+                self.add_error("until", str(exc))
         if len(data.get("reason") or "") > REASON_MAX_LENGTH:
             self.add_error("reason", f"at most {REASON_MAX_LENGTH} characters are kept")
         return data
@@ -156,6 +164,25 @@ class CircuitAdmin(NoWritesAdmin):
     def has_pause_work_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(PAUSE_WORK)
 
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        """A breaker by its task's name; a name no task can have (a NUL) is "not found", never a 500."""
+        if not task_name(object_id):
+            return None
+        return super().get_object(request, object_id, from_field)
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Circuit], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        """Django's, without posted names no task can have: PostgreSQL would refuse the query (a 500)."""
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        kept = [value for value in selected if task_name(value)]
+        if kept != selected:
+            post = request.POST.copy()
+            post.setlist(helpers.ACTION_CHECKBOX_NAME, kept)
+            request.POST = cast("_ImmutableQueryDict", post)
+            warn_ignored(self, request, len(selected) - len(kept))
+        return super().response_action(request, queryset, *args, **kwargs)
+
     @admin.display(description="jobs held")
     def held_jobs(self, obj: Circuit) -> int:
         if obj.state == CircuitState.CLOSED:
@@ -173,6 +200,15 @@ class CircuitAdmin(NoWritesAdmin):
             self.message_user(request, f"Closed: {', '.join(closed)}.", messages.SUCCESS)
         else:
             self.message_user(request, "Nothing to do: no selected breaker was open.", messages.WARNING)
+
+
+def task_name(text: str) -> bool:
+    """Whether ``text`` could be a task's name, so a breaker's key (services/holds.py ``target``)."""
+    try:
+        holds.target(task=text)
+    except holds.InvalidHold:
+        return False
+    return True
 
 
 def _target(obj: Pause) -> dict[str, str | None]:
