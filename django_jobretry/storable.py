@@ -19,7 +19,16 @@ from typing import Any
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.validation import check_text
 
-__all__ = ["check_json", "check_text"]
+__all__ = ["check_json", "check_text", "is_text"]
+
+
+def is_text(text: str) -> bool:
+    """Whether PostgreSQL can take ``text``: no NUL, no lone surrogate (what argv that is not UTF-8 holds)."""
+    try:
+        check_text("text", text)
+    except InvalidJob:
+        return False
+    return True
 
 
 def check_json(subject: str, value: Any, *, max_depth: int) -> None:

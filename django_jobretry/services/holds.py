@@ -27,7 +27,7 @@ from django_jobretry.services import hold_sql
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.history import clean_text, recorded_actor
 from django_jobretry.services.sql import named_rows
-from django_jobretry.validation import check_text
+from django_jobretry.storable import is_text
 
 logger = logging.getLogger("django_jobretry")
 
@@ -74,7 +74,7 @@ def target(*, queue: str | None = None, task: str | None = None) -> Target:
     kind: Literal["queue", "task"] = "queue" if queue is not None else "task"
     name = queue if queue is not None else task
     limit = NAME_LENGTHS[f"{kind}_name"]
-    if not isinstance(name, str) or not name.strip() or len(name) > limit or not _is_text(name):
+    if not isinstance(name, str) or not name.strip() or len(name) > limit or not is_text(name):
         raise InvalidHold(
             f"{kind} {name!r} is not a {kind} name: expected 1 to {limit} characters of text "
             "(no NUL; a name that is not UTF-8 cannot be one)"
@@ -106,15 +106,6 @@ def check_until(until: object) -> None:
             f"until {shown} is out of range: a pause ends from {EARLIEST.date().isoformat()} "
             f"to {LATEST.date().isoformat()} UTC"
         ) from None
-
-
-def _is_text(name: str) -> bool:
-    """Whether PostgreSQL can take ``name`` as text: no NUL, no lone surrogate (argv that is not UTF-8)."""
-    try:
-        check_text("name", name)
-    except InvalidJob:
-        return False
-    return True
 
 
 def pause(
