@@ -164,6 +164,10 @@ class CircuitAdmin(NoWritesAdmin):
     def has_pause_work_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(PAUSE_WORK)
 
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Never a value holding NUL: PostgreSQL stores none, so the query could only fail (a 400 instead)."""
+        return "\x00" not in value and super().lookup_allowed(lookup, value, request)
+
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
         """A breaker by its task's name; a name no task can have (a NUL) is "not found", never a 500."""
         if not task_name(object_id):

@@ -165,3 +165,10 @@ def test_close_now_ignores_a_selected_name_no_row_can_have(pauser: Operator) -> 
     response = pauser.post(BREAKERS, data, follow=True)
     assert response.status_code == 200
     assert Circuit.objects.get().state == CircuitState.OPEN
+
+
+@pytest.mark.parametrize("who", ["looker", "superuser"])
+def test_a_breaker_filter_holding_nul_is_refused(request: pytest.FixtureRequest, who: str) -> None:
+    operator: Operator = request.getfixturevalue(who)
+    assert operator.get(BREAKERS, {"state__exact": "open\x00"}).status_code == 400
+    assert operator.get(BREAKERS, {"state__exact": "open"}).status_code == 200
