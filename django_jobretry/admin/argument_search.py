@@ -42,7 +42,7 @@ from django.http import HttpRequest
 from django_jobretry.admin import rendering
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models.job import RETRYING
-from django_jobretry.storable import check_json
+from django_jobretry.models.storable import check_json
 
 #: Longest search accepted, in characters: a search, not a payload.
 MAX_CHARS = 1000
@@ -116,7 +116,7 @@ def _either(*, raw: str, build: Callable[[Any], Q]) -> Q:
 
 
 def _contains(field: str, value: Any) -> Q:
-    """``field @> value``, or InvalidSearch for a value PostgreSQL's jsonb refuses (storable.py).
+    """``field @> value``, or InvalidSearch for a value PostgreSQL's jsonb refuses (models/storable.py).
 
     ``json.loads`` reads ``"\\u0000"``, ``"\\ud800"``, ``NaN`` and ``1e400``,
     which jsonb does not take: the statement would fail, a server error.

@@ -23,11 +23,11 @@ from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.models.instants import EARLIEST, LATEST, check_run_after
+from django_jobretry.models.storable import is_text
 from django_jobretry.services import hold_sql
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.history import clean_text, recorded_actor
 from django_jobretry.services.sql import named_rows
-from django_jobretry.storable import is_text
 
 logger = logging.getLogger("django_jobretry")
 

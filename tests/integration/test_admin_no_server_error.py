@@ -163,7 +163,7 @@ def answer(operator: Operator, url: str) -> int | Failure:
 
 def sweep(operator: Operator, route: str, rows: dict[str, str], *, each: bool = True) -> list[Failure]:
     """Every hostile request of ``route`` that answered 500 or raised, with what it raised."""
-    failures = []
+    failures: list[Failure] = []
     for first, *rest in requests(operator, route, rows, each=each):
         status = answer(operator, first)
         if status == 200:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.storable import check_json
+from django_jobretry.models.storable import check_json
 
 
 @pytest.mark.parametrize(
