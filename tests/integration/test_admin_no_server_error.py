@@ -9,7 +9,7 @@ requested
 - on a real row, with each query parameter it may read (its list's own
   filters, found from the page, and those every page may read) set in turn
   to hostile values: the same, and JSON PostgreSQL's jsonb refuses (an
-  escaped NUL, NaN, 1e400, nesting 499 deep).
+  escaped NUL, NaN, nesting 499 deep).
 
 An answer below 500 passes: 200, a redirect, 400, 403 or 404. Django's test
 client re-raises what a view raises; the sweep records it as that URL's
@@ -49,13 +49,11 @@ SEGMENTS = ["a%00b", "%ED%A0%80", "99999999999999999999999", "-1", "NaN", "x" * 
 #: Query values, as the page receives them (decoded).
 VALUES = [
     "a\x00b",
-    "99999999999999999999999",
     "-99999999999999999999999",
     "NaN",
     "x" * 10_000,
     DEEP,
-    '"\\u0000"',
-    'k="\\ud800"',
+    'k="\\u0000"',
 ]
 #: Parameters a page of ours may read, beside a list's own filters.
 COMMON = ["q", "p", "o", "e", "all", "arguments", "_facets", "refresh", "since", "held"]
