@@ -81,7 +81,7 @@ def check_unique_key(key: object) -> str | None:
         return None
     if not isinstance(key, str) or not 1 <= len(key) <= UNIQUE_KEY_MAX:
         raise InvalidJob(f"unique_key {key!r} is invalid: a string of 1-{UNIQUE_KEY_MAX} characters, or None")
-    _check_text("unique_key", key)
+    check_text("unique_key", key)
     return key
 
 
@@ -159,10 +159,10 @@ def _check_keyword_name(task: str, position: int, name: object) -> None:
             f"keyword argument name {name!r} of task {task!r} is a {type(name).__name__}; "
             "keyword argument names must be strings"
         )
-    _check_text(f"the name of keyword argument {position} (counting from 0) of task {task!r}", name)
+    check_text(f"the name of keyword argument {position} (counting from 0) of task {task!r}", name)
 
 
-def _check_text(subject: str, text: str) -> None:
+def check_text(subject: str, text: str) -> None:
     """Refuse what PostgreSQL cannot store in text or jsonb; the message never quotes ``text``."""
     if "\x00" in text:
         raise InvalidJob(f"{subject} contains a NUL character; PostgreSQL cannot store it")
@@ -245,7 +245,7 @@ class _Walker:
                     f"{where} of task {self.task!r} has a dict key {key!r} of type {type(key).__name__}; "
                     "JSON object keys must be strings"
                 )
-            _check_text(f"a dict key in {where} of task {self.task!r}", key)
+            check_text(f"a dict key in {where} of task {self.task!r}", key)
         self._count(len(value))
 
     def _check_leaf(self, where: str, value: Any) -> None:
@@ -269,7 +269,7 @@ class _Walker:
                 )
             return
         if isinstance(value, str):
-            _check_text(subject, value)
+            check_text(subject, value)
             return
         raise UnsupportedArgument(
             f"{subject} is a {type(value).__module__}.{type(value).__qualname__}, which is not "

@@ -21,7 +21,9 @@ time: users who may not read arguments unredacted (admin/rendering.py
 ``can_filter_payload``) see no field, and the parameter in a URL is
 refused with a 400 before any query, as every other argument filter is
 (admin/base.py ``lookup_allowed``). A search that cannot be read is the
-list's error page, with a message saying what is wrong; nothing runs.
+list's error page, with a message saying what is wrong; nothing runs. So
+is one that reads but that PostgreSQL's jsonb would refuse: an escaped NUL
+or lone surrogate, NaN or an infinity, more than MAX_DEPTH levels.
 """
 
 from __future__ import annotations
@@ -38,10 +40,15 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from django_jobretry.admin import rendering
+from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models.job import RETRYING
+from django_jobretry.models.storable import check_json
 
 #: Longest search accepted, in characters: a search, not a payload.
 MAX_CHARS = 1000
+#: Deepest value a search may hold, in levels (a keyword's dotted name counts): deeper than any
+#: argument an enqueue accepts (MAX_ARGS_DEPTH), and far from Django's recursion over nested lists.
+MAX_DEPTH = 100
 EXAMPLE = 'customer_id=42, order.id=7 region=eu, 42, or {"customer_id": 42}'
 
 
@@ -61,7 +68,7 @@ def containment(text: str) -> Q:
             value = json.loads(text)
         except ValueError as exc:
             raise InvalidSearch(f"the argument search {text[:60]!r} is not valid JSON: {exc}") from None
-        return Q(kwargs__contains=value) if isinstance(value, dict) else Q(args__contains=value)
+        return _contains("kwargs" if isinstance(value, dict) else "args", value)
     try:
         terms = shlex.split(text, posix=False)  # keeps '"42"' (a JSON string) apart from 42
     except ValueError as exc:
@@ -75,7 +82,7 @@ def containment(text: str) -> Q:
 def _term(term: str) -> Q:
     name, equals, raw = term.partition("=")
     if not equals:
-        return _either(raw=name, build=lambda value: Q(args__contains=[value]))
+        return _either(raw=name, build=lambda value: _contains("args", [value]))
     path = name.split(".")
     if not all(part.strip() for part in path):
         raise InvalidSearch(f"{term!r}: a name before '=' (e.g. {EXAMPLE})")
@@ -85,7 +92,7 @@ def _term(term: str) -> Q:
     def nested(value: Any) -> Q:
         for part in reversed(path):
             value = {part: value}
-        return Q(kwargs__contains=value)
+        return _contains("kwargs", value)
 
     return _either(raw=raw, build=nested)
 
@@ -106,6 +113,19 @@ def _either(*, raw: str, build: Callable[[Any], Q]) -> Q:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return build(value) | build(raw)
     return build(value)
+
+
+def _contains(field: str, value: Any) -> Q:
+    """``field @> value``, or InvalidSearch for a value PostgreSQL's jsonb refuses (models/storable.py).
+
+    ``json.loads`` reads ``"\\u0000"``, ``"\\ud800"``, ``NaN`` and ``1e400``,
+    which jsonb does not take: the statement would fail, a server error.
+    """
+    try:
+        check_json("the argument search", value, max_depth=MAX_DEPTH)
+    except InvalidJob as exc:
+        raise InvalidSearch(str(exc)) from None
+    return Q(**{f"{field}__contains": value})
 
 
 class ArgumentSearch(admin.ListFilter):

@@ -11,31 +11,32 @@ come from the read model `jobstatus` uses (services/console/status_holds.py).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.models import ADDITION, CHANGE
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
 from django.db.models.functions import Now
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, hold_confirmation, timestamps
-from django_jobretry.admin.base import NoWritesAdmin
+from django_jobretry.admin.base import NoWritesAdmin, warn_ignored
 from django_jobretry.admin.selection import actor
-from django_jobretry.display.humanize import humanize_age
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.services import circuits, holds
 from django_jobretry.services.console.status_holds import held
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    from django.http.request import _ImmutableQueryDict
+
     _PauseBase = admin.ModelAdmin[Pause]
     _PauseForm = forms.ModelForm[Pause]
 else:
@@ -84,6 +85,11 @@ class PauseForm(_PauseForm):
         until = data.get("until")
         if until is not None and until <= timezone.now():
             self.add_error("until", f"{until.isoformat()} has passed: give a later time, or none.")
+        else:
+            try:
+                holds.check_until(until)
+            except holds.InvalidHold as exc:
+                self.add_error("until", str(exc))
         if len(data.get("reason") or "") > REASON_MAX_LENGTH:
             self.add_error("reason", f"at most {REASON_MAX_LENGTH} characters are kept")
         return data
@@ -131,7 +137,7 @@ class PauseAdmin(_PauseBase):
 
     @admin.display(description="held since", ordering="paused_at")
     def held_since(self, obj: Pause) -> SafeString | str:
-        return since_html(obj.paused_at, obj.jobretry_now)  # type: ignore[attr-defined]
+        return timestamps.since_html(obj.paused_at, obj.jobretry_now)  # type: ignore[attr-defined]
 
     @admin.display(description="due jobs held")
     def held_jobs(self, obj: Pause) -> int:
@@ -213,7 +219,7 @@ class CircuitAdmin(NoWritesAdmin):
     def held_since(self, obj: Circuit) -> SafeString | str:
         if obj.state == CircuitState.CLOSED:
             return "-"
-        return since_html(obj.opened_at, obj.jobretry_now)  # type: ignore[attr-defined]
+        return timestamps.since_html(obj.opened_at, obj.jobretry_now)  # type: ignore[attr-defined]
 
     @admin.display(description="until", ordering="open_until")
     def until(self, obj: Circuit) -> SafeString | str:
@@ -228,6 +234,29 @@ class CircuitAdmin(NoWritesAdmin):
 
     def has_pause_work_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(PAUSE_WORK)
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Never a value holding NUL: PostgreSQL stores none, so the query could only fail (a 400 instead)."""
+        return "\x00" not in value and super().lookup_allowed(lookup, value, request)
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        """A breaker by its task's name; a name no task can have (a NUL) is "not found", never a 500."""
+        if not task_name(object_id):
+            return None
+        return super().get_object(request, object_id, from_field)
+
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet[Circuit], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        """Django's, without posted names no task can have: PostgreSQL would refuse the query (a 500)."""
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        kept = [value for value in selected if task_name(value)]
+        if kept != selected:
+            post = request.POST.copy()
+            post.setlist(helpers.ACTION_CHECKBOX_NAME, kept)
+            request.POST = cast("_ImmutableQueryDict", post)
+            warn_ignored(self, request, len(selected) - len(kept))
+        return super().response_action(request, queryset, *args, **kwargs)
 
     @admin.display(description="jobs held")
     def held_jobs(self, obj: Circuit) -> int:
@@ -251,12 +280,13 @@ class CircuitAdmin(NoWritesAdmin):
         return None
 
 
-def since_html(moment: datetime | None, now: datetime) -> SafeString | str:
-    """A time to the second with its age below it ("1h04m05s ago")."""
-    if moment is None:
-        return "-"
-    age = humanize_age(max(now - moment, timedelta(0)))
-    return format_html('{}<span class="jobretry-quiet">{} ago</span>', timestamps.html(moment), age)
+def task_name(text: str) -> bool:
+    """Whether ``text`` could be a task's name, so a breaker's key (services/holds.py ``target``)."""
+    try:
+        holds.target(task=text)
+    except holds.InvalidHold:
+        return False
+    return True
 
 
 def _target(obj: Pause) -> dict[str, str | None]:

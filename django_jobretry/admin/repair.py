@@ -29,6 +29,7 @@ from django.urls import URLPattern, path, reverse
 from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.base import holds, parse_id
 from django_jobretry.admin.selection import actor
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob, NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadLetterSource
 from django_jobretry.services import repairs
@@ -198,7 +199,13 @@ class RepairPage(_Base):
 
 
 def _parsed(text: str, name: str) -> Any:
+    """The form's JSON text read, or InvalidJob; Python's parser recurses, so deep nesting is refused too."""
     try:
         return json.loads(text)
     except ValueError as exc:
         raise InvalidJob(f"{name} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidJob(
+            f"{name} is nested too deeply to be read: arguments may be nested "
+            f"{jobretry_settings.max_args_depth} levels deep (MAX_ARGS_DEPTH)"
+        ) from None

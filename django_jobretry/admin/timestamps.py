@@ -9,7 +9,7 @@ stored time is one Python can hold: the tables refuse any other
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -17,6 +17,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+
+from django_jobretry.display.humanize import humanize_age
 
 
 def text(value: datetime | None) -> str:
@@ -58,3 +60,11 @@ def help_texts(model: type[models.Model]) -> dict[str, str]:
         for field in model._meta.concrete_fields
         if isinstance(field, models.DateTimeField) and field.help_text
     }
+
+
+def since_html(moment: datetime | None, now: datetime) -> SafeString | str:
+    """:func:`html` with its age below it ("1h04m05s ago"): since when a thing is held; "-" for None."""
+    if moment is None:
+        return "-"
+    age = humanize_age(max(now - moment, timedelta(0)))
+    return format_html('{}<span class="jobretry-quiet">{} ago</span>', html(moment), age)

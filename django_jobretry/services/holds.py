@@ -22,7 +22,8 @@ from django_jobretry import signals
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
-from django_jobretry.models.instants import check_run_after
+from django_jobretry.models.instants import EARLIEST, LATEST, check_run_after
+from django_jobretry.models.storable import is_text
 from django_jobretry.services import hold_sql
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.history import clean_text, recorded_actor
@@ -73,9 +74,38 @@ def target(*, queue: str | None = None, task: str | None = None) -> Target:
     kind: Literal["queue", "task"] = "queue" if queue is not None else "task"
     name = queue if queue is not None else task
     limit = NAME_LENGTHS[f"{kind}_name"]
-    if not isinstance(name, str) or not name.strip() or len(name) > limit or "\x00" in name:
-        raise InvalidHold(f"{kind} {name!r} is not a {kind} name: expected 1 to {limit} characters")
+    if not isinstance(name, str) or not name.strip() or len(name) > limit or not is_text(name):
+        raise InvalidHold(
+            f"{kind} {name!r} is not a {kind} name: expected 1 to {limit} characters of text "
+            "(no NUL; a name that is not UTF-8 cannot be one)"
+        )
     return Target(kind, name)
+
+
+def check_until(until: object) -> None:
+    """InvalidHold for an ``until`` no pause can end at: not a time or a delay, naive, past or out of range.
+
+    What the database's clock alone can tell (a time that passed a moment
+    ago) :func:`pause` checks as it stores the pause.
+    """
+    if until is None:
+        return
+    if not isinstance(until, datetime | timedelta):
+        raise InvalidHold(f"until {until!r} is not a datetime or a timedelta")
+    if isinstance(until, datetime) and until.tzinfo is None:
+        raise InvalidHold(
+            f"until {until.isoformat()} has no time zone: give an aware datetime or a timedelta"
+        )
+    if isinstance(until, timedelta) and until <= timedelta(0):
+        raise InvalidHold(f"until {until} is not in the future: give a positive delay or a later time")
+    try:
+        check_run_after(until)
+    except InvalidJob:
+        shown = until.isoformat() if isinstance(until, datetime) else str(until)
+        raise InvalidHold(
+            f"until {shown} is out of range: a pause ends from {EARLIEST.date().isoformat()} "
+            f"to {LATEST.date().isoformat()} UTC"
+        ) from None
 
 
 def pause(
@@ -92,13 +122,7 @@ def pause(
     changes who, why and until. ``until`` is a time or a delay from now.
     """
     where = target(queue=queue, task=task)
-    if isinstance(until, datetime) and until.tzinfo is None:
-        raise InvalidHold(
-            f"until {until.isoformat()} has no time zone: give an aware datetime or a timedelta"
-        )
-    if isinstance(until, timedelta) and until <= timedelta(0):
-        raise InvalidHold(f"until {until} is not in the future: give a positive delay or a later time")
-    check_run_after(until)
+    check_until(until)
     params: dict[str, Any] = {
         "name": where.name,
         "actor": recorded_actor(actor),

@@ -65,6 +65,8 @@ def test_a_pause_from_the_form_holds_the_queue_and_is_logged(pauser: Operator) -
         ({"queue_name": "a", "task_name": "b"}, "name exactly one queue or one task"),
         ({"queue_name": "", "task_name": ""}, "name exactly one queue or one task"),
         ({"queue_name": "a", "until_0": "2000-01-01", "until_1": "00:00"}, "has passed"),
+        ({"queue_name": "a", "until_0": "9999-12-31", "until_1": "23:59"}, "is out of range"),
+        ({"queue_name": "a\x00b"}, "Null characters are not allowed"),
     ],
 )
 def test_bad_input_is_a_form_error_and_nothing_is_stored(
@@ -139,3 +141,40 @@ def test_the_dashboard_shows_what_is_held(pauser: Operator) -> None:
     assert "partner down" in page
     assert "job 7 raised CircuitOpen for 1h00m" in page
     assert f"{JOBS}?held=yes" in page
+
+
+#: Primary keys no row can have: PostgreSQL refuses NUL in text, so Django's lookup fails in the database.
+NO_KEYS = ["a\x00b", "\x00", "x" * 10_000]
+
+
+@pytest.mark.parametrize("who", ["pauser", "looker", "superuser"])
+@pytest.mark.parametrize("page", ["change", "history", "delete"])
+@pytest.mark.parametrize("model", ["circuit", "schedule"])
+def test_a_name_no_row_can_have_in_the_url_is_not_found(
+    request: pytest.FixtureRequest, who: str, page: str, model: str
+) -> None:
+    """A breaker's (or a schedule's) key is its name: one holding NUL is no row's, not a server error."""
+    operator: Operator = request.getfixturevalue(who)
+    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
+    for key in NO_KEYS:
+        response = operator.get(reverse(f"admin:django_jobretry_{model}_{page}", args=[key]), follow=True)
+        assert response.status_code in {200, 403}, (key[:20], response.status_code)
+        if response.status_code == 200:
+            assert response.redirect_chain[-1][0] == reverse("admin:index")
+            assert "exist. Perhaps it was deleted?" in " ".join(messages_of(response))
+    assert Circuit.objects.get().state == CircuitState.OPEN
+
+
+def test_close_now_ignores_a_selected_name_no_row_can_have(pauser: Operator) -> None:
+    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
+    data = {"action": "close_selected", "_selected_action": ["a\x00b"], "index": "0"}
+    response = pauser.post(BREAKERS, data, follow=True)
+    assert response.status_code == 200
+    assert Circuit.objects.get().state == CircuitState.OPEN
+
+
+@pytest.mark.parametrize("who", ["looker", "superuser"])
+def test_a_breaker_filter_holding_nul_is_refused(request: pytest.FixtureRequest, who: str) -> None:
+    operator: Operator = request.getfixturevalue(who)
+    assert operator.get(BREAKERS, {"state__exact": "open\x00"}).status_code == 400
+    assert operator.get(BREAKERS, {"state__exact": "open"}).status_code == 200

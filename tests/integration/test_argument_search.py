@@ -110,6 +110,37 @@ def test_a_search_that_cannot_be_read_is_the_lists_error_page_with_a_message(
     assert DeadLetter.objects.count() == 4
 
 
+@pytest.mark.parametrize(
+    ("search", "said"),
+    [
+        ('customer_id="a\\u0000b"', "contains a NUL character"),
+        ('{"customer_id": "\\u0000"}', "contains a NUL character"),
+        ('{"\\u0000": 1}', "a key in the argument search contains a NUL character"),
+        ('"\\ud800"', "contains a lone surrogate"),
+        ('region="eu\\udfff"', "contains a lone surrogate"),
+        ("NaN", "holds nan"),
+        ("customer_id=Infinity", "holds inf"),
+        ("customer_id=-Infinity", "holds -inf"),
+        ("1e400", "holds inf"),
+        ("[" * 499 + "]" * 499, "nested deeper than 100 levels"),
+        ("customer_id=" + "[" * 400 + "]" * 400, "nested deeper than 100 levels"),
+        (".".join(["a"] * 300) + "=1", "nested deeper than 100 levels"),
+    ],
+)
+@pytest.mark.parametrize("listing", [DEAD_LIST, JOB_LIST])
+@pytest.mark.parametrize("who", ["reader", "superuser"])
+@pytest.mark.usefixtures("dead")
+def test_a_search_jsonb_refuses_is_the_lists_error_page_with_a_message(
+    request: pytest.FixtureRequest, who: str, listing: str, search: str, said: str
+) -> None:
+    """It parses, but PostgreSQL would refuse it: refused before any query, like a search that does not."""
+    operator: Operator = request.getfixturevalue(who)
+    response = operator.get(reverse(listing), {"arguments": search}, follow=True)
+    assert response.redirect_chain[-1][0].endswith("?e=1")
+    assert any(said in message for message in messages_of(response)), messages_of(response)
+    assert DeadLetter.objects.count() == 4
+
+
 def test_the_job_list_searches_retrying_jobs(reader: Operator) -> None:
     retrying = JobFactory.create(retrying=True, kwargs={"customer_id": 42})
     JobFactory.create(kwargs={"customer_id": 42})  # never attempted: not searched

@@ -138,6 +138,15 @@ class TestPause:
             ({"queue": "q", "until": datetime(2030, 1, 1)}, "no time zone"),
             ({"queue": "q", "until": timedelta(seconds=-1)}, "not in the future"),
             ({"queue": "q", "until": datetime(2000, 1, 1, tzinfo=UTC)}, "has passed"),
+            ({"queue": "q", "until": datetime(9999, 12, 31, tzinfo=UTC)}, "until .* is out of range"),
+            ({"queue": "q", "until": datetime.max.replace(tzinfo=UTC)}, "until .* is out of range"),
+            ({"queue": "q", "until": timedelta.max}, "until .* is out of range"),
+            ({"queue": "q", "until": timedelta(days=9_000 * 366)}, "until .* is out of range"),
+            ({"queue": "q", "until": datetime(1, 1, 1, tzinfo=UTC)}, "until .* is out of range"),
+            ({"queue": "q", "until": "2030-01-01"}, "until '2030-01-01' is not a datetime or a timedelta"),
+            ({"queue": "q", "until": 3600}, "until 3600 is not a datetime or a timedelta"),
+            ({"queue": "q\ud800"}, "is not a queue name"),
+            ({"task": "t\udcff"}, "is not a task name"),
         ],
     )
     def test_bad_input_is_refused_and_nothing_stored(self, kwargs: dict[str, object], words: str) -> None:

@@ -14,6 +14,8 @@ from django.core.management.base import CommandError
 from django_jobretry.models import Circuit, CircuitState, Pause
 from django_jobretry.services import circuits, transitions
 from tests.jobs_app import jobs
+from tests.manage_py import manage_py
+from tests.processes import test_database_url
 
 pytestmark = pytest.mark.django_db
 
@@ -66,6 +68,9 @@ def test_an_unknown_task_is_paused_with_a_warning() -> None:
     [
         (["--queue", "q", "--until", "2000-01-01"], "until 2000-01-01T00:00:00+00:00 has passed"),
         (["--queue", ""], "queue '' is not a queue name"),
+        (["--queue", "q", "--until", "9999-12-31"], "until 9999-12-31T00:00:00+00:00 is out of range"),
+        (["--queue", "q\udcff"], "is not a queue name"),
+        (["--task", "t\x00"], "is not a task name"),
     ],
 )
 def test_bad_input_is_refused_and_nothing_stored(args: list[str], message: str) -> None:
@@ -125,3 +130,42 @@ def test_jobstatus_shows_what_is_held_in_text_and_json() -> None:
 def test_jobstatus_json_has_empty_held_lists_and_no_text_section_when_nothing_is_held() -> None:
     assert json.loads(run("jobstatus", "--json")[0])["held"] == {"pauses": [], "circuits": []}
     assert "Held:" not in run("jobstatus")[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["resume", "--circuit", "t\udcff"],
+        ["resume", "--queue", "q\ud800"],
+    ],
+)
+def test_a_name_postgresql_cannot_take_is_a_usage_error(args: list[str]) -> None:
+    with pytest.raises(CommandError, match="is not a") as refused:
+        run(*args)
+    assert refused.value.returncode == 2
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["pause", "--queue", "q", "--until", "9999-12-31"],
+            "until 9999-12-31T00:00:00+00:00 is out of range",
+        ),
+        (["pause", "--queue", "q\udcff"], "is not a queue name"),  # argv bytes b"q\xff": not UTF-8
+        (["pause", "--task", "t\udcff"], "is not a task name"),
+        (["resume", "--queue", "q\udcff"], "is not a queue name"),
+        (["resume", "--circuit", "t\udcff"], "is not a task name"),
+    ],
+)
+def test_as_a_shell_runs_it_a_bad_value_is_one_line_and_exit_2(args: list[str], said: str) -> None:
+    done = manage_py(
+        *args, env={"DATABASE_URL": test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("CommandError: "), line
+    assert said in line, line
+    assert not Pause.objects.exists()

@@ -188,6 +188,13 @@ def test_edit_review_confirm_requeues_the_repaired_job_and_logs_it(
         ('["order-7"', '{"failures": 0}', "args is not valid JSON"),
         ('["order-7"]', '{"failures": 0, "nope": 1}', "unexpected keyword argument"),
         ('["order-7"]', "[]", "kwargs must be a JSON object"),
+        ("[" * 100_000 + "]" * 100_000, '{"failures": 0}', "args is nested too deeply to be read"),
+        ('["order-7"]', '{"failures": ' + "[" * 5000 + "]" * 5000 + "}", "kwargs is nested too deeply"),
+        ('["order-7", ' + "[" * 900 + "]" * 900 + "]", "{}", "nested deeper than 32 levels"),
+        ('["order-\\u0000"]', '{"failures": 0}', "contains a NUL character"),
+        ('["order-\\ud800"]', '{"failures": 0}', "contains a lone surrogate"),
+        ('["order-7"]', '{"failures": NaN}', "JSON has no NaN or infinity"),
+        ('["order-7"]', '{"failures": 1e400}', "JSON has no NaN or infinity"),
     ],
 )
 def test_invalid_arguments_are_shown_on_the_form_and_nothing_changes(

@@ -242,6 +242,17 @@ class TestProcess:
         assert "Traceback" not in unknown.stderr + too_long.stderr
         assert not Schedule.objects.exists()
 
+    @pytest.mark.parametrize("action", ["run", "pause", "resume"])
+    @pytest.mark.parametrize("name", ["night\udcffly", "\udcff\udcfe", "nightly\x01"])
+    def test_a_name_that_is_not_utf8_exits_2_in_one_line(self, action: str, name: str) -> None:
+        """A name in bytes that are not UTF-8 reaches Python as lone surrogates, which PostgreSQL refuses."""
+        done = self.run(action, name)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith("CommandError: no schedule "), line
+        assert not Schedule.objects.exists()
+
     def test_a_wrong_declaration_does_not_hide_the_list_of_the_others(self) -> None:
         """Django's checks do not run first: in an incident the list shows, whatever is wrong."""
         typo = {"task": "tests.jobs_app.jobs.record", "cron": "61 * * * *", "args": ["k"]}

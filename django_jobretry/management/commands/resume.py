@@ -28,6 +28,10 @@ class Command(DatabaseCommand):
     ) -> None:
         actor = options["actor"] or default_actor()
         if circuit is not None:
+            try:
+                holds.target(task=circuit)  # a name no task can have is a usage error, not a query
+            except holds.InvalidHold as exc:
+                raise CommandError(str(exc), returncode=2) from None
             if not circuits.close(circuit, actor=actor):
                 raise CommandError(f"the circuit of task {circuit!r} is not open", returncode=1)
             self.stdout.write(f"circuit of task {circuit} closed by {actor}; its held jobs are released")

@@ -31,6 +31,7 @@ from django_jobretry.management.deadletter_arguments import HelpFormatter, accep
 from django_jobretry.management.deadletter_cli import EXIT_PARTIAL, EXIT_USAGE, default_actor
 from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import Schedule
+from django_jobretry.models.storable import is_text
 from django_jobretry.services import schedule_controls
 from django_jobretry.services.console import status_schedules
 
@@ -167,6 +168,8 @@ class Command(DatabaseCommand):
     def not_found(self, name: str, exc: Exception) -> str:
         """The service's did-you-mean, and why a name the admin lists may still be refused here."""
         text = printable(exc)
+        if not is_text(name):  # no row has it, and PostgreSQL could not be asked
+            return f"{text} A schedule's name is UTF-8 text without NUL; this one is not."
         if Schedule.objects.filter(name=name).exists():
             text += (
                 " Its row is left from a deploy that declared it: this one does not, so it cannot act on it."
