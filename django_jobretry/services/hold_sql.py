@@ -174,25 +174,36 @@ CHOOSE_PROBE = f"""
     RETURNING probe.id, probe.queue_name
 """
 
-#: Close the breaker of ``%(task)s`` and release its held jobs ``%(spacing)s`` seconds apart, in
-#: claim order, each one's held time counted up to its release. Returns the queues released.
+#: Close the breaker of ``%(task)s`` and release every job it holds ``%(spacing)s`` seconds apart, in
+#: claim order: its ready jobs due before its end (those due now, those parked at its end, the one
+#: that raised ``CircuitOpen``), as services/console/status_holds.py counts them held. Each one's held
+#: time is counted up to its release; a job released before the end it was parked at (a close by
+#: hand) gives back the part PARK counted ahead. Returns how many were released and their queues.
+#: The breaker's times are read before the UPDATE clears them (RETURNING shows the new values); the
+#: caller holds its row lock.
 CLOSE = f"""
-    WITH closed AS (
+    WITH breaker AS (
+        SELECT opened_at, open_until FROM {CIRCUITS} WHERE task_name = %(task)s AND state <> 'closed'
+    ), closed AS (
         UPDATE {CIRCUITS} SET state = 'closed', failures = 0, window_started_at = NULL, opened_at = NULL,
             open_until = NULL, opens = 0, probe_job_id = NULL, probe_attempts = NULL,
             updated_at = statement_timestamp()
         WHERE task_name = %(task)s AND state <> 'closed'
-        RETURNING opened_at AS held_since
+        RETURNING task_name
     ), held AS (
         SELECT j.id, statement_timestamp() + make_interval(
                    secs => %(spacing)s * (row_number() OVER (ORDER BY priority DESC, run_at, id) - 1)::float8
                ) AS released_at
-        FROM {JOB} AS j
-        WHERE j.task_name = %(task)s AND j.status = 'ready' AND j.run_at <= statement_timestamp()
+        FROM {JOB} AS j, breaker AS b
+        WHERE j.task_name = %(task)s AND j.status = 'ready'
+          AND j.run_at <= GREATEST(statement_timestamp(), b.open_until)
     ), released AS (
         UPDATE {JOB} AS j SET run_at = held.released_at,
-            held_seconds = {held_seconds("closed.held_since", "held.released_at")}
-        FROM held, closed WHERE j.id = held.id
+            held_seconds = GREATEST(0, {held_seconds("b.opened_at", "held.released_at")} - CASE
+                WHEN j.first_attempt_at IS NOT NULL AND j.run_at = b.open_until
+                     AND j.run_at > held.released_at
+                THEN extract(epoch FROM j.run_at - held.released_at)::float8 ELSE 0 END)
+        FROM held, breaker AS b, closed WHERE j.id = held.id
         RETURNING j.queue_name
     )
     SELECT count(*) AS released, ARRAY(SELECT DISTINCT queue_name FROM released) AS queues FROM released

@@ -108,7 +108,7 @@ def test_close_now_closes_an_open_breaker(pauser: Operator, looker: Operator) ->
     assert "close_selected" not in listing
     data = {"action": "close_selected", "_selected_action": [jobs.record.name], "index": "0"}
     response = pauser.post(BREAKERS, data, follow=True)
-    assert messages_of(response) == [f"Closed: {jobs.record.name}."]
+    assert messages_of(response) == [f"Closed: {jobs.record.name} (1 jobs released, 10 a second)."]
     assert Circuit.objects.get().state == CircuitState.CLOSED
     assert claimed() == {waiting.id}
 
