@@ -158,15 +158,18 @@ PARK = f"""
     FROM parked WHERE j.id = parked.id
 """
 
-#: The due job of ``%(task)s`` with the most attempts left (then in claim order), made the half-open
-#: breaker's probe. Most attempts left, not claim order alone: a failed probe's retry is due before
-#: the jobs parked at the breaker's end, and would be chosen at every opening of a long outage until
-#: its attempts ran out and it died, while the others waited with all of theirs.
+#: The due job of ``%(task)s`` chosen as its breaker's probe the fewest times, then with the most
+#: attempts left, then in claim order: made the half-open breaker's probe, its ``probes`` counted.
+#: The fewest times first: a probe that answers ``CircuitOpen`` gets its attempt back and its
+#: ``run_at`` is the earliest of the held jobs, so by attempts and claim order alone it was chosen at
+#: every opening of a long outage. Most attempts left next: a failed probe's retry is not preferred.
 CHOOSE_PROBE = f"""
     WITH probe AS (
         SELECT id, attempts, queue_name FROM {JOB}
         WHERE task_name = %(task)s AND status = 'ready' AND run_at <= statement_timestamp()
-        ORDER BY max_attempts - attempts DESC, priority DESC, run_at, id LIMIT 1
+        ORDER BY probes, max_attempts - attempts DESC, priority DESC, run_at, id LIMIT 1
+    ), turn AS (
+        UPDATE {JOB} AS j SET probes = j.probes + 1 FROM probe WHERE j.id = probe.id
     )
     UPDATE {CIRCUITS} AS c SET state = 'half_open', probe_job_id = probe.id, probe_attempts = probe.attempts,
         updated_at = statement_timestamp()
@@ -211,16 +214,33 @@ CLOSE = f"""
 
 
 # -- snoozes ---------------------------------------------------------------------------------
+#: The running attempt (fenced, locked) about to give itself back: the time it snoozed so far, and
+#: whether it runs as its breaker's probe (the claim let it through for the attempts it had then).
+DEFERRING = f"""
+    SELECT j.snoozed_seconds,
+           EXISTS (SELECT 1 FROM {CIRCUITS} AS c
+                   WHERE c.task_name = j.task_name AND c.state = 'half_open'
+                     AND c.probe_job_id = j.id AND c.probe_attempts = j.attempts - 1) AS probe
+    FROM {JOB} AS j,
+         (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
+    WHERE j.id = d.id AND {FENCE}
+    FOR UPDATE OF j
+"""
+
+
 def snooze_sql() -> str:
     """A running attempt (ONE_ATTEMPT), fenced, ready again after ``%(delay)s`` s with its attempt back.
 
-    ``snoozes`` counts it against the policy's ``max_snoozes``. Not a job an
+    When ``%(counted)s``, ``snoozes`` and ``snoozed_seconds`` count it against
+    the policy's snooze budget (not a probe's CircuitOpen). Not a job an
     operator asked to cancel: no row comes back, and the caller buries it.
     """
     errors = trimmed("(j.errors || jsonb_build_array(" + stamped("d.entry") + "))", "%(history)s")
     return f"""
         UPDATE {JOB} AS j
-        SET status = 'ready', attempts = j.attempts - 1, snoozes = j.snoozes + 1,
+        SET status = 'ready', attempts = j.attempts - 1,
+            snoozes = j.snoozes + CASE WHEN %(counted)s THEN 1 ELSE 0 END,
+            snoozed_seconds = j.snoozed_seconds + CASE WHEN %(counted)s THEN %(delay)s ELSE 0 END,
             run_at = statement_timestamp() + make_interval(secs => %(delay)s), {CLEAR_LEASE},
             first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END,
             errors = {errors}
