@@ -48,7 +48,7 @@ def outage(choose: str, count: int, answers: list[str]) -> Counter[int]:
         partner_call.enqueue(n)
     circuits.hold_task(task, timedelta(minutes=1), None, job_id=0)
     chosen: Counter[int] = Counter()
-    last: int | None = None
+    last = 0  # no job yet: no job has id 0
     for answer in answers:
         jobs = Job.objects.filter(task_name=task)
         jobs.update(run_at=F("enqueued_at") - timedelta(minutes=1))  # all due, parked at the same end
