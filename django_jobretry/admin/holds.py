@@ -268,11 +268,16 @@ class CircuitAdmin(NoWritesAdmin):
     def close_selected(self, request: HttpRequest, queryset: QuerySet[Circuit]) -> TemplateResponse | None:
         if not hold_confirmation.confirmed(request):
             return hold_confirmation.close_page(self, request, queryset)
-        closed = [row.task_name for row in queryset if circuits.close(row.task_name, actor=actor(request))]
-        for name in closed:
+        closed: list[str] = []
+        for row in queryset:
+            done = circuits.close_by_hand(row.task_name, actor=actor(request))
+            if done is None:
+                continue
+            name = row.task_name
             audit.log(
                 request, [(Circuit(task_name=name), CHANGE, "Closed by hand.", f"Circuit of {name} closed")]
             )
+            closed.append(f"{name} ({done.released} jobs released, {done.rate:g} a second)")
         if closed:
             self.message_user(request, f"Closed: {', '.join(closed)}.", messages.SUCCESS)
         else:

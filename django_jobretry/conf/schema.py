@@ -37,7 +37,9 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "requeue_budget": 0,
     "timeout": None,
     "circuit": None,
-    "max_snoozes": 20,
+    # None: 20, or no count when snooze_for (a time) is the budget (policy/snoozes.py).
+    "max_snoozes": None,
+    "snooze_for": None,
 }
 
 

@@ -122,6 +122,10 @@ class Job(models.Model):
     retry_until = models.DateTimeField(null=True, blank=True)
     #: Times this job snoozed (``raise Snooze``): each gave its attempt back; bounded by ``max_snoozes``.
     snoozes = models.PositiveIntegerField(db_default=0)
+    #: The delays of those snoozes added up, in seconds: bounded by the policy's ``snooze_for``.
+    snoozed_seconds = models.FloatField(db_default=0)
+    #: Times this job was chosen as its task's breaker's probe: the least chosen is chosen next.
+    probes = models.PositiveIntegerField(db_default=0)
     #: Seconds this job was due but held by a pause, a breaker or a limit: not counted against ``retry_for``.
     held_seconds = models.FloatField(db_default=0)
     #: The enqueuer's trace context (W3C ``traceparent``/``tracestate``), with OpenTelemetry installed

@@ -6,9 +6,17 @@ policy stays usable and property-testable without a configured project.
 
 from django_jobretry.policy.base import InvalidPolicy, JobRetryError
 from django_jobretry.policy.circuit import CircuitBreaker
-from django_jobretry.policy.decisions import Decision, Defer, ErrorKind, GiveUp, GiveUpReason, Retry
+from django_jobretry.policy.decisions import (
+    Classification,
+    Decision,
+    Defer,
+    ErrorKind,
+    GiveUp,
+    GiveUpReason,
+    Retry,
+)
 from django_jobretry.policy.errors import CircuitOpen, FatalError, RetryableError, Snooze
-from django_jobretry.policy.retry import Classification, RetryPolicy, ScheduleRow
+from django_jobretry.policy.retry import RetryPolicy, ScheduleRow
 
 __all__ = [
     "CircuitBreaker",

@@ -7,7 +7,7 @@ on the returned value, which keeps the decision pure and property-testable.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 
@@ -16,6 +16,17 @@ class ErrorKind(enum.StrEnum):
 
     RETRYABLE = "retryable"
     FATAL = "fatal"
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """How one exception is treated: its kind, any delay it asked for, and the rule that made it fatal."""
+
+    kind: ErrorKind
+    requested_delay: timedelta | None = None
+    #: Which rule made the error fatal, for people ("ValueError is in the fatal_errors of policy
+    #: 'webhooks'"); None when retryable. Not compared: it explains the kind, it is not one.
+    rule: str | None = field(default=None, compare=False)
 
 
 class GiveUpReason(enum.StrEnum):

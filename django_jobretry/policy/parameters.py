@@ -41,16 +41,6 @@ def requeue_budget_value(value: object) -> int:
     return value
 
 
-#: Most snoozes a policy may allow one job: a job snoozing more often is waiting for something else.
-MAX_SNOOZES = 100_000
-
-
-def snooze_budget_value(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SNOOZES:
-        raise InvalidPolicy("max_snoozes", value, f"an integer from 0 to {MAX_SNOOZES}")
-    return value
-
-
 def error_kind(name: str, value: object) -> ErrorKind:
     if isinstance(value, str) and value in ErrorKind:
         return ErrorKind(value)

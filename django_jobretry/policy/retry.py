@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django_jobretry.policy.base import InvalidPolicy
 from django_jobretry.policy.circuit import CircuitBreaker, circuit_value
-from django_jobretry.policy.decisions import Decision, Defer, ErrorKind, GiveUp, GiveUpReason, Retry
+from django_jobretry.policy.decisions import (
+    Classification,
+    Decision,
+    Defer,
+    ErrorKind,
+    GiveUp,
+    GiveUpReason,
+    Retry,
+)
 from django_jobretry.policy.durations import MAX_BUDGET, to_seconds, to_timedelta
 from django_jobretry.policy.errors import FatalError, RetryableError, requested_delay
 from django_jobretry.policy.parameters import (
@@ -25,22 +33,11 @@ from django_jobretry.policy.parameters import (
     error_kind,
     number,
     requeue_budget_value,
-    snooze_budget_value,
 )
+from django_jobretry.policy.snoozes import snooze_budget
 
 type Seconds = int | float | timedelta
 type ErrorClasses = Sequence[type[BaseException]]
-
-
-@dataclass(frozen=True, slots=True)
-class Classification:
-    """How one exception is treated: its kind, any delay it asked for, and the rule that made it fatal."""
-
-    kind: ErrorKind
-    requested_delay: timedelta | None = None
-    #: Which rule made the error fatal, for people ("ValueError is in the fatal_errors of policy
-    #: 'webhooks'"); None when retryable. Not compared: it explains the kind, it is not one.
-    rule: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +74,7 @@ class RetryPolicy:
         "timeout",
         "circuit",
         "max_snoozes",
+        "snooze_for",
     )
     __slots__ = (*_PARAMS, "_base_seconds", "_max_seconds", "_uncapped_retries")
 
@@ -94,6 +92,7 @@ class RetryPolicy:
     timeout: timedelta | None
     circuit: CircuitBreaker | None
     max_snoozes: int
+    snooze_for: timedelta | None
     _base_seconds: float
     _max_seconds: float
     _uncapped_retries: int
@@ -114,7 +113,8 @@ class RetryPolicy:
         requeue_budget: int = 0,
         timeout: Seconds | None = None,
         circuit: CircuitBreaker | Mapping[str, object] | None = None,
-        max_snoozes: int = 20,
+        max_snoozes: int | None = None,
+        snooze_for: Seconds | None = None,
     ) -> None:
         set_ = super().__setattr__
         set_("max_attempts", attempt_limit(max_attempts))
@@ -136,7 +136,9 @@ class RetryPolicy:
         set_("requeue_budget", requeue_budget_value(requeue_budget))
         set_("timeout", None if timeout is None else to_timedelta("timeout", timeout))
         set_("circuit", circuit_value(circuit))
-        set_("max_snoozes", snooze_budget_value(max_snoozes))
+        count, time = snooze_budget(max_snoozes, snooze_for)
+        set_("max_snoozes", count)
+        set_("snooze_for", time)
         set_("_uncapped_retries", self._count_uncapped_retries())
         set_("total_budget", None)
         if total_budget is not None:
@@ -243,9 +245,11 @@ class RetryPolicy:
             return GiveUp(GiveUpReason.DEADLINE)
         return Retry(delay)
 
-    def defer(self, snoozes: int, delay: timedelta) -> Defer | GiveUp:
-        """Run again after ``delay`` without spending an attempt, unless ``snoozes`` spent the budget."""
-        if snoozes >= self.max_snoozes:
+    def defer(self, snoozes: int, delay: timedelta, snoozed: timedelta = timedelta(0)) -> Defer | GiveUp:
+        """Run again after ``delay`` without spending an attempt, unless the snooze budget is spent:
+        ``snoozes`` reached ``max_snoozes``, or ``snoozed`` (the delays so far) plus ``delay`` is past
+        ``snooze_for``."""
+        if snoozes >= self.max_snoozes or (self.snooze_for is not None and snoozed + delay > self.snooze_for):
             return GiveUp(GiveUpReason.SNOOZE_BUDGET)
         return Defer(delay)
 

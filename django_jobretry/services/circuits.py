@@ -188,7 +188,15 @@ def _probe_or_close(task: str, rate: float) -> None:
     )
 
 
-def _close(task: str, rate: float, why: str) -> None:
+@dataclass(frozen=True)
+class Closed:
+    """A breaker closed: how many held jobs it released, and how many a second."""
+
+    released: int
+    rate: float
+
+
+def _close(task: str, rate: float, why: str) -> Closed:
     rate = usable_rate(task, rate)
     with connection.cursor() as cursor:
         cursor.execute(hold_sql.CLOSE, {"task": task, "spacing": 1.0 / rate})
@@ -211,6 +219,7 @@ def _close(task: str, rate: float, why: str) -> None:
             released=released,
         )
     )
+    return Closed(released, rate)
 
 
 def usable_rate(task: str, rate: float) -> float:
@@ -233,13 +242,25 @@ def usable_rate(task: str, rate: float) -> float:
 
 
 def close(task_name: str, *, actor: str) -> bool:
-    """Close the breaker of ``task_name`` by hand (an operator's decision), releasing its held jobs."""
+    """Close the breaker of ``task_name`` by hand (an operator's decision), releasing its held jobs.
+
+    False when it was not open (nothing was done).
+    """
+    return close_by_hand(task_name, actor=actor) is not None
+
+
+def close_by_hand(task_name: str, *, actor: str) -> Closed | None:
+    """:func:`close`, saying how many held jobs it released and how fast; None when it was not open.
+
+    Every job the breaker holds is released at its release rate: those due,
+    those parked at its end and the one that raised ``CircuitOpen``
+    (hold_sql.CLOSE), not only those due now.
+    """
     with transaction.atomic():
         row = Circuit.objects.select_for_update().filter(task_name=task_name).exclude(state="closed").first()
         if row is None:
-            return False
-        _close(task_name, row.release_per_second, f"closed by {actor}")
-    return True
+            return None
+        return _close(task_name, row.release_per_second, f"closed by {actor}")
 
 
 def _extra(task: str, outcome: str, **more: Any) -> dict[str, Any]:

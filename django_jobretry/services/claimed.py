@@ -144,8 +144,8 @@ class FailedAttempt:
     """A failed attempt from the recorder to its announcement: classified once, decided once.
 
     Built by the recorder with its policy's decision, or without one for a
-    policy with ``retry_for``, which decides under the row lock when it is
-    written (services/failure_writes.py). Writing it returns a copy saying
+    policy with ``retry_for`` and for a Snooze or CircuitOpen, which are
+    decided under the row lock when written (services/failure_writes.py). Writing it returns a copy saying
     what was written: the entry (``fallback`` when PostgreSQL refused
     ``entry``), the dead letter, or ``stale`` when the lease was lost.
     """

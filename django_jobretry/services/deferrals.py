@@ -1,11 +1,18 @@
 """Attempts a job gave back: ``raise Snooze(delay)`` and ``raise CircuitOpen(for_=...)``.
 
 Neither is a failure. The job is ready again after the delay with its
-attempt uncounted, its history holding the snooze; ``max_snoozes`` of its
-policy bounds how often (past it the job is a ``snooze_budget`` dead
-letter, written by the failure path like any burial). A ``CircuitOpen``
-also opens its task's breaker, in the same transaction, so no other job of
-the task starts once this one is written.
+attempt uncounted, its history holding the snooze; the snooze budget of its
+policy (``max_snoozes``, ``snooze_for``: policy/snoozes.py) bounds how often
+and for how long in all. Past it the job is a ``snooze_budget`` dead letter,
+written by the failure path like any burial, its error saying how many
+snoozes over how long and which limit. A ``CircuitOpen`` also opens its
+task's breaker, in the same transaction, so no other job of the task starts
+once this one is written.
+
+A ``CircuitOpen`` raised by the breaker's probe is not counted: it is the
+answer the breaker asked for on behalf of every held job, and counting it
+would make a long outage kill the jobs that take turns probing it
+(docs/decisions/0013-outages-outlast-the-budget.md).
 """
 
 from __future__ import annotations
@@ -18,11 +25,20 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.policy import CircuitOpen, Classification, Defer, ErrorKind, RetryPolicy, Snooze
 from django_jobretry.policy.durations import to_timedelta
 from django_jobretry.services import circuits, hold_sql
 from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt
-from django_jobretry.services.history import AttemptEnd, error_entry, minimal_entry, render_error
+from django_jobretry.services.history import (
+    AttemptEnd,
+    AttemptEntry,
+    clean_text,
+    error_entry,
+    minimal_entry,
+    render_error,
+)
 from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra
 
 logger = logging.getLogger("django_jobretry")
@@ -49,21 +65,67 @@ def deferred(job: ClaimedJob, error: Snooze | CircuitOpen) -> Failed | None:
 
 
 def deferred_attempt(outcome: Failed, policy: RetryPolicy, worker: str) -> FailedAttempt:
-    """The attempt of a Snooze or CircuitOpen, decided: again after its delay, or dead past the budget."""
+    """The attempt of a Snooze or CircuitOpen, its entries built; decided when written (:func:`settle`)."""
     job, classification = outcome.job, outcome.classification or Classification(ErrorKind.RETRYABLE)
-    delay = classification.requested_delay or timedelta(0)
     rendered = outcome.rendered or render_error(outcome.error)
     entry = error_entry(job.attempt, rendered, ErrorKind.RETRYABLE, outcome.ended, worker)
     fallback = minimal_entry(job.attempt, outcome.ended, ErrorKind.RETRYABLE, worker)
-    decision = policy.defer(job.snoozes, delay)
+    return FailedAttempt(job, policy, classification, entry, fallback)
+
+
+def settle(attempt: FailedAttempt) -> FailedAttempt:
+    """Decide a deferral on its locked row: again after its delay, or dead past the snooze budget.
+
+    Call inside ``transaction.atomic()``, before :func:`write` or the burial.
+    The row says what the claim did not: the time the job snoozed so far,
+    and whether this attempt ran as its breaker's probe (then a CircuitOpen
+    is not counted, and its entry says ``"probe": true``). Stale when the
+    lease was lost.
+    """
+    job, delay = attempt.job, attempt.classification.requested_delay or timedelta(0)
+    with connection.cursor() as cursor:
+        cursor.execute(hold_sql.DEFERRING, {"id": job.id, "attempt": job.attempt, "token": job.token})
+        row = cursor.fetchone()
+    if row is None:
+        return replace(attempt, stale=True)
+    snoozed, probe = timedelta(seconds=row[0]), row[1] and attempt.entry["ended"] == AttemptEnd.CIRCUIT_OPEN
+    decision = Defer(delay) if probe else attempt.policy.defer(job.snoozes, delay, snoozed)
     if isinstance(decision, Defer):
-        seconds = delay.total_seconds()
-        entry, fallback = {**entry, "delay": seconds}, {**fallback, "delay": seconds}
-    return FailedAttempt(job, policy, classification, entry, fallback, decision=decision)
+        entry: AttemptEntry = {**attempt.entry, "delay": delay.total_seconds()}
+        fallback: AttemptEntry = {**attempt.fallback, "delay": delay.total_seconds()}
+        if probe:
+            entry["probe"] = fallback["probe"] = True
+        return replace(attempt, decision=decision, entry=entry, fallback=fallback)
+    verdict, rule = spent(attempt, snoozed, delay)
+    said, chars = attempt.entry["message"], jobretry_settings.error_message_chars
+    raised = "Snooze" if attempt.entry["ended"] == AttemptEnd.SNOOZED else "CircuitOpen"
+    message = clean_text(f"{verdict}; its {raised} said: {said}" if said else verdict, chars)
+    return replace(
+        attempt,
+        decision=decision,
+        entry={**attempt.entry, "message": message, "rule": rule},
+        fallback={**attempt.fallback, "message": verdict, "rule": rule},
+    )
+
+
+def spent(attempt: FailedAttempt, snoozed: timedelta, delay: timedelta) -> tuple[str, str]:
+    """Why a deferral is past the snooze budget, for the dead letter: how many over how long, which limit."""
+    policy, job = attempt.policy, attempt.job
+    so_far = f"snoozed {count_of(job.snoozes, 'time')} ({humanize_delay(snoozed)} in all)"
+    if job.snoozes >= policy.max_snoozes or policy.snooze_for is None:
+        limit = f"max_snoozes ({policy.max_snoozes})"
+        return f"{so_far}: the most its policy allows (max_snoozes {policy.max_snoozes})", _of(limit, job)
+    limit = f"snooze_for ({humanize_delay(policy.snooze_for)})"
+    return f"{so_far}: another {humanize_delay(delay)} is past its policy's {limit}", _of(limit, job)
+
+
+def _of(limit: str, job: ClaimedJob) -> str:
+    return f"{limit} of policy {job.policy_name!r}"
 
 
 def write(attempt: FailedAttempt, decision: Defer, history_limit: int) -> set[int]:
-    """Write a deferral, fenced; a CircuitOpen's breaker opens in the same transaction.
+    """Write a deferral (:func:`settle` decided it), fenced; a CircuitOpen's breaker opens in the same
+    transaction. A probe's is not counted against the snooze budget.
 
     Returns the ids written: empty when the lease was lost or a cancel was requested.
     """
@@ -75,6 +137,7 @@ def write(attempt: FailedAttempt, decision: Defer, history_limit: int) -> set[in
         "entry": json.dumps(attempt.entry),
         "delay": decision.delay.total_seconds(),
         "history": history_limit,
+        "counted": not attempt.entry.get("probe", False),
     }
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(hold_sql.snooze_sql(), params)
@@ -86,16 +149,21 @@ def write(attempt: FailedAttempt, decision: Defer, history_limit: int) -> set[in
 
 def announce(attempt: FailedAttempt, decision: Defer) -> None:
     """The log line of a written deferral."""
-    job, seconds = attempt.job, decision.delay.total_seconds()
+    job, seconds, policy = attempt.job, decision.delay.total_seconds(), attempt.policy
     what = "snoozed" if attempt.entry["ended"] == AttemptEnd.SNOOZED else "opened its task's circuit"
+    if attempt.entry.get("probe"):
+        budget, snoozes = "its breaker's probe: not counted against its snooze budget", job.snoozes
+    else:
+        snoozes = job.snoozes + 1
+        limit = f"snooze_for {humanize_delay(policy.snooze_for)}" if policy.snooze_for else ""
+        budget = f"snooze {snoozes} of {policy.max_snoozes}" if not limit else f"snooze {snoozes}; {limit}"
     logger.info(
-        f"{JOB_LINE} %s; its attempt given back, again in %.3fs (snooze %d of %d)",
+        f"{JOB_LINE} %s; its attempt given back, again in %.3fs (%s)",
         *job_line_args(job),
         what,
         seconds,
-        job.snoozes + 1,
-        attempt.policy.max_snoozes,
-        extra=log_extra(job, attempt.entry["ended"], delay=seconds, snoozes=job.snoozes + 1),
+        budget,
+        extra=log_extra(job, attempt.entry["ended"], delay=seconds, snoozes=snoozes),
     )
 
 

@@ -29,7 +29,7 @@ from django_jobretry.services.cancel import bury_cancel_requested
 from django_jobretry.services.circuits import count_failure
 from django_jobretry.services.claimed import FailedAttempt
 from django_jobretry.services.decisions import dead_reason, decide
-from django_jobretry.services.history import AttemptEntry
+from django_jobretry.services.history import DEFERRALS, AttemptEntry
 from django_jobretry.services.sql import loggable, named_rows, statement_guard
 
 logger = logging.getLogger("django_jobretry")
@@ -116,8 +116,11 @@ def _decide_and_record(attempt: FailedAttempt, history_limit: int) -> FailedAtte
     if attempt.decision is not None:
         with statement_guard():
             return _record(attempt, history_limit)
-    with transaction.atomic():  # a retry_for policy decides now, on the locked row's elapsed time
-        locked = lock_running(attempt)
+    with transaction.atomic():  # decided now, on the locked row
+        if attempt.entry["ended"] in DEFERRALS:  # the time snoozed so far, whether it is the probe
+            settled = deferrals.settle(attempt)
+            return settled if settled.stale else _record(settled, history_limit)
+        locked = lock_running(attempt)  # a retry_for policy: the elapsed time
         if locked is None:
             return replace(attempt, stale=True)
         return _record(decided(attempt, elapsed=locked.elapsed), history_limit)

@@ -57,13 +57,16 @@ class AttemptEntry(TypedDict):
     at: NotRequired[str]
     delay: NotRequired[float]
     #: Which rule made the error fatal ("FatalError raised by the job", "ValueError is in the
-    #: fatal_errors of policy 'webhooks'"); only on fatal entries, absent from earlier ones.
+    #: fatal_errors of policy 'webhooks'"), or which snooze budget a deferral spent ("max_snoozes (20)
+    #: of policy 'partner'"); only on such entries, absent from earlier ones.
     rule: NotRequired[str]
     #: The failure group the task chose, from its exception's ``fingerprint`` attribute
     #: (models/fingerprints.py); absent when it chose none.
     fingerprint: NotRequired[str]
     #: The trace of the attempt's span (services/tracing.py), 32 hex digits; absent without tracing.
     trace_id: NotRequired[str]
+    #: A CircuitOpen of its breaker's probe: not counted against the snooze budget (services/deferrals.py).
+    probe: NotRequired[bool]
 
 
 #: Characters of a fatal entry's rule kept.

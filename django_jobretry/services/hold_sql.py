@@ -158,15 +158,18 @@ PARK = f"""
     FROM parked WHERE j.id = parked.id
 """
 
-#: The due job of ``%(task)s`` with the most attempts left (then in claim order), made the half-open
-#: breaker's probe. Most attempts left, not claim order alone: a failed probe's retry is due before
-#: the jobs parked at the breaker's end, and would be chosen at every opening of a long outage until
-#: its attempts ran out and it died, while the others waited with all of theirs.
+#: The due job of ``%(task)s`` chosen as its breaker's probe the fewest times, then with the most
+#: attempts left, then in claim order: made the half-open breaker's probe, its ``probes`` counted.
+#: The fewest times first: a probe that answers ``CircuitOpen`` gets its attempt back and its
+#: ``run_at`` is the earliest of the held jobs, so by attempts and claim order alone it was chosen at
+#: every opening of a long outage. Most attempts left next: a failed probe's retry is not preferred.
 CHOOSE_PROBE = f"""
     WITH probe AS (
         SELECT id, attempts, queue_name FROM {JOB}
         WHERE task_name = %(task)s AND status = 'ready' AND run_at <= statement_timestamp()
-        ORDER BY max_attempts - attempts DESC, priority DESC, run_at, id LIMIT 1
+        ORDER BY probes, max_attempts - attempts DESC, priority DESC, run_at, id LIMIT 1
+    ), turn AS (
+        UPDATE {JOB} AS j SET probes = j.probes + 1 FROM probe WHERE j.id = probe.id
     )
     UPDATE {CIRCUITS} AS c SET state = 'half_open', probe_job_id = probe.id, probe_attempts = probe.attempts,
         updated_at = statement_timestamp()
@@ -174,25 +177,36 @@ CHOOSE_PROBE = f"""
     RETURNING probe.id, probe.queue_name
 """
 
-#: Close the breaker of ``%(task)s`` and release its held jobs ``%(spacing)s`` seconds apart, in
-#: claim order, each one's held time counted up to its release. Returns the queues released.
+#: Close the breaker of ``%(task)s`` and release every job it holds ``%(spacing)s`` seconds apart, in
+#: claim order: its ready jobs due before its end (those due now, those parked at its end, the one
+#: that raised ``CircuitOpen``), as services/console/status_holds.py counts them held. Each one's held
+#: time is counted up to its release; a job released before the end it was parked at (a close by
+#: hand) gives back the part PARK counted ahead. Returns how many were released and their queues.
+#: The breaker's times are read before the UPDATE clears them (RETURNING shows the new values); the
+#: caller holds its row lock.
 CLOSE = f"""
-    WITH closed AS (
+    WITH breaker AS (
+        SELECT opened_at, open_until FROM {CIRCUITS} WHERE task_name = %(task)s AND state <> 'closed'
+    ), closed AS (
         UPDATE {CIRCUITS} SET state = 'closed', failures = 0, window_started_at = NULL, opened_at = NULL,
             open_until = NULL, opens = 0, probe_job_id = NULL, probe_attempts = NULL,
             updated_at = statement_timestamp()
         WHERE task_name = %(task)s AND state <> 'closed'
-        RETURNING opened_at AS held_since
+        RETURNING task_name
     ), held AS (
         SELECT j.id, statement_timestamp() + make_interval(
                    secs => %(spacing)s * (row_number() OVER (ORDER BY priority DESC, run_at, id) - 1)::float8
                ) AS released_at
-        FROM {JOB} AS j
-        WHERE j.task_name = %(task)s AND j.status = 'ready' AND j.run_at <= statement_timestamp()
+        FROM {JOB} AS j, breaker AS b
+        WHERE j.task_name = %(task)s AND j.status = 'ready'
+          AND j.run_at <= GREATEST(statement_timestamp(), b.open_until)
     ), released AS (
         UPDATE {JOB} AS j SET run_at = held.released_at,
-            held_seconds = {held_seconds("closed.held_since", "held.released_at")}
-        FROM held, closed WHERE j.id = held.id
+            held_seconds = GREATEST(0, {held_seconds("b.opened_at", "held.released_at")} - CASE
+                WHEN j.first_attempt_at IS NOT NULL AND j.run_at = b.open_until
+                     AND j.run_at > held.released_at
+                THEN extract(epoch FROM j.run_at - held.released_at)::float8 ELSE 0 END)
+        FROM held, breaker AS b, closed WHERE j.id = held.id
         RETURNING j.queue_name
     )
     SELECT count(*) AS released, ARRAY(SELECT DISTINCT queue_name FROM released) AS queues FROM released
@@ -200,16 +214,33 @@ CLOSE = f"""
 
 
 # -- snoozes ---------------------------------------------------------------------------------
+#: The running attempt (fenced, locked) about to give itself back: the time it snoozed so far, and
+#: whether it runs as its breaker's probe (the claim let it through for the attempts it had then).
+DEFERRING = f"""
+    SELECT j.snoozed_seconds,
+           EXISTS (SELECT 1 FROM {CIRCUITS} AS c
+                   WHERE c.task_name = j.task_name AND c.state = 'half_open'
+                     AND c.probe_job_id = j.id AND c.probe_attempts = j.attempts - 1) AS probe
+    FROM {JOB} AS j,
+         (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
+    WHERE j.id = d.id AND {FENCE}
+    FOR UPDATE OF j
+"""
+
+
 def snooze_sql() -> str:
     """A running attempt (ONE_ATTEMPT), fenced, ready again after ``%(delay)s`` s with its attempt back.
 
-    ``snoozes`` counts it against the policy's ``max_snoozes``. Not a job an
+    When ``%(counted)s``, ``snoozes`` and ``snoozed_seconds`` count it against
+    the policy's snooze budget (not a probe's CircuitOpen). Not a job an
     operator asked to cancel: no row comes back, and the caller buries it.
     """
     errors = trimmed("(j.errors || jsonb_build_array(" + stamped("d.entry") + "))", "%(history)s")
     return f"""
         UPDATE {JOB} AS j
-        SET status = 'ready', attempts = j.attempts - 1, snoozes = j.snoozes + 1,
+        SET status = 'ready', attempts = j.attempts - 1,
+            snoozes = j.snoozes + CASE WHEN %(counted)s THEN 1 ELSE 0 END,
+            snoozed_seconds = j.snoozed_seconds + CASE WHEN %(counted)s THEN %(delay)s ELSE 0 END,
             run_at = statement_timestamp() + make_interval(secs => %(delay)s), {CLEAR_LEASE},
             first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END,
             errors = {errors}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -327,3 +328,12 @@ def test_a_circuit_and_a_snooze_budget_are_read_from_settings() -> None:
 def test_e005_max_snoozes_out_of_range() -> None:
     error = only_error({"POLICIES": {"emails": {"max_snoozes": -1}}})
     assert error.msg.endswith('["max_snoozes"] = -1 is invalid: an integer from 0 to 100000.')
+
+
+def test_a_snooze_time_budget_is_read_from_settings_and_a_bad_one_is_e005() -> None:
+    with override_settings(JOBRETRY={"POLICIES": {"partner": {"snooze_for": 21600}}}):
+        assert check_settings() == []
+        policy = jobretry_settings.policies["partner"]
+    assert (policy.snooze_for, policy.max_snoozes) == (timedelta(hours=6), 100_000)
+    error = only_error({"POLICIES": {"partner": {"snooze_for": 0}}})
+    assert error.msg.endswith('["snooze_for"] = 0 is invalid: must be > 0 seconds.')

@@ -82,6 +82,14 @@ def test_showpolicies_shows_error_rules_timeout_and_requeue_budget() -> None:
         "snoozes:           3 a job (Snooze, CircuitOpen), then dead (snooze_budget)",
     ]
     assert render_rules(RetryPolicy(requeue_budget=1))[-3].endswith("up to 1 automatic requeue after it dies")
+    timed, both = RetryPolicy(snooze_for=21600), RetryPolicy(snooze_for=60, max_snoozes=5)
+    assert render_rules(timed)[-1].strip() == (
+        "snoozes:           6h00m in all a job (Snooze, CircuitOpen), then dead (snooze_budget)"
+    )
+    assert render_rules(both)[-1].strip() == (
+        "snoozes:           5 a job or 1m00s in all a job, the first spent (Snooze, CircuitOpen), "
+        "then dead (snooze_budget)"
+    )
     assert describe(RetryPolicy(max_attempts=1)).startswith("1 attempt, ")
 
 

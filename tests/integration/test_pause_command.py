@@ -89,7 +89,7 @@ def test_resume_of_nothing_paused_is_exit_1() -> None:
 def test_resume_circuit_closes_a_breaker() -> None:
     circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
     out, _ = run("resume", "--circuit", jobs.record.name, "--actor", "alice")
-    assert out == f"circuit of task {jobs.record.name} closed by alice; its held jobs are released\n"
+    assert out == f"circuit of task {jobs.record.name} closed by alice; 0 held job(s) released, 10 a second\n"
     assert Circuit.objects.get().state == CircuitState.CLOSED
     with pytest.raises(CommandError, match="is not open") as refused:
         run("resume", "--circuit", jobs.record.name)

@@ -1,8 +1,9 @@
 """`manage.py resume --queue Q | --task T | --circuit TASK`: let held work run again, now.
 
 A resume wakes idle workers of the released queues at once. ``--circuit``
-closes a task's circuit breaker by hand, releasing its held jobs at the
-breaker's release rate. Exit code 1 when there was nothing to resume.
+closes a task's circuit breaker by hand, releasing every job it holds at
+the breaker's release rate (those parked at its end and the one that raised
+``CircuitOpen`` too), and says how many. Exit code 1 when there was nothing to resume.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ class Command(DatabaseCommand):
                 holds.target(task=circuit)  # a name no task can have is a usage error, not a query
             except holds.InvalidHold as exc:
                 raise CommandError(str(exc), returncode=2) from None
-            if not circuits.close(circuit, actor=actor):
+            closed = circuits.close_by_hand(circuit, actor=actor)
+            if closed is None:
                 raise CommandError(f"the circuit of task {circuit!r} is not open", returncode=1)
-            self.stdout.write(f"circuit of task {circuit} closed by {actor}; its held jobs are released")
+            released = f"{closed.released} held job(s) released, {closed.rate:g} a second"
+            self.stdout.write(f"circuit of task {circuit} closed by {actor}; {released}")
             return
         try:
             ended = holds.resume(queue=queue, task=task, actor=actor)

@@ -16,6 +16,7 @@ from django_jobretry.exceptions import UnknownPolicy
 from django_jobretry.management.arguments import add_showpolicies_arguments
 from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.policy import CircuitBreaker, ErrorKind, RetryPolicy
+from django_jobretry.policy.snoozes import MAX_SNOOZES
 
 _HEADER = ("after attempt", "nominal", "min (jitter)", "max (jitter)", "cumulative worst")
 
@@ -105,8 +106,17 @@ def render_rules(policy: RetryPolicy) -> list[str]:
             else "0 (dead letters wait for an operator)"
         ),
         f"  circuit breaker:   {_circuit(policy.circuit)}",
-        f"  snoozes:           {policy.max_snoozes} a job (Snooze, CircuitOpen), then dead (snooze_budget)",
+        f"  snoozes:           {_snoozes(policy)} (Snooze, CircuitOpen), then dead (snooze_budget)",
     ]
+
+
+def _snoozes(policy: RetryPolicy) -> str:
+    """The snooze budget: a count, a time (the delays added up), or both, the first spent ending it."""
+    count = f"{policy.max_snoozes} a job"
+    if policy.snooze_for is None:
+        return count
+    time = f"{humanize_delay(policy.snooze_for)} in all a job"
+    return time if policy.max_snoozes == MAX_SNOOZES else f"{count} or {time}, the first spent"
 
 
 def _circuit(breaker: CircuitBreaker | None) -> str:
