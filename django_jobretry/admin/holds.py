@@ -277,7 +277,8 @@ class CircuitAdmin(NoWritesAdmin):
             audit.log(
                 request, [(Circuit(task_name=name), CHANGE, "Closed by hand.", f"Circuit of {name} closed")]
             )
-            closed.append(f"{name} ({done.released} jobs released, {done.rate:g} a second)")
+            jobs = "job" if done.released == 1 else "jobs"
+            closed.append(f"{name} ({done.released} {jobs} released, {done.rate:g} a second)")
         if closed:
             self.message_user(request, f"Closed: {', '.join(closed)}.", messages.SUCCESS)
         else:

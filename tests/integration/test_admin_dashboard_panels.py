@@ -117,7 +117,7 @@ class TestHeld:
         assert "Close 1 breaker, releasing 1 due job?" in asked.content.decode()
         assert Circuit.objects.get().state == CircuitState.OPEN
         done = pauser.post(BREAKERS, hidden_inputs(asked.content.decode()), follow=True)
-        assert messages_of(done) == [f"Closed: {jobs.record.name}."]
+        assert messages_of(done) == [f"Closed: {jobs.record.name} (1 job released, 10 a second)."]
         assert Circuit.objects.get().state == CircuitState.CLOSED
 
     def test_a_forged_post_without_pause_work_changes_nothing(self, looker: Operator) -> None:

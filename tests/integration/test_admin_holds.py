@@ -116,7 +116,7 @@ def test_close_now_closes_an_open_breaker(pauser: Operator, looker: Operator) ->
     assert "Close 1 breaker, releasing 1 due job?" in asked.content.decode()
     assert Circuit.objects.get().state == CircuitState.OPEN
     response = pauser.post(BREAKERS, hidden_inputs(asked.content.decode()), follow=True)
-    assert messages_of(response) == [f"Closed: {jobs.record.name} (1 jobs released, 10 a second)."]
+    assert messages_of(response) == [f"Closed: {jobs.record.name} (1 job released, 10 a second)."]
     assert Circuit.objects.get().state == CircuitState.CLOSED
     assert claimed() == {waiting.id}
 
