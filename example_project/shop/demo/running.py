@@ -20,9 +20,9 @@ from django.utils import timezone
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.worker import Worker, WorkerOptions
 
-#: A chapter longer than this stops the demo: the whole demo must finish in under a minute.
+#: A chapter still waiting after this stops the demo with an error; each takes a few seconds.
 CHAPTER_DEADLINE_SECONDS = 30
-#: The bursts' deadline; the demo policy retries in < 1 s.
+#: The same for bursts; the demo policy retries in < 1 s.
 BURSTS_DEADLINE_SECONDS = 20
 #: How often the demo asks whether the chapter's story is over.
 POLL_SECONDS = 0.1
