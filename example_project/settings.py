@@ -74,6 +74,24 @@ JOBRETRY: dict[str, Any] = {
         },
         # The demo's: seconds instead of hours so a run finishes in a minute.
         "demo": {"max_attempts": 3, "base_delay": 0.2, "multiplier": 2, "max_delay": 1, "jitter": 0.1},
+        # The demo's partner outage (docs/outages.md), in seconds as well. Alone, 4 attempts
+        # last 1.5 s: a 3 s outage would kill every job. Three refused connections open the
+        # task's breaker instead; it holds the task and probes after 1 s, then 2 s, 4 s.
+        "partner": {
+            "max_attempts": 4,
+            "base_delay": 0.2,
+            "multiplier": 2,
+            "max_delay": 1,
+            "jitter": 0.1,
+            "circuit": {
+                "failures": 3,
+                "window": 10,
+                "cooldown": 1,
+                "max_cooldown": 4,
+                "errors": ["builtins.ConnectionError"],
+                "release_per_second": 20,
+            },
+        },
     },
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from django_jobretry import FatalError, current_job, job
+from example_project.shop import partner
 from example_project.shop.errors import InvalidAddress
 
 logger = logging.getLogger(__name__)
@@ -45,3 +46,15 @@ def send_welcome_email(address: str) -> None:
     """InvalidAddress is listed as fatal in the "emails" policy (settings.py)."""
     if "@" not in address:
         raise InvalidAddress(f"{address!r} is not an email address")
+
+
+@job(policy="demo", queue_name="demo")
+def refresh_exchange_rates() -> None:
+    """Run by the demo's periodic schedule (shop/demo/schedule.py), which declares it for its run only."""
+    logger.debug("exchange rates refreshed")
+
+
+@job(policy="partner", queue_name="demo")
+def sync_order(order_id: int) -> None:
+    """The partner is down for a few seconds of the demo: its policy's circuit breaker holds the task."""
+    partner.post_order(order_id)

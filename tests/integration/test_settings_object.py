@@ -49,6 +49,9 @@ def test_invalid_settings_raise_with_the_check_id() -> None:
 def test_unknown_policy_lists_the_known_ones() -> None:
     with pytest.raises(
         UnknownPolicy,
-        match=r"unknown retry policy 'nope'; .* \['default', 'demo', 'emails', 'q2', 'q2-two', 'three'\]",
+        match=(
+            r"unknown retry policy 'nope'; .* "
+            r"\['default', 'demo', 'emails', 'partner', 'q2', 'q2-two', 'three'\]"
+        ),
     ):
         jobretry_settings.policy("nope")

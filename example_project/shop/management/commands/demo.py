@@ -1,26 +1,24 @@
 """`manage.py demo`: what `make demo` runs.
 
 Enqueues a mix of jobs (succeeding, flaky, always failing, fatal), runs a
-worker until each has reached a final state, and prints a summary.
+worker until each has reached a final state, and prints a summary. Then
+three chapters, a module each in shop/demo/: a periodic schedule, a
+partner outage ridden out by the circuit breaker, and the repair of a dead
+letter's arguments.
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from typing import Any
 
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
-from django.db.models import Min
-from django.utils import timezone
+from django.core.management.base import BaseCommand
 
-from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.worker import Worker, WorkerOptions
+from django_jobretry.models import DeadLetter, Job
 from example_project.shop import jobs
-
-#: The demo must finish in under a minute; its own policy retries in < 1 s.
-DEADLINE_SECONDS = 45
+from example_project.shop.demo import outage, repair, schedule
+from example_project.shop.demo.running import run_bursts_until_final
 
 
 class Command(BaseCommand):
@@ -47,24 +45,17 @@ class Command(BaseCommand):
             self.stdout.write(f"   job {job.pk}: {job.task_name.rsplit('.', 1)[-1]}")
 
         self.stdout.write("\n" + heading("4. Running burst workers (log lines are their transitions)"))
-        self._run_worker_until_done(ids)
+        run_bursts_until_final(ids)
         self._summary(ids)
 
-    def _run_worker_until_done(self, ids: list[int]) -> None:
-        """Burst workers (like `runworker --burst`) until every demo job is final.
-
-        A burst worker exits once nothing is due; a retry is due a fraction of
-        a second later under the demo policy, so the next burst picks it up.
-        """
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        live = Job.objects.filter(pk__in=ids, status__in=[JobStatus.READY, JobStatus.RUNNING])
-        while live.exists():
-            if time.monotonic() > deadline:
-                raise CommandError(f"jobs still live after {DEADLINE_SECONDS}s; is the database slow?")
-            Worker(WorkerOptions(queues=["demo"], concurrency=4, burst=True, listen=False)).run()
-            next_due = live.filter(status=JobStatus.READY).aggregate(at=Min("run_at"))["at"]
-            if next_due is not None:
-                time.sleep(min(max((next_due - timezone.now()).total_seconds(), 0), 1))
+        schedule.tell(self)
+        outage.tell(self)
+        repair.tell(self, enqueued[-1].pk)  # the welcome e-mail, dead of its address
+        self.stdout.write(
+            "\n   Dead letters keep their arguments and full error history for an operator.\n"
+            "   The admin: `make runserver` (same database as this demo), then open\n"
+            "   http://127.0.0.1:8000/admin/ (create a login with `make createsuperuser`)."
+        )
 
     def _summary(self, ids: list[int]) -> None:
         finished = list(Job.objects.filter(pk__in=ids).order_by("pk"))
@@ -83,9 +74,4 @@ class Command(BaseCommand):
         self.stdout.write(
             f"\n   succeeded: {len(finished)} (of which retried: {retried})   dead letters: {len(dead)} "
             f"({', '.join(f'{r}: {n}' for r, n in sorted(reasons.items()))})"
-        )
-        self.stdout.write(
-            "\n   Dead letters keep their arguments and full error history for an operator.\n"
-            "   The admin: `make runserver` (same database as this demo), then open\n"
-            "   http://127.0.0.1:8000/admin/ (create a login with `make createsuperuser`)."
         )
