@@ -29,7 +29,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
-from django_jobretry.admin import rendering, timestamps
+from django_jobretry.admin import rendering, timestamps, trace_links
 from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList
 from django_jobretry.admin.fate import Fate
 from django_jobretry.models import DeadLetter, Job
@@ -124,6 +124,10 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
     @admin.display(description="attempts, oldest first")
     def attempt_history(self, obj: Job | DeadLetter) -> SafeString:
         return rendering.attempt_history(obj.errors, obj.attempts)
+
+    @admin.display(description="enqueued in trace")
+    def enqueue_trace(self, obj: Job | DeadLetter) -> SafeString | str:
+        return trace_links.enqueue_trace(obj)
 
     @admin.display(description="requeues")
     def requeue_history_table(self, obj: Job | DeadLetter) -> SafeString:

@@ -18,7 +18,7 @@ from django.urls import URLPattern
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, fate, rendering, timestamps
+from django_jobretry.admin import audit, fate, rendering, timestamps, trace_links
 from django_jobretry.admin.argument_search import ArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
 from django_jobretry.admin.changelist import ErrorClassFilter, QueueFilter, TaskFilter
@@ -141,6 +141,7 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
             "policy": dead.policy_name,
             "reason": dead.get_reason_display(),
             "rule": rendering.last_rule(dead.errors),
+            "enqueue_trace": trace_links.enqueue_trace(dead),
             "attempts": self.attempts_display(dead),
             "requeues": requeued_times(dead.requeue_count) if dead.requeue_count else "",
             "died": timestamps.html(dead.dead_at),

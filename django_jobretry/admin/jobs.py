@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, fate, rendering, timestamps
+from django_jobretry.admin import audit, fate, rendering, timestamps, trace_links
 from django_jobretry.admin.argument_search import RetryingArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
@@ -129,7 +129,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
                 )
             },
         ),
-        ("Attempt history", {"fields": ("attempt_history",)}),
+        ("Attempt history", {"fields": ("enqueue_trace", "attempt_history")}),
         ("Requeue history", {"fields": ("requeue_count", "requeue_history_table")}),
     )
     readonly_fields = flatten_fieldsets(fieldsets)
@@ -169,6 +169,16 @@ class JobAdmin(ReadOnlyRecordAdmin):
 
     def fate_of(self, pk: int) -> fate.Fate | None:
         return fate.of_job(pk)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
+        """The enqueue's trace only on a job that has one (docs/tracing.md): most jobs are not traced."""
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is not None and trace_links.enqueue_trace(obj):
+            return fieldsets
+        return [
+            (name, {**options, "fields": [f for f in options["fields"] if f != "enqueue_trace"]})
+            for name, options in fieldsets
+        ]
 
     @override
     def render_change_form(

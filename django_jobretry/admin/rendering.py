@@ -9,7 +9,6 @@ to holders of ``view_job_payload`` and always pass the project's redactor
 from __future__ import annotations
 
 import json
-import re
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +19,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import timestamps
+from django_jobretry.admin import timestamps, trace_links
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.display.redaction import redacted_payload
@@ -110,18 +109,6 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-#: A trace id as OpenTelemetry writes it; anything else a row holds is not shown, nor put in a URL.
-TRACE_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def _trace(value: Any) -> dict[str, str]:
-    """The attempt's trace id, and its page at JOBRETRY["TRACE_URL"] when one is set (docs/tracing.md)."""
-    if not isinstance(value, str) or not TRACE_ID.fullmatch(value):
-        return {}
-    url = jobretry_settings.trace_url
-    return {"trace_id": value, "trace_url": url.format(trace_id=value) if url else ""}
-
-
 def last_rule(errors: Any) -> str:
     """The rule that classified the last attempt's error (its history entry's ``rule``), or ""."""
     last = errors[-1] if isinstance(errors, list) and errors else None
@@ -149,7 +136,7 @@ def attempt_history(errors: Any, attempts: int) -> SafeString:
             "traceback": entry.get("traceback", ""),
             "delay": _delay(entry.get("delay")),
             "worker": breakable(_text(entry.get("worker")), ":"),
-            **_trace(entry.get("trace_id")),
+            **trace_links.link(entry.get("trace_id")),
         }
         for entry in (errors if isinstance(errors, list) else [])
         if isinstance(entry, dict)

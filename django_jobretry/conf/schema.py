@@ -115,8 +115,8 @@ DEFAULTS: dict[str, Any] = {
     "SCHEDULES": {},
     # Concurrency and rate limits by queue name (django_jobretry/conf/limits.py; check E050).
     "QUEUE_LIMITS": {},
-    # A trace backend's page for one trace, "https://.../{trace_id}": the dead-letter page links each
-    # traced attempt there (docs/tracing.md; check E016).
+    # A trace backend's page for one trace, "https://.../{trace_id}": the job and dead-letter pages
+    # link the enqueue's trace and each traced attempt's there (docs/tracing.md; check E016).
     "TRACE_URL": None,
 }
 

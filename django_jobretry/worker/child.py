@@ -51,6 +51,8 @@ class Reply:
     finish: Finish | None = None
     #: Which rule made the failure fatal (Classification.rule).
     rule: str | None = None
+    #: The trace id of the attempt's span, made in the child (services/tracing.py); "": none.
+    trace_id: str = ""
 
 
 def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
@@ -92,7 +94,10 @@ def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
             verdict = classify_failure(policy_for(job.task_name, job.policy_name), outcome)
             rendered = outcome.rendered or render_error(outcome.error)
             delay = verdict.requested_delay
-            conn.send(Reply(outcome.ended, rendered, verdict.kind, delay, retiring, rule=verdict.rule))
+            rule, trace_id = verdict.rule, outcome.trace_id  # trace_id: the span ran here, in the child
+            conn.send(
+                Reply(outcome.ended, rendered, verdict.kind, delay, retiring, rule=rule, trace_id=trace_id)
+            )
         if retiring:
             return
 

@@ -222,4 +222,6 @@ def _outcome(job: ClaimedJob, reply: Reply) -> Succeeded | Failed:
         return Succeeded(job, reply.result, reply.finish)
     rendered = reply.rendered or RenderedError("", "", "")
     classification = Classification(reply.kind or ErrorKind.RETRYABLE, reply.requested_delay, reply.rule)
-    return Failed(job, ChildFailed(rendered.message), reply.ended, rendered, classification)
+    return Failed(
+        job, ChildFailed(rendered.message), reply.ended, rendered, classification, trace_id=reply.trace_id
+    )

@@ -36,6 +36,7 @@ VIEWPORT: ViewportSize = {"width": 1280, "height": 900}
 LEAST_MESSAGE_WIDTH = 400
 ERROR_CLASS = "shop.integrations.partner.errors.PartnerRejected"
 RULE = "fatal_errors: shop.integrations.partner.errors.PartnerRejected"
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 
 
 def inside_first_screen(page: Page, locator: Locator) -> None:
@@ -71,6 +72,8 @@ def test_the_dead_letter_page_shows_what_failed_on_the_first_screen(
         errors=[*retries, last],
         last_error_class=ERROR_CLASS,
         last_error=LONG_ERROR,
+        # Traced: the enqueue's trace is one more fact, and what failed still fits the first screen.
+        trace_context={"traceparent": f"00-{TRACE_ID}-b7ad6b7169203331-01"},
     )
 
     log_in(page, OPERATOR)
@@ -91,6 +94,7 @@ def test_the_dead_letter_page_shows_what_failed_on_the_first_screen(
         (".jobretry-message", LONG_ERROR),
         (".jobretry-attempts", "3/3"),
         (".jobretry-died", ":"),
+        (".jobretry-enqueue-trace code", TRACE_ID),
     ):
         shown = failure.locator(part)
         expect(shown).to_contain_text(text)
