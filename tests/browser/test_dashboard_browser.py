@@ -110,7 +110,9 @@ def test_the_dashboard_shows_held_since_and_resume_and_close_which_ask_first(
     assert overflow(page)["fits"], overflow(page)
     assert Circuit.objects.get().state == CircuitState.OPEN
     page.get_by_role("button", name="Yes, close").click()
-    expect(page.locator("ul.messagelist li")).to_have_text([f"Closed: {jobs.record.name} (1 job released, 10 a second)."])
+    expect(page.locator("ul.messagelist li")).to_have_text(
+        [f"Closed: {jobs.record.name} (1 job released, 10 a second)."]
+    )
     assert Circuit.objects.get().state == CircuitState.CLOSED
 
 
