@@ -135,12 +135,14 @@ def drift(file: dict[str, str], database: dict[str, str]) -> list[str]:
 
 
 def test_the_file_holds_every_function_and_trigger_as_the_migrated_database_does() -> None:
-    assert drift(in_file(FILE.read_text(encoding="utf-8")), in_database()) == []
+    problems = drift(in_file(FILE.read_text(encoding="utf-8")), in_database())
+    assert not problems, "\n\n".join(problems)
 
 
 def test_whitespace_does_not_count() -> None:
     text = FILE.read_text(encoding="utf-8").replace("\n    ", "\n  ").replace(" AS ", "\n   AS  ")
-    assert drift(in_file(text), in_database()) == []
+    problems = drift(in_file(text), in_database())
+    assert not problems, "\n\n".join(problems)
 
 
 @pytest.mark.parametrize(
