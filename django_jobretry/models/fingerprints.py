@@ -4,8 +4,9 @@ After an outage an operator needs a list of problems, not of rows: 38,000
 ``PartnerTimeout`` and 12 ``KeyError`` are two groups. A fingerprint is
 computed by the database, by the IMMUTABLE SQL function
 ``jobretry_fingerprint(errors, task_name, error_class, message)`` (created
-by migration 0022_failure_fingerprints, which holds its text, with the
-trigger that fills DeadLetter.fingerprint), from the last attempt entry:
+by migration 0022_failure_fingerprints, with the trigger that fills
+DeadLetter.fingerprint; their current text is in jobs/functions.sql), from
+the last attempt entry:
 
 - the task's own fingerprint, when its exception carried a ``fingerprint``
   attribute (stored in the entry, services/history.py);
