@@ -6,7 +6,7 @@ nothing edits or deletes a row here. Pausing, resuming and closing a
 breaker need ``pause_work``, checked on the server, and ask "are you sure?"
 first (admin/hold_confirmation.py); each is recorded in the admin log
 (LogEntry) with who did it and why, like a requeue. Held counts
-come from the read model `jobstatus` uses (services/console/status_holds.py).
+come from the functions `jobstatus` uses (services/console/status_holds.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from django_jobretry.admin.selection import actor
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.services import circuits, holds
-from django_jobretry.services.console.status_holds import held
+from django_jobretry.services.console.status_holds import held, held_by_breaker, held_by_pause
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     from django.http.request import _ImmutableQueryDict
@@ -141,10 +141,10 @@ class PauseAdmin(_PauseBase):
 
     @admin.display(description="due jobs held")
     def held_jobs(self, obj: Pause) -> int:
-        column = (
-            {"queue_name": obj.queue_name} if obj.queue_name is not None else {"task_name": obj.task_name}
-        )
-        return Job.objects.filter(held(), **column).count()
+        """What `pause`, `jobstatus` and the dashboard count (status_holds.held_by_pause)."""
+        if obj.queue_name is not None:
+            return held_by_pause("queue", obj.queue_name)
+        return held_by_pause("task", str(obj.task_name))
 
     def save_model(self, request: HttpRequest, obj: Pause, form: Any, change: bool) -> None:
         """Pause through the service (every worker, at its next claim), never by saving the form."""
@@ -260,9 +260,8 @@ class CircuitAdmin(NoWritesAdmin):
 
     @admin.display(description="jobs held")
     def held_jobs(self, obj: Circuit) -> int:
-        if obj.state == CircuitState.CLOSED:
-            return 0
-        return Job.objects.filter(held(), task_name=obj.task_name).count()
+        """What `jobstatus` and the dashboard count (status_holds.held_by_breaker)."""
+        return held_by_breaker(obj)
 
     @admin.action(permissions=["pause_work"], description="Close selected breakers now (release their jobs)")
     def close_selected(self, request: HttpRequest, queryset: QuerySet[Circuit]) -> TemplateResponse | None:

@@ -37,7 +37,10 @@ def test_pause_holds_a_queue_until_resume() -> None:
     free = jobs.record.enqueue("k")
     out, _ = run("pause", "--queue", "other", "--reason", "partner down", "--actor", "alice", "--for", "2h")
     assert out.splitlines()[0].startswith("queue other paused by alice until 20")
-    assert out.splitlines()[1] == "1 due job(s) held; jobs already running finish"
+    assert out.splitlines()[1] == (
+        "1 due job(s) of queue other held (ready and past their run time, as `jobstatus` counts them); "
+        "jobs already running finish"
+    )
     assert claimed() == {free.id}
     row = Pause.objects.get()
     assert (row.queue_name, row.reason, row.paused_by) == ("other", "partner down", "alice")

@@ -20,7 +20,7 @@ from django_jobretry.management.hold_arguments import add_pause_arguments
 from django_jobretry.models import Job
 from django_jobretry.registry import registry
 from django_jobretry.services import holds
-from django_jobretry.services.console.status_holds import held, holds_report
+from django_jobretry.services.console.status_holds import held_by_pause, holds_report
 
 
 class Command(DatabaseCommand):
@@ -48,5 +48,7 @@ class Command(DatabaseCommand):
         until_text = f" until {line.until.isoformat()}" if line.until else " until resumed"
         again = "" if created else " (it was paused already: who, why and until are updated)"
         self.stdout.write(f"{target} paused by {line.paused_by}{until_text}{again}")
-        held_now = Job.objects.filter(held(), **{target.column: target.name}).count()
-        self.stdout.write(f"{held_now} due job(s) held; jobs already running finish")
+        self.stdout.write(
+            f"{held_by_pause(target.kind, target.name)} due job(s) of {target} held "
+            "(ready and past their run time, as `jobstatus` counts them); jobs already running finish"
+        )
