@@ -42,9 +42,11 @@ def declared_queues() -> set[str]:
     """The queues the code and settings of this process name (not the jobs table)."""
     queues = {DEFAULT_QUEUE}
     queues |= {task.queue_name for name in registry.names() if (task := registry.get(name)) is not None}
-    for backend in getattr(settings, "TASKS", {}).values():
+    tasks = getattr(settings, "TASKS", None)
+    for backend in tasks.values() if isinstance(tasks, Mapping) else ():
         if isinstance(backend, Mapping) and str(backend.get("BACKEND", "")).endswith("JobRetryBackend"):
-            queues |= {str(queue) for queue in backend.get("QUEUES") or ()}
+            listed = backend.get("QUEUES")
+            queues |= {str(queue) for queue in listed} if isinstance(listed, list | tuple | set) else set()
     with contextlib.suppress(InvalidLimit):  # check E050 reports it; a pause need not
         queues |= set(queue_limits())
     return queues
