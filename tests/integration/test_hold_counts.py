@@ -26,6 +26,7 @@ pytestmark = pytest.mark.django_db
 
 DASHBOARD = reverse("admin:django_jobretry_deadletter_dashboard")
 PAUSES = reverse("admin:django_jobretry_pause_changelist")
+BREAKERS = reverse("admin:django_jobretry_circuit_changelist")
 
 
 def run(*args: str) -> str:
@@ -59,3 +60,14 @@ def test_every_place_counts_the_due_jobs_a_pause_holds(make_user: Any) -> None:
     assert row.held == 2
     listing = operator.get(PAUSES).content.decode()
     assert re.findall(r'<td class="field-held_jobs">(\d+)</td>', listing) == ["2"]
+
+
+def test_every_place_counts_the_jobs_a_breaker_holds_due_and_parked(make_user: Any) -> None:
+    outage()
+    [breaker] = json.loads(run("jobstatus", "--json"))["held"]["circuits"]
+    assert breaker["held"] == 3  # two due, one parked at its end; never the running one
+    operator = Operator(make_user("view_circuit", "view_job", "view_deadletter", "view_pause", name="ops"))
+    [row] = [row for row in operator.get(DASHBOARD).context["held"]["rows"] if row.kind == "breaker"]
+    assert row.held == 3
+    listing = operator.get(BREAKERS).content.decode()
+    assert re.findall(r'<td class="field-held_jobs">(\d+)</td>', listing) == ["3"]
