@@ -1,19 +1,18 @@
 """The Pauses and Circuit breakers pages: what holds jobs back, pause a queue or task, resume, close.
 
 Rows change only through the services (services/holds.py,
-services/circuits.py): the add form of a pause calls ``holds.pause`` and
-nothing edits or deletes a row here. Pausing, resuming and closing a
-breaker need ``pause_work``, checked on the server, and ask "are you sure?"
+services/circuits.py): the add form of a pause (admin/pause_form.py)
+calls ``holds.pause`` and nothing edits or deletes a row here. Pausing,
+resuming and closing a breaker need ``pause_work``, checked on the server, and ask "are you sure?"
 first (admin/hold_confirmation.py); each is recorded in the admin log
 (LogEntry) with who did it and why, like a requeue. Held counts
-come from the read model `jobstatus` uses (services/console/status_holds.py).
+come from the functions `jobstatus` uses (services/console/status_holds.py).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.models import ADDITION, CHANGE
@@ -22,26 +21,23 @@ from django.db.models import QuerySet
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, hold_confirmation, timestamps
 from django_jobretry.admin.base import NoWritesAdmin, warn_ignored
+from django_jobretry.admin.pause_form import PauseForm
 from django_jobretry.admin.selection import actor
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
-from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.services import circuits, holds
-from django_jobretry.services.console.status_holds import held
+from django_jobretry.services.console.status_holds import held, held_by_breaker, held_by_pause
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     from django.http.request import _ImmutableQueryDict
 
     _PauseBase = admin.ModelAdmin[Pause]
-    _PauseForm = forms.ModelForm[Pause]
 else:
     _PauseBase = admin.ModelAdmin
-    _PauseForm = forms.ModelForm
 
 #: The permission every action here needs.
 PAUSE_WORK = "django_jobretry.pause_work"
@@ -62,37 +58,6 @@ class HeldFilter(admin.SimpleListFilter):
         if self.value() != "yes":
             raise IncorrectLookupParameters(f"held is 'yes' or absent, not {self.value()!r}")
         return queryset.filter(held())
-
-
-class PauseForm(_PauseForm):
-    """Exactly one of queue and task, an optional reason and end; checked as the service checks them."""
-
-    class Meta:
-        model = Pause
-        fields = ("queue_name", "task_name", "reason", "until")
-        help_texts = {
-            "queue_name": "Pause every task's jobs on this queue, or",
-            "task_name": "pause this task's jobs (its registered name).",
-            "until": "Optional: the pause ends by itself then. Without it, only a resume ends it.",
-        }
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        try:
-            holds.target(queue=data.get("queue_name") or None, task=data.get("task_name") or None)
-        except holds.InvalidHold as exc:
-            raise forms.ValidationError(str(exc)) from None
-        until = data.get("until")
-        if until is not None and until <= timezone.now():
-            self.add_error("until", f"{until.isoformat()} has passed: give a later time, or none.")
-        else:
-            try:
-                holds.check_until(until)
-            except holds.InvalidHold as exc:
-                self.add_error("until", str(exc))
-        if len(data.get("reason") or "") > REASON_MAX_LENGTH:
-            self.add_error("reason", f"at most {REASON_MAX_LENGTH} characters are kept")
-        return data
 
 
 class PauseAdmin(_PauseBase):
@@ -141,10 +106,10 @@ class PauseAdmin(_PauseBase):
 
     @admin.display(description="due jobs held")
     def held_jobs(self, obj: Pause) -> int:
-        column = (
-            {"queue_name": obj.queue_name} if obj.queue_name is not None else {"task_name": obj.task_name}
-        )
-        return Job.objects.filter(held(), **column).count()
+        """What `pause`, `jobstatus` and the dashboard count (status_holds.held_by_pause)."""
+        if obj.queue_name is not None:
+            return held_by_pause("queue", obj.queue_name)
+        return held_by_pause("task", str(obj.task_name))
 
     def save_model(self, request: HttpRequest, obj: Pause, form: Any, change: bool) -> None:
         """Pause through the service (every worker, at its next claim), never by saving the form."""
@@ -154,6 +119,7 @@ class PauseAdmin(_PauseBase):
             actor=actor(request),
             reason=obj.reason,
             until=obj.until,
+            undeployed=bool(form.cleaned_data.get("undeployed")),
         )
         obj.pk = Pause.objects.get(**_target(obj)).pk
 
@@ -260,9 +226,8 @@ class CircuitAdmin(NoWritesAdmin):
 
     @admin.display(description="jobs held")
     def held_jobs(self, obj: Circuit) -> int:
-        if obj.state == CircuitState.CLOSED:
-            return 0
-        return Job.objects.filter(held(), task_name=obj.task_name).count()
+        """What `jobstatus` and the dashboard count (status_holds.held_by_breaker)."""
+        return held_by_breaker(obj)
 
     @admin.action(permissions=["pause_work"], description="Close selected breakers now (release their jobs)")
     def close_selected(self, request: HttpRequest, queryset: QuerySet[Circuit]) -> TemplateResponse | None:

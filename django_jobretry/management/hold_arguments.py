@@ -2,7 +2,8 @@
 
 argparse refuses a malformed value with the option's name and exit code 2,
 before anything is stored; what only the hold service can judge (an
-``until`` that has passed on the database clock) it refuses the same way.
+``until`` that has passed on the database clock, a name neither declared
+nor on any job) it refuses the same way.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def add_target(parser: CommandParser, *, circuit: bool = False) -> None:
 
 def add_pause_arguments(parser: CommandParser) -> None:
     add_target(parser)
+    parser.add_argument(
+        "--undeployed",
+        action="store_true",
+        help="pause it although no code declares it and no job has it: code not deployed yet "
+        "(without this, such a name is refused as a likely typo)",
+    )
     parser.add_argument("--reason", type=reason, default="", help="why, shown wherever the pause is")
     end = parser.add_mutually_exclusive_group()
     end.add_argument("--until", type=moment, help="the pause ends by itself at this date or time")

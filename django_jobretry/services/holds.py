@@ -24,7 +24,7 @@ from django_jobretry.models import Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.models.instants import EARLIEST, LATEST, check_run_after
 from django_jobretry.models.storable import is_text
-from django_jobretry.services import hold_sql
+from django_jobretry.services import hold_names, hold_sql
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.history import clean_text, recorded_actor
 from django_jobretry.services.sql import named_rows
@@ -39,6 +39,18 @@ NAME_LENGTHS = {"queue_name": 100, "task_name": 200}
 
 class InvalidHold(InvalidJob):
     """A pause or resume was refused: the message names the value and what is allowed."""
+
+
+class UnknownName(InvalidHold):
+    """A pause of a name neither declared nor on any job (services/hold_names.py), without ``undeployed``.
+
+    ``problem`` says so with the close names; the message adds the Python
+    way to pause it anyway, and the command and the admin their own.
+    """
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"{problem} To pause it before it is deployed, pass undeployed=True.")
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,13 @@ def target(*, queue: str | None = None, task: str | None = None) -> Target:
     return Target(kind, name)
 
 
+def check_known(where: Target) -> None:
+    """UnknownName for a queue or task no pause should hold: neither declared nor on any job."""
+    problem = hold_names.unknown(where.kind, where.name)
+    if problem is not None:
+        raise UnknownName(problem)
+
+
 def check_until(until: object) -> None:
     """InvalidHold for an ``until`` no pause can end at: not a time or a delay, naive, past or out of range.
 
@@ -115,14 +134,20 @@ def pause(
     actor: str,
     reason: str = "",
     until: datetime | timedelta | None = None,
+    undeployed: bool = False,
 ) -> bool:
     """Hold every ready job of the queue or task until it is resumed (or until ``until``).
 
     True if it was not paused before; a second pause of the same target
     changes who, why and until. ``until`` is a time or a delay from now.
+    A name neither declared nor on any job is refused (:class:`UnknownName`,
+    with the close names) unless ``undeployed``: the task or queue of code
+    not deployed yet, held from its first job.
     """
     where = target(queue=queue, task=task)
     check_until(until)
+    if not undeployed:
+        check_known(where)
     params: dict[str, Any] = {
         "name": where.name,
         "actor": recorded_actor(actor),

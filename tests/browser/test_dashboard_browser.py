@@ -120,7 +120,7 @@ def test_without_pause_work_the_dashboard_shows_what_is_held_but_no_button(
     page: Page, live_server: Any, django_user_model: Any
 ) -> None:
     make_staff(django_user_model, OPERATOR, OPERATOR_PERMISSIONS)
-    holds.pause(queue="mail", actor="alice")
+    holds.pause(queue="mail", actor="alice", undeployed=True)
     log_in(page, OPERATOR)
     page.goto(reverse("admin:django_jobretry_deadletter_dashboard"))
     expect(page.locator("#held tbody tr", has_text="queue mail")).to_contain_text("alice")

@@ -66,7 +66,7 @@ def populate(settings: Any) -> Rows:
     holds.pause(
         queue="partner-sync", actor=ADMIN, reason=LONG_REASON, until=timezone.now() + timedelta(hours=2)
     )
-    holds.pause(task=LONG_TASK + "_nightly_reconciliation", actor=ADMIN, reason=LONG_REASON)
+    holds.pause(task=LONG_TASK + "_nightly_reconciliation", actor=ADMIN, reason=LONG_REASON, undeployed=True)
     circuits.hold_task(LONG_TASK, timedelta(hours=1), None, job_id=job.pk)
     limited_jobs.one_per_tenant.bulk_enqueue([((tenant, 0), {}) for tenant in (1, 1, 1, 2)])
     transitions.claim_limited("w", 10, 30, None, LIMITS)

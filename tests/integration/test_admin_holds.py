@@ -78,6 +78,30 @@ def test_bad_input_is_a_form_error_and_nothing_is_stored(
     assert not Pause.objects.exists()
 
 
+def test_a_misspelt_name_is_a_form_error_with_the_close_name(pauser: Operator) -> None:
+    typo = jobs.record.name[:-1]  # "...recor"
+    response = pauser.post(ADD, {"queue_name": "", "task_name": typo, "reason": "partner down"})
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {
+        "task_name": [
+            f"task {typo!r} is not declared and no job has it, so its pause would hold nothing. "
+            f"Did you mean {jobs.record.name!r}? Tick “Not deployed yet” to pause it before it is deployed."
+        ]
+    }
+    queue = pauser.post(ADD, {"queue_name": "othr", "task_name": ""})
+    assert "Did you mean &#x27;other&#x27;?" in queue.content.decode()
+    assert not Pause.objects.exists()
+    assert not LogEntry.objects.exists()
+
+
+def test_not_deployed_yet_pauses_a_name_nothing_knows(pauser: Operator) -> None:
+    data = {"queue_name": "", "task_name": "billing.sync_invoices", "undeployed": "on"}
+    response = pauser.post(ADD, data, follow=True)
+    assert response.status_code == 200
+    assert Pause.objects.get().task_name == "billing.sync_invoices"
+    assert "Not deployed yet" in pauser.get(ADD).content.decode()
+
+
 def test_without_pause_work_there_is_no_form_and_no_action(looker: Operator) -> None:
     assert looker.post(ADD, {"queue_name": "other"}).status_code == 403
     holds.pause(queue="other", actor="alice")

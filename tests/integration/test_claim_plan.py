@@ -135,8 +135,8 @@ def test_failure_writes_find_their_rows_by_key_or_among_running_ones(
 @pytest.mark.parametrize("filter_queues", [False, True])
 def test_the_claim_keeps_its_index_with_pauses_and_open_breakers(filter_queues: bool) -> None:
     for n in range(5):
-        holds.pause(queue=f"paused-{n}", actor="explain")
-        holds.pause(task=f"paused.task_{n}", actor="explain")
+        holds.pause(queue=f"paused-{n}", actor="explain", undeployed=True)
+        holds.pause(task=f"paused.task_{n}", actor="explain", undeployed=True)
         circuits.hold_task(f"open.task_{n}", timedelta(hours=1), None, job_id=0)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")

@@ -135,16 +135,16 @@ class TestPause:
             ({}, "exactly one"),
             ({"queue": "a", "task": "b"}, "exactly one"),
             ({"queue": ""}, "queue ''"),
-            ({"queue": "q", "until": datetime(2030, 1, 1)}, "no time zone"),
-            ({"queue": "q", "until": timedelta(seconds=-1)}, "not in the future"),
-            ({"queue": "q", "until": datetime(2000, 1, 1, tzinfo=UTC)}, "has passed"),
-            ({"queue": "q", "until": datetime(9999, 12, 31, tzinfo=UTC)}, "until .* is out of range"),
-            ({"queue": "q", "until": datetime.max.replace(tzinfo=UTC)}, "until .* is out of range"),
-            ({"queue": "q", "until": timedelta.max}, "until .* is out of range"),
-            ({"queue": "q", "until": timedelta(days=9_000 * 366)}, "until .* is out of range"),
-            ({"queue": "q", "until": datetime(1, 1, 1, tzinfo=UTC)}, "until .* is out of range"),
-            ({"queue": "q", "until": "2030-01-01"}, "until '2030-01-01' is not a datetime or a timedelta"),
-            ({"queue": "q", "until": 3600}, "until 3600 is not a datetime or a timedelta"),
+            ({"queue": "default", "until": datetime(2030, 1, 1)}, "no time zone"),
+            ({"queue": "default", "until": timedelta(seconds=-1)}, "not in the future"),
+            ({"queue": "default", "until": datetime(2000, 1, 1, tzinfo=UTC)}, "has passed"),
+            ({"queue": "default", "until": datetime(9999, 12, 31, tzinfo=UTC)}, "until .* is out of range"),
+            ({"queue": "default", "until": datetime.max.replace(tzinfo=UTC)}, "until .* is out of range"),
+            ({"queue": "default", "until": timedelta.max}, "until .* is out of range"),
+            ({"queue": "default", "until": timedelta(days=9_000 * 366)}, "until .* is out of range"),
+            ({"queue": "default", "until": datetime(1, 1, 1, tzinfo=UTC)}, "until .* is out of range"),
+            ({"queue": "default", "until": "2030-01-01"}, "until '2030-01-01' is not a datetime"),
+            ({"queue": "default", "until": 3600}, "until 3600 is not a datetime or a timedelta"),
             ({"queue": "q\ud800"}, "is not a queue name"),
             ({"task": "t\udcff"}, "is not a task name"),
         ],
@@ -153,6 +153,42 @@ class TestPause:
         with pytest.raises(holds.InvalidHold, match=words):
             holds.pause(actor="alice", **kwargs)  # type: ignore[arg-type]
         assert not Pause.objects.exists()
+
+    def test_a_misspelt_task_is_refused_with_the_close_name(self) -> None:
+        typo = call_partner.name[:-2] + call_partner.name[-1]  # "...call_partnr"
+        with pytest.raises(holds.UnknownName) as refused:
+            holds.pause(task=typo, actor="alice")
+        assert str(refused.value) == (
+            f"task {typo!r} is not declared and no job has it, so its pause would hold nothing. "
+            f"Did you mean {call_partner.name!r}? To pause it before it is deployed, pass undeployed=True."
+        )
+        assert isinstance(refused.value, holds.InvalidHold)
+        assert not Pause.objects.exists()
+
+    def test_a_misspelt_queue_is_refused_and_a_task_name_is_told_apart(self) -> None:
+        with pytest.raises(holds.UnknownName, match=r"queue 'partnr' .* Did you mean 'partner'"):
+            holds.pause(queue="partnr", actor="alice")
+        with pytest.raises(holds.UnknownName, match="It is a task's name: pause the task instead"):
+            holds.pause(queue=call_partner.name, actor="alice")
+        assert not Pause.objects.exists()
+
+    def test_undeployed_pauses_a_name_nothing_knows_yet_and_holds_its_first_job(self) -> None:
+        assert holds.pause(task="billing.sync_invoices", actor="alice", undeployed=True) is True
+        assert Pause.objects.get().task_name == "billing.sync_invoices"
+        coming = other.enqueue()
+        Job.objects.filter(pk=coming.id).update(task_name="billing.sync_invoices")
+        assert claim_ids() == set()
+
+    def test_a_name_known_from_a_job_or_the_settings_is_paused(self, settings: object) -> None:
+        stray = other.enqueue()
+        Job.objects.filter(pk=stray.id).update(task_name="retired.task", queue_name="legacy")
+        assert holds.pause(task="retired.task", actor="alice") is True
+        assert holds.pause(queue="legacy", actor="alice") is True
+        settings.TASKS = {  # type: ignore[attr-defined]
+            "default": {"BACKEND": "django_jobretry.backends.JobRetryBackend", "QUEUES": ["default", "bulk"]}
+        }
+        assert holds.pause(queue="bulk", actor="alice") is True
+        assert holds.pause(queue="default", actor="alice") is True
 
     def test_held_time_is_left_out_of_retry_for(self) -> None:
         partner_job = call_partner.enqueue(1)

@@ -37,7 +37,10 @@ def test_pause_holds_a_queue_until_resume() -> None:
     free = jobs.record.enqueue("k")
     out, _ = run("pause", "--queue", "other", "--reason", "partner down", "--actor", "alice", "--for", "2h")
     assert out.splitlines()[0].startswith("queue other paused by alice until 20")
-    assert out.splitlines()[1] == "1 due job(s) held; jobs already running finish"
+    assert out.splitlines()[1] == (
+        "1 due job(s) of queue other held (ready and past their run time, as `jobstatus` counts them); "
+        "jobs already running finish"
+    )
     assert claimed() == {free.id}
     row = Pause.objects.get()
     assert (row.queue_name, row.reason, row.paused_by) == ("other", "partner down", "alice")
@@ -56,17 +59,36 @@ def test_a_second_pause_updates_it() -> None:
     assert Pause.objects.get().paused_by == "bob"
 
 
-def test_an_unknown_task_is_paused_with_a_warning() -> None:
-    _, err = run("pause", "--task", "tests.jobs_app.jobs.recrd")
-    assert "no registered task and no job is named 'tests.jobs_app.jobs.recrd'" in err
-    assert "tests.jobs_app.jobs.record" in err  # did you mean
-    assert Pause.objects.filter(task_name="tests.jobs_app.jobs.recrd").exists()
+def test_a_misspelt_task_is_refused_with_the_close_name() -> None:
+    with pytest.raises(CommandError) as refused:
+        run("pause", "--task", "tests.jobs_app.jobs.recrd")
+    assert refused.value.returncode == 2
+    assert str(refused.value) == (
+        "task 'tests.jobs_app.jobs.recrd' is not declared and no job has it, so its pause would hold "
+        "nothing. Did you mean 'tests.jobs_app.jobs.record'? Add --undeployed to pause it before it is "
+        "deployed."
+    )
+    assert not Pause.objects.exists()
+
+
+def test_a_misspelt_queue_is_refused() -> None:
+    with pytest.raises(CommandError, match=r"queue 'othr' is not declared .* 'other'") as refused:
+        run("pause", "--queue", "othr")
+    assert refused.value.returncode == 2
+    assert not Pause.objects.exists()
+
+
+def test_undeployed_pauses_a_task_nothing_knows_yet() -> None:
+    out, err = run("pause", "--task", "billing.sync_invoices", "--undeployed", "--actor", "alice")
+    assert out.splitlines()[0] == "task billing.sync_invoices paused by alice until resumed"
+    assert err == ""
+    assert Pause.objects.get().task_name == "billing.sync_invoices"
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--queue", "q", "--until", "2000-01-01"], "until 2000-01-01T00:00:00+00:00 has passed"),
+        (["--queue", "other", "--until", "2000-01-01"], "until 2000-01-01T00:00:00+00:00 has passed"),
         (["--queue", ""], "queue '' is not a queue name"),
         (["--queue", "q", "--until", "9999-12-31"], "until 9999-12-31T00:00:00+00:00 is out of range"),
         (["--queue", "q\udcff"], "is not a queue name"),
@@ -155,6 +177,7 @@ def test_a_name_postgresql_cannot_take_is_a_usage_error(args: list[str]) -> None
         ),
         (["pause", "--queue", "q\udcff"], "is not a queue name"),  # argv bytes b"q\xff": not UTF-8
         (["pause", "--task", "t\udcff"], "is not a task name"),
+        (["pause", "--task", "tests.jobs_app.jobs.recrd"], "Did you mean 'tests.jobs_app.jobs.record'?"),
         (["resume", "--queue", "q\udcff"], "is not a queue name"),
         (["resume", "--circuit", "t\udcff"], "is not a task name"),
     ],

@@ -2,9 +2,10 @@
 
 No worker on any host claims a job of the paused queue or task until
 `manage.py resume` (or the pause's end); jobs already running finish. A
-task name no registered task and no job has is paused anyway (a task
-deployed later is held from its first job), with a warning that names the
-close ones: it is usually a typo.
+name neither declared nor on any job (services/hold_names.py) is refused
+with exit 2 and the close names, before anything is stored: it is usually
+a typo. ``--undeployed`` pauses it anyway, for a task or queue whose code
+is not deployed yet (held from its first job).
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.management.deadletter_cli import default_actor
 from django_jobretry.management.hold_arguments import add_pause_arguments
-from django_jobretry.models import Job
-from django_jobretry.registry import registry
 from django_jobretry.services import holds
-from django_jobretry.services.console.status_holds import held, holds_report
+from django_jobretry.services.console.status_holds import held_by_pause, holds_report
+
+#: What the command says instead of the Python keyword the service's message names.
+UNDEPLOYED = "Add --undeployed to pause it before it is deployed."
 
 
 class Command(DatabaseCommand):
@@ -33,20 +34,24 @@ class Command(DatabaseCommand):
         actor = options["actor"] or default_actor()
         until = options["until"] or options["for_"]
         try:
-            created = holds.pause(queue=queue, task=task, actor=actor, reason=options["reason"], until=until)
+            created = holds.pause(
+                queue=queue,
+                task=task,
+                actor=actor,
+                reason=options["reason"],
+                until=until,
+                undeployed=options["undeployed"],
+            )
+        except holds.UnknownName as exc:
+            raise CommandError(f"{exc.problem} {UNDEPLOYED}", returncode=2) from None
         except holds.InvalidHold as exc:
             raise CommandError(str(exc), returncode=2) from None
         target = holds.target(queue=queue, task=task)
-        if (
-            task is not None
-            and task not in registry.names()
-            and not Job.objects.filter(task_name=task).exists()
-        ):
-            known = did_you_mean([task], registry.names())
-            self.stderr.write(f"warning: no registered task and no job is named {task!r}.{known}")
         line = next(p for p in holds_report().pauses if (p.kind, p.name) == (target.kind, target.name))
         until_text = f" until {line.until.isoformat()}" if line.until else " until resumed"
         again = "" if created else " (it was paused already: who, why and until are updated)"
         self.stdout.write(f"{target} paused by {line.paused_by}{until_text}{again}")
-        held_now = Job.objects.filter(held(), **{target.column: target.name}).count()
-        self.stdout.write(f"{held_now} due job(s) held; jobs already running finish")
+        self.stdout.write(
+            f"{held_by_pause(target.kind, target.name)} due job(s) of {target} held "
+            "(ready and past their run time, as `jobstatus` counts them); jobs already running finish"
+        )

@@ -1,8 +1,11 @@
 """What holds jobs back right now, for operators: `jobstatus`, the dashboard, the admin, the metrics.
 
 One line per pause in force and per breaker that is not closed, each with
-the number of due jobs it holds (ready, ``run_at`` passed, not claimed
-because of it). Counted with one query per hold; there are a handful.
+the number of jobs it holds, counted by :func:`held_by_pause` and
+:func:`held_by_breaker` wherever a hold's jobs are counted (`pause`,
+`jobstatus`, the dashboard, the Pauses and Circuit breakers pages, the
+metrics), so every place shows the same number. Counted with one query
+per hold; there are a handful.
 Times are the database's (docs/design.md#rule-5).
 """
 
@@ -102,7 +105,7 @@ def holds_report() -> HoldsReport:
             row.reason,
             row.paused_at,
             row.until,
-            Job.objects.filter(due(), **_target(row)).count(),
+            held_by_pause(*_target(row)),
             row.pk,
         )
         for row in Pause.objects.filter(IN_FORCE).order_by("task_name", "queue_name")
@@ -116,13 +119,33 @@ def holds_report() -> HoldsReport:
             row.opens,
             row.probe_job_id,
             row.reason,
-            Job.objects.filter(status=JobStatus.READY, task_name=row.task_name, run_at__lte=_breaker_end(row))
-            .exclude(pk=row.probe_job_id or 0)
-            .count(),
+            held_by_breaker(row),
         )
         for row in Circuit.objects.exclude(state=CircuitState.CLOSED).order_by("task_name")
     ]
     return HoldsReport(pauses, circuits)
+
+
+def held_by_pause(kind: str, name: str) -> int:
+    """The jobs a pause of the queue or task ``name`` (``kind``) holds now: its ready jobs that are due.
+
+    What the claim would take but for the pause. A job also behind its
+    task's breaker or another pause counts on each line that holds it; a job
+    due later is not held yet (it is once due, if the pause is still in
+    force), and a running job finishes.
+    """
+    return Job.objects.filter(due(), **{f"{kind}_name": name}).count()
+
+
+def held_by_breaker(row: Circuit) -> int:
+    """The jobs a breaker not closed holds: its task's ready jobs, due or parked at its end, but its probe."""
+    if row.state == CircuitState.CLOSED:
+        return 0
+    return (
+        Job.objects.filter(status=JobStatus.READY, task_name=row.task_name, run_at__lte=_breaker_end(row))
+        .exclude(pk=row.probe_job_id or 0)
+        .count()
+    )
 
 
 def _breaker_end(row: Circuit) -> Any:
@@ -130,8 +153,8 @@ def _breaker_end(row: Circuit) -> Any:
     return Now() if row.open_until is None or row.state == CircuitState.HALF_OPEN else row.open_until
 
 
-def _target(row: Pause) -> dict[str, str]:
-    return {"queue_name": row.queue_name} if row.queue_name is not None else {"task_name": str(row.task_name)}
+def _target(row: Pause) -> tuple[str, str]:
+    return ("queue", row.queue_name) if row.queue_name is not None else ("task", str(row.task_name))
 
 
 def why_held(job: Job) -> str:
