@@ -17,6 +17,7 @@ from django.utils import timezone
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models.fingerprints import check_fingerprint
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
+from django_jobretry.models.storable import is_text
 from django_jobretry.services.failure_groups import MAX_GROUPS
 from django_jobretry.validation import check_queue_name
 from django_jobretry.worker.options import (
@@ -89,6 +90,13 @@ def queue_name(text: str) -> str:
         return check_queue_name(text)
     except InvalidJob as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def text_value(text: str) -> str:
+    """A name compared with stored text (--task, --error-class): one PostgreSQL takes, as argv may not be."""
+    if not is_text(text):  # argv that is not UTF-8 holds lone surrogates; a NUL may come from a script
+        raise argparse.ArgumentTypeError(f"{text!r} is not text PostgreSQL can take: not UTF-8, or a NUL")
+    return text
 
 
 def duration(text: str) -> timedelta:

@@ -7,10 +7,13 @@ The value validators are shared with the other commands (management/arguments.py
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
-from django.core.management.base import CommandParser, DjangoHelpFormatter
+from django.core.management.base import CommandError, CommandParser, DjangoHelpFormatter
+from django.db.models import Q
 
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.management.arguments import (
     cursor,
     duration,
@@ -22,8 +25,13 @@ from django_jobretry.management.arguments import (
     rate,
     recent,
     since,
+    text_value,
 )
+from django_jobretry.management.deadletter_cli import EXIT_USAGE
+from django_jobretry.management.repair_arguments import add_repair_parser, assignment, json_arguments
+from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import DeadReason
+from django_jobretry.services.argument_search import WHOLE_VALUES, InvalidSearch, containment
 
 # --- manage.py deadletters ----------------------------------------------------------------------
 
@@ -46,6 +54,7 @@ exit codes:
   130  interrupted (Ctrl-C): batches finished before the interrupt stay done
 --dry-run changes nothing and exits with the code the real run would have
 (0, 1 or 3), without asking for confirmation.
+`repair` lists its own (`deadletters repair --help`).
 
 Django's common options (-v, --settings, --traceback, ...) go before or
 after the action:
@@ -75,6 +84,60 @@ def _filters(parser: CommandParser) -> None:
     group.add_argument(
         "--fingerprint", type=fingerprint, metavar="GROUP", help="one failure group, as `groups` prints it"
     )
+    group.add_argument(
+        "--arg",
+        action="append",
+        metavar="SEARCH",
+        help="an argument equal to this, as the admin's search reads it (customer_id=42, order.id=7, 42, "
+        f'{{"region": "eu"}}): {WHOLE_VALUES}; repeat to require several. Refused while a '
+        "PAYLOAD_REDACTOR is configured",
+    )
+
+
+def argument_filter(text: str) -> Q:
+    """``--arg``: the admin's search (services/argument_search.py), refused where `show` redacts.
+
+    A filter answers "does any row match?", so it would read, one guess at a
+    time, the values a PAYLOAD_REDACTOR hides from `show`.
+    """
+    if jobretry_settings.payload_redactor is not None:
+        raise argparse.ArgumentTypeError(
+            "not available while a PAYLOAD_REDACTOR is configured: a match would reveal what it hides"
+        )
+    try:
+        return containment(text)
+    except InvalidSearch as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+#: Options checked after parsing, as ``(dest, flag, read)``: a refusal is one line ("CommandError: --task
+#: ..."), exit 2, as every other bad value of ours, where argparse would print its usage first.
+_READ: tuple[tuple[str, str, Callable[[str], Any]], ...] = (
+    ("task", "--task", text_value),
+    ("error_class", "--error-class", text_value),
+    ("func", "--func", text_value),
+    ("actor", "--actor", text_value),
+    ("arg", "--arg", argument_filter),
+    ("set", "--set", assignment),
+    ("new_args", "--args", json_arguments),  # not dest "args": Django passes that as positional
+    ("new_kwargs", "--kwargs", json_arguments),
+)
+
+
+def read_options(options: dict[str, Any]) -> None:
+    """Read (in place) the options that name stored text or hold JSON; CommandError, exit 2, if one cannot be.
+
+    Text that is not UTF-8 (argv decoded with surrogateescape) or holds a
+    NUL would fail in PostgreSQL, a traceback and exit 4, not a usage error.
+    """
+    for dest, flag, read in _READ:
+        given = options.get(dest)
+        if given is None:
+            continue
+        try:
+            options[dest] = [read(text) for text in given] if isinstance(given, list) else read(given)
+        except argparse.ArgumentTypeError as exc:
+            raise CommandError(printable(f"{flag}: {exc}", one_line=True), returncode=EXIT_USAGE) from None
 
 
 def _bulk(parser: CommandParser, verb: str) -> None:
@@ -115,12 +178,12 @@ def accept_django_options(actions: Any) -> None:
 
 
 def add_deadletters_arguments(parser: CommandParser) -> Any:
-    """list | groups | show | requeue | discard | import-django-q2, each with its own options.
+    """list | groups | show | requeue | discard | repair | import-django-q2, each with its own options.
 
     Returns the subparsers, for accept_django_options().
     """
     actions = parser.add_subparsers(
-        dest="action", required=True, metavar="{list,groups,show,requeue,discard,import-django-q2}"
+        dest="action", required=True, metavar="{list,groups,show,requeue,discard,repair,import-django-q2}"
     )
     listing = actions.add_parser(
         "list", help="dead letters, newest first", formatter_class=HelpFormatter, epilog=EPILOG
@@ -173,6 +236,7 @@ def add_deadletters_arguments(parser: CommandParser) -> Any:
         "Delete dead letters for good. More than one id, or --all, asks for confirmation unless --yes."
     )
     _bulk(discard, "discard")
+    add_repair_parser(actions, HelpFormatter)
     _import_django_q2(actions)
     return actions
 
@@ -217,7 +281,9 @@ def _import_django_q2(actions: Any) -> None:
         "or time (2025-01-31, 2025-01-31T08:00+01:00; without an offset: the current time zone)",
     )
     parser.add_argument(
-        "--func", metavar="PATH", help="only this function path, e.g. shop.tasks.send_receipt"
+        "--func",
+        metavar="PATH",
+        help="only this function path, e.g. shop.tasks.send_receipt",
     )
     parser.add_argument("--dry-run", action="store_true", help="print what would be imported; write nothing")
     parser.add_argument("--progress", action="store_true", help="draw the progress bar even if not a TTY")

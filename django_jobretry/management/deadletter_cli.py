@@ -55,7 +55,7 @@ def default_actor() -> str:
 # --- selection -----------------------------------------------------------------------------------
 
 #: The filter options (argparse dests) of list, requeue and discard.
-FILTERS = ("queue", "task", "reason", "error_class", "older_than", "since", "fingerprint")
+FILTERS = ("queue", "task", "reason", "error_class", "older_than", "since", "fingerprint", "arg")
 
 
 def select(options: Mapping[str, Any]) -> QuerySet[DeadLetter]:
@@ -68,7 +68,7 @@ def select(options: Mapping[str, Any]) -> QuerySet[DeadLetter]:
         older_than=options["older_than"],
         since=options["since"],
         fingerprint=options["fingerprint"],
-    )
+    ).filter(*(options.get("arg") or ()))  # --arg: Q objects (deadletter_arguments.argument_filter)
 
 
 # --- rendering -----------------------------------------------------------------------------------

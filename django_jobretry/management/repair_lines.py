@@ -44,11 +44,15 @@ def repair_lines(entry: dict[str, Any]) -> list[str]:
         return []
     changes = [c for c in repair.get("changes", []) if isinstance(c, dict)]
     lines = [f"     arguments repaired by {repair.get('by') or '?'}: {len(changes)} change(s)"]
-    for change in changes:
-        line = f"       {change.get('path', '?')} {change.get('change', '?')}"
-        if not _private():
-            old = json.dumps(change["old"], sort_keys=True) if "old" in change else "-"
-            new = json.dumps(change["new"], sort_keys=True) if "new" in change else "-"
-            line += f": {old} -> {new}"
-        lines.append(printable(line, one_line=True))
+    lines += [f"       {change_line(change, values=not _private())}" for change in changes]
     return lines
+
+
+def change_line(change: dict[str, Any], *, values: bool = True) -> str:
+    """``kwargs['email'] changed: "a@" -> "a@example.com"``: one change of a repair, on one line."""
+    line = f"{change.get('path', '?')} {change.get('change', '?')}"
+    if values:
+        old = json.dumps(change["old"], sort_keys=True) if "old" in change else "-"
+        new = json.dumps(change["new"], sort_keys=True) if "new" in change else "-"
+        line += f": {old} -> {new}"
+    return printable(line, one_line=True)

@@ -30,9 +30,9 @@ import pytest
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, reverse
 
-from django_jobretry.admin import argument_search, holds
+from django_jobretry.admin import holds
 from django_jobretry.models import Circuit, Pause
-from django_jobretry.services import circuits
+from django_jobretry.services import argument_search, circuits
 from django_jobretry.services import holds as hold_service
 from tests.factories import DeadLetterFactory, JobFactory, ScheduleFactory, WorkerProcessFactory
 from tests.integration.conftest import Operator

@@ -66,6 +66,51 @@ def test_a_search_lists_exactly_the_dead_letters_whose_arguments_contain_it(
     assert shown(response) == {dead[name].pk for name in expected}
 
 
+FLAKY = "tests.jobs_app.jobs.flaky"  # flaky(key, failures)
+RECORD = "tests.jobs_app.jobs.record"  # record(key)
+
+
+@pytest.mark.parametrize(
+    ("search", "expected"),
+    [
+        ("failures=5", {"positional", "keyword"}),
+        ("key=order-7", {"positional", "keyword"}),
+        ("key='order-7' failures=5", {"positional", "keyword"}),
+        ("failures=order-7", set()),  # order-7 is passed at key's index, not at failures'
+        ("key=5", set()),
+    ],
+)
+def test_a_parameter_name_finds_its_argument_passed_by_position(
+    reader: Operator, search: str, expected: set[str]
+) -> None:
+    """The row stores ``flaky("order-7", 5)`` as args ["order-7", 5]: the names find it as by keyword."""
+    rows = {
+        "positional": DeadLetterFactory.create(task_name=FLAKY, args=["order-7", 5], kwargs={}),
+        "keyword": DeadLetterFactory.create(
+            task_name=FLAKY, args=[], kwargs={"key": "order-7", "failures": 5}
+        ),
+        # takes_anything(*args, **kwargs): its positional arguments have no names.
+        "no names": DeadLetterFactory.create(
+            task_name="tests.jobs_app.jobs.takes_anything", args=["order-7", 5], kwargs={}
+        ),
+    }
+    response = reader.get(reverse(DEAD_LIST), {"arguments": search})
+    assert response.status_code == 200
+    assert shown(response) == {rows[name].pk for name in expected}
+
+
+def test_the_label_says_whole_values_and_a_part_of_a_text_finds_nothing(reader: Operator) -> None:
+    """The reporter's "contain": the field said contain, a substring found nothing. It says what it does."""
+    dead = DeadLetterFactory.create(kwargs={"email": "not-an-address"})
+    page = reader.get(reverse(DEAD_LIST)).content.decode()
+    label = page.split('for="jobretry-arguments" class="help">', 1)[1].split("</label>", 1)[0]
+    assert "equal to this" in label
+    assert "never part of a text" in label
+    assert "contain" not in label
+    assert shown(reader.get(reverse(DEAD_LIST), {"arguments": "email=not-an"})) == set()
+    assert shown(reader.get(reverse(DEAD_LIST), {"arguments": "email=not-an-address"})) == {dead.pk}
+
+
 def test_the_field_is_in_the_sidebar_and_keeps_the_other_filters(reader: Operator) -> None:
     DeadLetterFactory.create(queue_name="mail")
     response = reader.get(reverse(DEAD_LIST), {"queue_name": "mail"})
@@ -176,11 +221,12 @@ def test_the_search_reads_the_gin_indexes_not_the_tables() -> None:
             INSERT INTO {DeadLetter._meta.db_table} (job_id, task_name, queue_name, policy_name, priority,
                 args, kwargs, reason, attempts, max_attempts, errors, last_error_class, last_error,
                 requeue_count, requeue_history, enqueued_at, dead_at)
-            SELECT g, 'shop.task', 'default', 'default', 0, jsonb_build_array(g),
+            SELECT g, %s, 'default', 'default', 0, jsonb_build_array(g),
                    jsonb_build_object('customer_id', g, 'region', 'eu'), 'fatal', 1, 3, '[]', 'E', 'boom',
                    0, '[]', now(), now()
             FROM generate_series(1, 20000) AS g
-            """
+            """,
+            [RECORD],
         )
         cursor.execute(f"ANALYZE {DeadLetter._meta.db_table}")
     found = DeadLetter.objects.filter(containment("customer_id=4242"))
@@ -188,6 +234,13 @@ def test_the_search_reads_the_gin_indexes_not_the_tables() -> None:
     assert "jobretry_dead_kwargs" in plan, plan
     assert "Seq Scan" not in plan, plan
     assert found.count() == 1
+    # A parameter name looked for by position too (record(key): index 0) reads both indexes.
+    by_name = DeadLetter.objects.filter(containment("key=4242"))
+    plan = str(by_name.explain())
+    assert "jobretry_dead_kwargs" in plan, plan
+    assert "jobretry_dead_args" in plan, plan
+    assert "Seq Scan" not in plan, plan
+    assert by_name.count() == 1
     # The jobs table is empty here, where the planner may well prefer a scan: with scans priced
     # out, it still scans unless a partial index serves the search (the GIN one, or the retrying one).
     jobs = Job.objects.filter(containment("customer_id=4242"), status="ready", attempts__gt=0)

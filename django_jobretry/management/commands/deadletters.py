@@ -1,4 +1,4 @@
-"""`manage.py deadletters list|groups|show|requeue|discard|import-django-q2`: the operator's command line.
+"""`manage.py deadletters list|groups|show|requeue|discard|repair|import-django-q2`: the operator's tool.
 
 Every change goes through django_jobretry.deadletters (guarded compare-and-swap):
 a dead letter someone else handled meanwhile is reported, never silently
@@ -18,13 +18,14 @@ from django.db.models import QuerySet
 
 from django_jobretry import deadletters as service
 from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management import deadletter_groups, filter_hints, import_django_q2
+from django_jobretry.management import deadletter_groups, deadletter_repair, filter_hints, import_django_q2
 from django_jobretry.management.database import DatabaseCommand
 from django_jobretry.management.deadletter_arguments import (
     EPILOG,
     HelpFormatter,
     accept_django_options,
     add_deadletters_arguments,
+    read_options,
 )
 from django_jobretry.models import DeadLetter
 
@@ -60,6 +61,7 @@ class Command(DatabaseCommand):
             ) from exc
 
     def handle(self, *args: Any, **options: Any) -> None:
+        read_options(options)
         self.options = options
         action = options["action"]
         if action == "list":
@@ -68,6 +70,8 @@ class Command(DatabaseCommand):
             deadletter_groups.run(self, options)
         elif action == "show":
             self.show_ids(options["ids"])
+        elif action == "repair":
+            deadletter_repair.run(self, options, confirm=self.confirm)
         elif action == import_django_q2.ACTION:
             import_django_q2.run(self, options)
         else:
