@@ -60,6 +60,8 @@ def extract(archive: Path, files: dict[str, str], root: Path) -> None:
                 wanted = inner == source or (source.endswith("/") and inner.startswith(source))
                 if wanted and (reader := tar.extractfile(member)) is not None:  # None: not a regular file
                     destination = root / (target + inner[len(source) :])
+                    if not destination.resolve().is_relative_to(root.resolve()):
+                        raise ValueError(f"{archive.name}: {member.name!r} would land outside {root}")
                     destination.parent.mkdir(parents=True, exist_ok=True)
                     destination.write_bytes(reader.read())
 

@@ -41,6 +41,15 @@ def test_extract_copies_the_named_files_byte_for_byte_and_nothing_else(tmp_path:
     assert (tmp_path / "out" / "tasks" / "test_x.py").read_bytes() == test_file
 
 
+def test_extract_refuses_a_member_that_would_land_outside_its_folder(tmp_path: Path) -> None:
+    archive = sdist(tmp_path / "django-9.9.tar.gz", {"tests/tasks/../../../escaped.py": b"x"})
+    with pytest.raises(
+        ValueError, match=r"'django-9\.9/tests/tasks/\.\./\.\./\.\./escaped\.py' would land outside"
+    ):
+        extract(archive, {"tests/tasks/": "tasks/"}, tmp_path / "out")
+    assert list(tmp_path.rglob("escaped.py")) == []
+
+
 @pytest.mark.parametrize(
     ("test_id", "key"),
     [
