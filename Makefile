@@ -27,7 +27,8 @@ help:
 	@echo "make lint       ruff check, ruff format --check, mypy"
 	@echo "make docs       build the docs with warnings as errors"
 	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
-	@echo "make versions   the adapter's tests on the oldest django-q2, the task backend's on Django 6.0, and the canaries"
+	@echo "make versions   the adapter's tests on the oldest django-q2, the task backend's on Django 6.0, the canaries,"
+	@echo "                and Django's and django-tasks-db's own task tests on our backend"
 	@echo "make mutation   mutation testing of the policy module (slow; not part of make test)"
 	@echo "make bench      side by side with the peers, worker and dead-letter admin benchmarks (docs/performance.md)"
 	@echo "make bench-large  drain and claim with 10^6 succeeded jobs + 10^5 dead letters, then pruning them (~5 min)"
@@ -92,9 +93,10 @@ matrix: $(STAMP)
 	$(BIN)/nox $(NOX_ARGS)
 
 # The ends of the declared ranges the full suites do not reach (noxfile.py UPSTREAM): the oldest
-# django-q2 under the adapter's tests, Django 6.0 under the task backend's, with the canaries.
+# django-q2 under the adapter's tests, Django 6.0 under the task backend's, with the canaries; then
+# Django's and django-tasks-db's own task tests, unchanged, on our backend (devtools/upstream_contract.py).
 versions: $(STAMP)
-	$(BIN)/nox --session upstream
+	$(BIN)/nox --session upstream contract
 
 # mutmut 3 ([tool.mutmut] in pyproject.toml) from scratch, then the score; fails below 90 % killed.
 mutation: $(STAMP)

@@ -41,6 +41,8 @@ UPSTREAM = {
     "django-q2-1.10.0": ("6.1", "django-q2==1.10.0", ADAPTER_TESTS),
     "django-6.0": ("6.0", None, BACKEND_TESTS),
 }
+#: django-tasks-db's tests that `contract` runs: the release the bench extra's range starts at.
+DJANGO_TASKS_DB = "django-tasks-db==0.13.0"
 
 
 @nox.session
@@ -75,4 +77,16 @@ def upstream(session: nox.Session, target: str) -> None:
     session.run(
         "python", "-m", "devtools.withdb", "--throwaway", "--",
         "python", "-m", "pytest", "-n", workers, *tests, *session.posargs,
+    )  # fmt: skip
+
+
+@nox.session
+@nox.parametrize("django", ["6.1"])
+def contract(session: nox.Session, django: str) -> None:
+    """Django's and django-tasks-db's own task tests, unchanged, on our backend (docs/django-tasks.md)."""
+    session.install("-e", ".", f"django~={django}.0", DJANGO_TASKS_DB, "psycopg[binary]>=3.2",
+                    "pgserver==0.1.4; python_version < '3.13'")  # fmt: skip
+    session.run(
+        "python", "-m", "devtools.withdb", "--throwaway", "--",
+        "python", "-m", "devtools.upstream_contract", "--cache", ".nox/upstream-contract", *session.posargs,
     )  # fmt: skip

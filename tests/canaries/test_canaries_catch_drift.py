@@ -6,6 +6,8 @@ after the test) the way a new release might, and runs the canary.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.canaries.canary import Canary, CanaryFailed
@@ -59,3 +61,22 @@ def test_a_task_result_without_a_field_we_pass_fails_its_canary(monkeypatch: pyt
     )
     with pytest.raises(CanaryFailed, match=r"TaskResult lacks \['worker_ids'\].*results\.py"):
         by_internal(tasks.CANARIES, "django.tasks.base.TaskResult fields").run()
+
+
+def test_a_reworded_queue_refusal_fails_its_canary(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("django.tasks")
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.exceptions import InvalidTask
+
+    from tests.canaries import test_django_tasks_internals as tasks
+
+    original = BaseTaskBackend.validate_task
+
+    def reworded(self: BaseTaskBackend, task: Any) -> None:
+        if task.queue_name not in self.queues:
+            raise InvalidTask("Unknown queue.")
+        original(self, task)
+
+    monkeypatch.setattr(BaseTaskBackend, "validate_task", reworded)
+    with pytest.raises(CanaryFailed, match=r"validate_task says 'Unknown queue\.'.*checks\.py"):
+        by_internal(tasks.CANARIES, "BaseTaskBackend.validate_task's").run()

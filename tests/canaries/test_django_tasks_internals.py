@@ -87,6 +87,21 @@ def unsupported_type_wording() -> None:
     require(wording == "Unsupported type: <class 'datetime.datetime'>", f"normalize_json says {wording!r}")
 
 
+def undeclared_queue_wording() -> None:
+    from django.tasks.backends.dummy import DummyBackend
+    from django.tasks.exceptions import InvalidTask
+
+    elsewhere = a_task()
+    object.__setattr__(elsewhere, "queue_name", "elsewhere")  # past the configured backend's own check
+    try:
+        DummyBackend("canary", {"QUEUES": ["default"]}).validate_task(elsewhere)
+    except InvalidTask as exc:
+        wording = str(exc)
+    else:
+        wording = "no InvalidTask"
+    require(wording == "Queue 'elsewhere' is not valid for backend.", f"validate_task says {wording!r}")
+
+
 def statuses_exist() -> None:
     from django.tasks.base import TaskResultStatus
 
@@ -166,6 +181,13 @@ CANARIES = [
         "refuse an argument JSON has no form for in Django's words",
         f"{TASKS}backend.py, django_jobretry/exceptions.py (UnsupportedArgument)",
         unsupported_type_wording,
+    ),
+    Canary(
+        "django",
+        "BaseTaskBackend.validate_task's 'Queue ... is not valid for backend.' wording",
+        "refuse a queue QUEUES does not list in Django's words",
+        f"{TASKS}checks.py (UndeclaredQueue)",
+        undeclared_queue_wording,
     ),
     Canary(
         "django",

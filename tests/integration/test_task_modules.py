@@ -142,7 +142,8 @@ def test_an_undeclared_queue_is_e025_naming_the_setting_the_task_and_the_queue()
     assert "Traceback" not in err
     assert (
         "(django_jobretry.E025) tests.task_modules.partner.tasks was not imported at start-up, so none of "
-        "its tasks is registered: task 'tests.task_modules.partner.tasks.call_partner' uses the queue "
+        "its tasks is registered: Queue 'partner' is not valid for backend. Task "
+        "'tests.task_modules.partner.tasks.call_partner' uses the queue "
         "'partner', which TASKS[\"default\"][\"QUEUES\"] does not list: it lists ['default', 'other']." in err
     )
     assert 'HINT: Add \'partner\' to TASKS["default"]["QUEUES"]' in err

@@ -16,6 +16,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.dispatch import receiver
 from django.tasks import TaskResultStatus, default_task_backend
+from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
@@ -127,6 +128,21 @@ class TestRunAfter:
         run_jobs()  # one failed attempt: the retry moved run_at
         fetched = tasks.flaky.get_result(result.id)
         assert (fetched.status, fetched.task.run_after) == (TaskResultStatus.READY, None)
+
+
+class TestAnUndeclaredQueue:
+    def test_is_refused_in_djangos_words_then_ours(self) -> None:
+        """Django's test_unknown_queue_name: ``InvalidTask`` saying "Queue '...' is not valid for backend."
+
+        Django's words lead, then ours name the task and the setting.
+        """
+        with pytest.raises(InvalidTask) as refused:
+            tasks.other_queue.using(queue_name="othr")
+        assert str(refused.value) == (
+            "Queue 'othr' is not valid for backend. Task 'tests.jobs_app.tasks.other_queue' uses the queue "
+            "'othr', which TASKS[\"default\"][\"QUEUES\"] does not list: it lists ['default', 'other']. "
+            "Did you mean 'other'?"
+        )
 
 
 class TestArgumentsTheTaskCannotTake:

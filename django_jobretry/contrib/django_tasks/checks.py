@@ -39,14 +39,19 @@ OPTION_KEYS = ("policy", "task_policies", "schedules")
 
 
 class UndeclaredQueue(InvalidTask):
-    """A ``@task`` names a queue its backend's ``QUEUES`` does not list; check E025 reports it at start-up."""
+    """A ``@task`` names a queue its backend's ``QUEUES`` does not list; check E025 reports it at start-up.
+
+    The message leads with the sentence Django's own ``validate_task`` raises, so a check of
+    Django's wording (its test_unknown_queue_name) holds here too, then says which task and setting.
+    """
 
     def __init__(self, backend: BaseTaskBackend, task: Task[..., Any]) -> None:
         queues = sorted(backend.queues, key=str)
         where = f'TASKS["{backend.alias}"]["QUEUES"]'
         unset = " (Django's default when QUEUES is not set)" if queues == [DEFAULT_TASK_QUEUE_NAME] else ""
         super().__init__(
-            f"task {task.module_path!r} uses the queue {task.queue_name!r}, which {where} does not list: "
+            f"Queue '{task.queue_name}' is not valid for backend. "
+            f"Task {task.module_path!r} uses the queue {task.queue_name!r}, which {where} does not list: "
             f"it lists {queues}{unset}.{did_you_mean([task.queue_name], map(str, queues))}"
         )
         #: The fix, for the check's hint.
