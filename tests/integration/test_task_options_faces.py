@@ -13,6 +13,7 @@ import pytest
 if django.VERSION < (6, 1):
     pytest.skip("@task(...) passes JobRetryBackend's options on from Django 6.1", allow_module_level=True)
 
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -38,27 +39,22 @@ def charge(order_id: int) -> None:
     """The task function each test declares on a face, and forgets."""
 
 
-def job_takes(name: str) -> bool:
-    """Whether ``@job`` takes the keyword; it refuses any other with a TypeError naming it."""
+#: Each face: its decorator, and how it refuses a keyword it does not take, naming it.
+FACES: dict[str, tuple[Callable[..., Any], type[Exception], str]] = {
+    "@job": (job, TypeError, "unexpected keyword argument {!r}"),
+    "@task": (task, InvalidTask, "unknown option {!r}"),
+}
+
+
+def takes(face: str, name: str) -> bool:
+    """Whether the face's decorator takes the keyword: declares ``charge`` with it, then forgets it."""
+    decorator, refusal, says = FACES[face]
     options: dict[str, Any] = {name: VALUES.get(name)}
     try:
         with forgotten_afterwards():
-            job(**options)(charge)
-    except TypeError as exc:
-        if f"unexpected keyword argument {name!r}" not in str(exc):
-            raise
-        return False
-    return True
-
-
-def task_takes(name: str) -> bool:
-    """Whether JobRetryBackend's ``@task`` takes the keyword; it refuses any other as an unknown option."""
-    options: dict[str, Any] = {name: VALUES.get(name)}
-    try:
-        with forgotten_afterwards():
-            task(**options)(charge)
-    except InvalidTask as exc:
-        if f"unknown option {name!r}" not in str(exc):
+            decorator(**options)(charge)
+    except refusal as exc:
+        if says.format(name) not in str(exc):
             raise
         return False
     return True
@@ -66,7 +62,7 @@ def task_takes(name: str) -> bool:
 
 @pytest.mark.parametrize("name", list(DEFAULTS))
 def test_both_faces_take_every_option_of_the_one_declaration(name: str) -> None:
-    assert (job_takes(name), task_takes(name)) == (True, True)
+    assert (takes("@job", name), takes("@task", name)) == (True, True)
 
 
 @pytest.mark.parametrize(
@@ -80,7 +76,7 @@ def test_both_faces_take_every_option_of_the_one_declaration(name: str) -> None:
 )
 def test_the_probes_tell_an_option_one_face_lacks(name: str, taken: tuple[bool, bool]) -> None:
     """The negative control: the probes above can answer no."""
-    assert (job_takes(name), task_takes(name)) == taken
+    assert (takes("@job", name), takes("@task", name)) == taken
 
 
 def test_the_typed_keywords_and_the_task_class_are_derived_from_the_declaration() -> None:
