@@ -11,10 +11,11 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Unpack, cast, overload
 
-from django_jobretry.conf.limits import declare_limit, declare_task
-from django_jobretry.conf.schedules import InvalidSchedule, declare, job_schedule
+from django_jobretry.conf.limits import declare_task
+from django_jobretry.conf.schedules import InvalidSchedule, ScheduleSpec, declare, job_schedule
+from django_jobretry.conf.task_options import TaskKeywords, TaskOptions
 from django_jobretry.conf.uniqueness import NOT_UNIQUE, OnConflict, Uniqueness
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import RetryPolicy
@@ -159,52 +160,32 @@ class JobDefinition[**P]:
 SCHEDULE_OPTIONS = ("overlap", "catch_up", "catch_up_limit", "retry_until_next_slot")
 
 
+class JobKeywords(TaskKeywords, total=False):
+    """``@job``'s keywords: the options both faces take (conf/task_options.py), its own, its schedule's."""
+
+    name: str | None
+    queue_name: str
+    policy: str | RetryPolicy
+    priority: int
+    schedule: str | None
+    every: float | timedelta | None
+    tz: str | None
+    overlap: str
+    catch_up: str
+    catch_up_limit: int
+    retry_until_next_slot: bool
+
+
 @overload
 def job[**P](func: Callable[P, Any], /) -> JobDefinition[P]: ...
 
 
 @overload
-def job[**P](
-    *,
-    name: str | None = None,
-    queue_name: str = "default",
-    policy: str | RetryPolicy = "default",
-    priority: int = 0,
-    timeout: float | timedelta | None = None,
-    concurrency: int | None = None,
-    concurrency_key: str | None = None,
-    rate: str | None = None,
-    burst: int | None = None,
-    unique_args: tuple[str, ...] = (),
-    unique_for: float | timedelta | None = None,
-    on_conflict: OnConflict = "return_existing",
-    schedule: str | None = None,
-    every: float | timedelta | None = None,
-    tz: str | None = None,
-    **schedule_options: Any,
-) -> Callable[[Callable[P, Any]], JobDefinition[P]]: ...
+def job[**P](**options: Unpack[JobKeywords]) -> Callable[[Callable[P, Any]], JobDefinition[P]]: ...
 
 
 def job[**P](
-    func: Callable[P, Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    queue_name: str = "default",
-    policy: str | RetryPolicy = "default",
-    priority: int = 0,
-    timeout: float | timedelta | None = None,
-    concurrency: int | None = None,
-    concurrency_key: str | None = None,
-    rate: str | None = None,
-    burst: int | None = None,
-    unique_args: tuple[str, ...] = (),
-    unique_for: float | timedelta | None = None,
-    on_conflict: OnConflict = "return_existing",
-    schedule: str | None = None,
-    every: float | timedelta | None = None,
-    tz: str | None = None,
-    **schedule_options: Any,
+    func: Callable[P, Any] | None = None, /, **options: Unpack[JobKeywords]
 ) -> JobDefinition[P] | Callable[[Callable[P, Any]], JobDefinition[P]]:
     """Declare a job: ``@job`` or ``@job(name=..., queue_name=..., policy=..., priority=..., timeout=...)``.
 
@@ -228,44 +209,47 @@ def job[**P](
     ``catch_up``, ``catch_up_limit`` and ``retry_until_next_slot`` tune it
     (docs/schedules.md).
     """
-    unknown = set(schedule_options) - set(SCHEDULE_OPTIONS)
+    unknown = sorted(set(options) - set(JobKeywords.__annotations__))
     if unknown:
         raise TypeError(
-            f"job() got an unexpected keyword argument {sorted(unknown)[0]!r}; "
+            f"job() got an unexpected keyword argument {unknown[0]!r}; "
             f"its schedule options are {', '.join(SCHEDULE_OPTIONS)}"
         )
 
     def decorate(function: Callable[P, Any]) -> JobDefinition[P]:
-        task_name = name or f"{function.__module__}.{function.__qualname__}"
-        where = f"@job {task_name}"
-        unique = Uniqueness.declare(
-            where, unique_args=unique_args, unique_for=unique_for, on_conflict=on_conflict, func=function
-        )
-        definition = JobDefinition(
-            func=function,
-            name=task_name,
-            queue_name=queue_name,
-            policy=policy,
-            priority=priority,
-            unique=unique,
-            timeout=check_timeout(timeout),
-        )
-        limit = declare_limit(
-            where, function, concurrency=concurrency, concurrency_key=concurrency_key, rate=rate, burst=burst
-        )
-        spec = None  # checked before the task is registered: a refused @job leaves nothing behind
-        if schedule is not None or every is not None or tz is not None or schedule_options:
-            spec = job_schedule(definition.name, cron=schedule, every=every, tz=tz, **schedule_options)
-            try:
-                check_call(definition.name, function, (), {}, takes_context=False)
-            except InvalidJob as exc:
-                raise InvalidSchedule(
-                    definition.name, "schedule", schedule or every, f"a call with no arguments ({exc})"
-                ) from None
-        registry.register(definition)
-        declare_task(definition.name, limit)
-        if spec is not None:
-            declare(spec)
-        return definition
+        return _declare(function, options)
 
     return decorate if func is None else decorate(func)
+
+
+def _declare[**P](function: Callable[P, Any], options: JobKeywords) -> JobDefinition[P]:
+    """``@job``'s options checked, then the task registered; a refused ``@job`` leaves nothing behind."""
+    given: Mapping[str, Any] = options
+    name = options.get("name") or f"{function.__module__}.{function.__qualname__}"
+    shared = cast("TaskKeywords", {key: given[key] for key in TaskKeywords.__annotations__ if key in given})
+    declared = TaskOptions(**shared).declare(f"@job {name}", function)
+    own = {key: given[key] for key in ("queue_name", "policy", "priority") if key in given}
+    definition = JobDefinition(function, name, unique=declared.unique, timeout=declared.timeout, **own)
+    spec = _schedule(definition, given)
+    registry.register(definition)
+    declare_task(definition.name, declared.limit)
+    if spec is not None:
+        declare(spec)
+    return definition
+
+
+def _schedule(definition: JobDefinition[Any], options: Mapping[str, Any]) -> ScheduleSpec | None:
+    """The job's own schedule (``@job(schedule=..., every=..., tz=..., overlap=...)``), checked; or None."""
+    cadence = {"cron": options.get("schedule"), "every": options.get("every"), "tz": options.get("tz")}
+    tuning = {key: options[key] for key in SCHEDULE_OPTIONS if key in options}
+    if all(value is None for value in cadence.values()) and not tuning:
+        return None
+    spec = job_schedule(definition.name, **cadence, **tuning)
+    try:
+        check_call(definition.name, definition.func, (), {}, takes_context=False)
+    except InvalidJob as exc:
+        given = cadence["cron"] or cadence["every"]
+        raise InvalidSchedule(
+            definition.name, "schedule", given, f"a call with no arguments ({exc})"
+        ) from None
+    return spec

@@ -250,7 +250,7 @@ def test_job_with_a_schedule_on_a_function_that_needs_arguments_raises() -> None
 
 def test_job_with_an_unknown_keyword_lists_the_schedule_options() -> None:
     with pytest.raises(TypeError) as raised:
-        job(name="tests.decl.typo", every=60, catchup="none")
+        job(name="tests.decl.typo", every=60, catchup="none")  # type: ignore[call-overload]
     assert str(raised.value) == (
         "job() got an unexpected keyword argument 'catchup'; "
         "its schedule options are overlap, catch_up, catch_up_limit, retry_until_next_slot"

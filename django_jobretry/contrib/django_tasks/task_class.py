@@ -17,17 +17,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, fields
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 from django.tasks.base import Task
 from django.tasks.exceptions import InvalidTask
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.conf.limits import declare_limit, declare_task
+from django_jobretry.conf.limits import declare_task
+from django_jobretry.conf.task_options import Declared, TaskOptions
 from django_jobretry.conf.uniqueness import OnConflict, Uniqueness
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob, InvalidSettings, UnknownPolicy
-from django_jobretry.policy.limits import InvalidLimit, Limit
+from django_jobretry.policy.limits import InvalidLimit
 from django_jobretry.validation import check_timeout
 
 if TYPE_CHECKING:
@@ -56,37 +57,20 @@ class UnknownTaskPolicy(InvalidTaskOption):
     """
 
 
-class Declared(NamedTuple):
-    """A task's options once checked: what its enqueues and the worker read of them."""
-
-    timeout: timedelta | None
-    unique: Uniqueness
-    limit: Limit | None
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class JobRetryTask(_AnyTask):
+class JobRetryTask(_AnyTask, TaskOptions):
     """Django's ``Task`` with JobRetryBackend's options; Django 6.1's ``@task(...)`` builds it.
 
+    The options it shares with ``@job`` are :class:`TaskOptions`' fields,
+    checked by its ``declare``; ``policy`` and ``unique_key`` are its own.
     Frozen like Django's: ``.using()`` and pickling build a new one through
     the constructor, so every copy is checked the same way.
     """
 
     #: A policy name from JOBRETRY["POLICIES"]; OPTIONS["task_policies"] wins over it (a deploy's override).
     policy: str | None = None
-    #: How long one attempt may run: seconds or a timedelta (a timedelta once declared).
-    timeout: timedelta | float | None = None
     #: One key for every enqueue of the task; ``.using(unique_key=...)`` sets one per call.
     unique_key: str | None = None
-    #: The arguments whose values make each enqueue's key.
-    unique_args: tuple[str, ...] = ()
-    #: How long a key stays taken after its job succeeded: seconds or a timedelta.
-    unique_for: timedelta | float | None = None
-    on_conflict: OnConflict = "return_existing"
-    concurrency: int | None = None
-    concurrency_key: str | None = None
-    rate: str | None = None
-    burst: int | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         """Refuse a keyword that no field takes, naming it: the dataclass would raise a bare TypeError.
@@ -104,7 +88,7 @@ class JobRetryTask(_AnyTask):
 
     def __post_init__(self) -> None:
         """Check the options and store them normalised; then the backend validates and registers the task."""
-        declared = declare(self)
+        declared = declare(self)  # timeout a timedelta from here on
         object.__setattr__(self, "timeout", declared.timeout)
         object.__setattr__(self, "unique_args", declared.unique.args)
         object.__setattr__(self, "unique_for", declared.unique.window)
@@ -148,49 +132,22 @@ class JobRetryTask(_AnyTask):
 
 #: Every keyword the constructor takes: Django's fields and ours.
 _FIELDS = frozenset(f.name for f in fields(JobRetryTask))
-#: The keywords JobRetryBackend's ``@task`` takes beside Django's own: the fields it adds.
-OPTIONS = tuple(f.name for f in fields(JobRetryTask) if f.name not in {d.name for d in fields(Task)})
+#: The keywords JobRetryBackend's ``@task`` takes beside Django's own, in the order the hints list them:
+#: ``policy``, then the options shared with ``@job`` (TaskOptions), ``unique_key`` before ``unique_args``.
+_SHARED = tuple(f.name for f in fields(TaskOptions))
+_UNIQUE = _SHARED.index("unique_args")
+OPTIONS = ("policy", *_SHARED[:_UNIQUE], "unique_key", *_SHARED[_UNIQUE:])
 #: The keywords allowed, for the unknown-keyword message and every hint.
 ALLOWED = f"JobRetryBackend's @task takes {', '.join(OPTIONS)}, beside Django's {', '.join(DJANGO_OPTIONS)}."
 
 
 def declare(task: JobRetryTask) -> Declared:
-    """The task's options checked, in the order of its fields; InvalidTaskOption for the first bad one."""
+    """The task's options checked, policy first; InvalidTaskOption for the first bad one."""
     where = f"@task {task.module_path}"
     _check_policy(where, task.policy)
     try:
-        timeout = check_timeout(task.timeout)
-    except InvalidJob as exc:
-        raise InvalidTaskOption(f"{where}: {exc}") from None
-    unique = declare_uniqueness(task, where)
-    try:
-        limit = declare_limit(
-            where,
-            task.func,
-            takes_context=task.takes_context,
-            concurrency=task.concurrency,
-            concurrency_key=task.concurrency_key,
-            rate=task.rate,
-            burst=task.burst,
-        )
-    except InvalidLimit as exc:
-        raise InvalidTaskOption(str(exc)) from None
-    return Declared(timeout, unique, limit)
-
-
-def declare_uniqueness(task: JobRetryTask, where: str) -> Uniqueness:
-    """The task's unique_* options as a Uniqueness, or InvalidTaskOption naming the bad one."""
-    try:
-        return Uniqueness.declare(
-            where,
-            unique_key=task.unique_key,
-            unique_args=task.unique_args,
-            unique_for=task.unique_for,
-            on_conflict=task.on_conflict,
-            func=task.func,
-            takes_context=task.takes_context,
-        )
-    except InvalidJob as exc:
+        return task.declare(where, task.func, takes_context=task.takes_context, unique_key=task.unique_key)
+    except (InvalidJob, InvalidLimit) as exc:
         raise InvalidTaskOption(str(exc)) from None
 
 
