@@ -90,7 +90,8 @@ def test_a_lost_lease_is_reported_once_and_no_longer_extended(caplog: pytest.Log
     caplog.set_level(logging.WARNING, logger="django_jobretry")
     beat(scripted(lambda: [job], taken_away, lambda: [job]), 6)
     [warning] = lost_warnings(caplog)
-    assert (warning.job_id, warning.attempt) == (job.id, 1)  # type: ignore[attr-defined]
+    assert (warning.job_id, warning.attempt, warning.worker) == (job.id, 1, OWNER)  # type: ignore[attr-defined]
+    assert warning.getMessage() == f"job {job.id} attempt 1 lost its lease while running on worker {OWNER}"
 
 
 def test_the_next_attempt_of_a_lost_job_is_extended_again(caplog: pytest.LogCaptureFixture) -> None:
@@ -117,3 +118,17 @@ def test_the_next_attempt_of_a_lost_job_is_extended_again(caplog: pytest.LogCapt
     assert second[0].attempt == 2
     extended = Job.objects.filter(id=first.id, lease_expires_at__gt=Now() + timedelta(seconds=LEASE / 2))
     assert list(extended.values_list("status", "attempts")) == [("running", 2)]
+
+
+def test_the_worker_that_recovers_a_lost_job_names_the_worker_that_lost_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    jobs.record.enqueue("beat")
+    job = claim_one()
+    Job.objects.filter(id=job.id).update(lease_expires_at=Now() - timedelta(seconds=1))
+    caplog.set_level(logging.WARNING, logger="django_jobretry")
+    for item in recovery.recover_expired(10, 10):
+        recovery.announce(item, object)
+    [line] = [r for r in caplog.records if getattr(r, "outcome", None) == "lease_expired_retry"]
+    assert f"lost its lease (worker {OWNER}); retry in" in line.getMessage()
+    assert line.lost_by == OWNER  # type: ignore[attr-defined]
