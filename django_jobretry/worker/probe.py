@@ -64,7 +64,7 @@ def server_states(params: dict[str, Any], pids: list[int]) -> dict[int, str | No
     """
     try:
         with psycopg.connect(**params, autocommit=True) as probe:
-            timer = threading.Timer(params["connect_timeout"], shut_down, [probe])
+            timer = threading.Timer(float(params["connect_timeout"]), shut_down, [probe])
             timer.start()
             try:
                 rows = probe.execute(SESSION_STATES, [pids]).fetchall() if pids else []
