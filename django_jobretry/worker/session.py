@@ -40,14 +40,18 @@ def mark_bookkeeping_thread() -> None:
 
 
 def _bound_connects(wrapper: Any) -> None:
-    """This thread's connects give up after ``connect_timeout``, unless OPTIONS sets it (psycopg: 130 s)."""
+    """This thread's connects give up after ``connect_timeout``: OPTIONS', else 4 s (psycopg's is 130 s).
+
+    A stopping worker's connects also give up when its grace period is over.
+    """
     if getattr(wrapper, "_jobretry_bounded", False):
         return
     params = wrapper.get_connection_params
 
     def bounded() -> dict[str, Any]:
         conn_params: dict[str, Any] = params()
-        conn_params.setdefault("connect_timeout", watchdog.connect_timeout())
+        configured = int(float(conn_params.get("connect_timeout", probe.CONNECT_TIMEOUT)))
+        conn_params["connect_timeout"] = watchdog.connect_timeout(configured)
         return conn_params
 
     wrapper.get_connection_params = bounded

@@ -38,7 +38,6 @@ from django.db import connections
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.worker.probe import (
-    CONNECT_TIMEOUT,
     address_of,
     lost,
     probe_params,
@@ -197,13 +196,14 @@ def stop() -> None:
         dog.stop()
 
 
-def connect_timeout() -> int:
-    """CONNECT_TIMEOUT, or less when a stopping worker's grace ends sooner (libpq's least is 2 s)."""
+def connect_timeout(configured: int) -> int:
+    """``configured`` (0: no limit), or less when a stopping worker's grace ends sooner (at least 2 s)."""
     dog = _installed.dog
     when = None if dog is None else dog.giving_up_at()
     if when is None:
-        return CONNECT_TIMEOUT
-    return max(2, min(CONNECT_TIMEOUT, math.ceil(when - time.monotonic())))
+        return configured
+    left = max(2, math.ceil(when - time.monotonic()))
+    return left if configured <= 0 else min(configured, left)
 
 
 def give_up_at(when: float) -> None:
