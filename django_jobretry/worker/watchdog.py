@@ -54,6 +54,8 @@ SLOW_AFTER = 2.0
 NO_ANSWER_MARGIN = 2.0
 #: How often the watchdog looks at the calls waiting.
 TICK = 0.25
+#: Once a stopping worker's grace is over, how long one more call may wait (its goodbye, say).
+LAST_CALL = 0.5
 
 
 @dataclass(eq=False)
@@ -117,7 +119,7 @@ class Watchdog(threading.Thread):
         with self._lock:
             for call in list(self._calls):
                 waited = now - call.started
-                if give_up_at is not None and now >= give_up_at:
+                if give_up_at is not None and now - max(call.started, give_up_at) >= LAST_CALL:
                     self._cut(call, waited, "the worker's grace period is over")
                 elif waited >= self.no_answer_after:
                     why = f"the server would have cancelled it after {self.no_answer_after:g}s"
@@ -138,10 +140,13 @@ class Watchdog(threading.Thread):
         """
         with self._lock:
             waiting = [call for call in self._calls if call.key() == key and call.started <= started]
-        pooled = bool(connections.settings.get(key[0], {}).get("DISABLE_SERVER_SIDE_CURSORS"))
-        states = server_states(probe_params(*key), [] if pooled else [c.backend_pid for c in waiting])
+        try:
+            pooled = bool(connections.settings.get(key[0], {}).get("DISABLE_SERVER_SIDE_CURSORS"))
+            states = server_states(probe_params(*key), [] if pooled else [c.backend_pid for c in waiting])
+        finally:
+            with self._lock:
+                del self._probes[key]
         with self._lock:
-            del self._probes[key]
             for call in waiting:
                 if call not in self._calls:
                     continue  # it came back meanwhile
