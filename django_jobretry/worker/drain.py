@@ -88,10 +88,11 @@ def drain(worker: Draining, grace_ends: float) -> list[int]:
     left = sorted({job.id for job in [*unreleased, *worker.time_limits.alive(), *worker.unrecorded_jobs()]})
     if left:
         logger.warning(
-            "worker %s stops without recording the outcome of %d jobs (%s): they are left to their "
-            "leases and recovered by other workers when those expire",
+            "worker %s stops without recording the outcome of %d %s (%s): left to their leases, "
+            "they are recovered by other workers when those expire",
             worker.id,
             len(left),
+            "job" if len(left) == 1 else "jobs",
             ", ".join(map(str, left)),
             extra={"worker": worker.id, "outcome": "left_to_lease", "job_ids": left},
         )
