@@ -33,13 +33,13 @@ _bookkeeping_threads: set[int] = set()
 def mark_bookkeeping_thread() -> None:
     """Give this thread's (next) connection the worker session settings (docs/design.md#rule-8)."""
     _bookkeeping_threads.add(threading.get_ident())
-    _bound_connects(connection)
+    bound_connects(connection)
     if connection.connection is not None:
         watchdog.guard(connection.connection, connection.alias)
         apply_timeouts(connection)
 
 
-def _bound_connects(wrapper: Any) -> None:
+def bound_connects(wrapper: Any) -> None:
     """This thread's connects give up after ``connect_timeout``: OPTIONS', else 4 s (psycopg's is 130 s).
 
     A stopping worker's connects also give up when its grace period is over.
