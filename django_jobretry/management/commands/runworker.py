@@ -98,4 +98,6 @@ class Command(DatabaseCommand):
             )
         )
         self.started = True
-        worker.run()
+        code = worker.run()
+        if code:  # 3: outcomes the database did not take before the grace ran out (docs/worker.md)
+            raise SystemExit(code)
