@@ -43,7 +43,7 @@ import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 #: Linger on, timeout 0: close() sends RST instead of FIN.
 RST = struct.pack("ii", 1, 0)
@@ -80,9 +80,10 @@ class _Link:
 
 
 class Relay:
-    """127.0.0.1:<port> -> upstream, switchable between pass and blackhole from any thread."""
+    """127.0.0.1:<port> -> upstream (TCP or PostgreSQL's Unix socket); switched from any thread."""
 
     def __init__(self, upstream_host: str, upstream_port: int, *, seed: int = 0) -> None:
+        #: A host name or address, or a directory holding PostgreSQL's Unix socket.
         self.upstream = (upstream_host, upstream_port)
         self.stats = Stats()
         self.port = 0
@@ -109,12 +110,22 @@ class Relay:
     def shape(self, delay: float = 0.0, jitter: float = 0.0, loss: float = 0.0, stall: float = 0.0) -> None:
         self._shape = Shape(delay, jitter, loss, stall)
 
+    @classmethod
+    def to(cls, database_url: str, *, seed: int = 0) -> Relay:
+        """A relay to the server of ``database_url`` (a host, or a socket directory in ``?host=``)."""
+        parts = urlsplit(database_url)
+        query = parse_qs(parts.query)
+        host = query.get("host", [parts.hostname or "127.0.0.1"])[0]
+        port = parts.port or int(query.get("port", ["5432"])[0])
+        return cls(host, port, seed=seed)
+
     def url_for(self, database_url: str) -> str:
         """``database_url`` with its host and port replaced by this relay's."""
         parts = urlsplit(database_url)
         credentials = parts.netloc.rpartition("@")[0]
         netloc = f"{credentials}@127.0.0.1:{self.port}" if credentials else f"127.0.0.1:{self.port}"
-        return urlunsplit(parts._replace(netloc=netloc))
+        query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("host", "port")]
+        return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query)))
 
     @property
     def passing(self) -> bool:
@@ -179,7 +190,7 @@ class Relay:
             if client_writer.transport.is_closing():
                 return
             try:
-                upstream_reader, link.upstream = await asyncio.open_connection(*self.upstream)
+                upstream_reader, link.upstream = await self._connect()
             except OSError:
                 self._reset(link)  # upstream refused: the client sees a reset, as it would directly
                 return
@@ -197,6 +208,12 @@ class Relay:
                     writer.transport.abort()
             self._links.discard(link)
             self.stats.open -= 1
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        host, port = self.upstream
+        if host.startswith("/"):
+            return await asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}")
+        return await asyncio.open_connection(host, port)
 
     async def _read(self, reader: asyncio.StreamReader, queue: asyncio.Queue[tuple[float, bytes]]) -> None:
         """Everything read, stamped with its arrival; b"" for the end of the stream (or an error)."""

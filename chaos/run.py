@@ -26,6 +26,8 @@ from pathlib import Path
 
 import django
 
+from chaos.processes import Pool
+from chaos.relay import Relay
 from chaos.sizes import SIZES, Size
 
 
@@ -49,6 +51,10 @@ def schedule(size: Size, rng: random.Random, can_restart: bool) -> list[str]:
         + ["lock_table"] * size.locks
         + ["poison"] * size.poison
         + ["retry_storm"] * size.storms
+        + ["partition"] * size.partitions
+        + ["partition_reset"] * size.partition_resets
+        + ["flapping"] * size.flaps
+        + ["latency_loss"] * size.slowdowns
         + ["hostile_rows", "stubborn_child"]
     )
     rng.shuffle(events)
@@ -56,6 +62,34 @@ def schedule(size: Size, rng: random.Random, can_restart: bool) -> list[str]:
         for i in range(size.restarts):
             events.insert(len(events) * (i + 1) // (size.restarts + 1), "pg_restart")
     return events
+
+
+def start_processes(pool: Pool, size: Size, url: str, seed: int) -> tuple[Pool, dict[str, Relay]]:
+    """The workers, the operators and the pruner, under the supervisor; the workers' relays.
+
+    Each worker reaches the database through a relay of its own, which partition faults cut.
+    """
+    manage = str(Path(__file__).resolve().parents[1] / "manage.py")
+    relays = {f"worker-{i}": Relay.to(url, seed=seed + i).start() for i in range(size.workers)}
+    for name, relay in relays.items():
+        # Not the "stubborn" queue: the stubborn_child fault's own worker's (chaos/stubborn.py).
+        pool.add(
+            name,
+            manage,
+            "runworker",
+            "-v",
+            "1",
+            "--concurrency",
+            str(size.concurrency),
+            "--queue",
+            "default",
+            env={**pool.env, "DATABASE_URL": relay.url_for(url)},
+        )
+    for name in ("operator-a", "operator-b"):
+        pool.add(name, "-m", "chaos.sidecars", "operator", name)
+    pool.add("pruner", "-m", "chaos.sidecars", "pruner")
+    threading.Thread(target=pool.supervise, name="chaos-supervisor", daemon=True).start()
+    return pool, relays
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,9 +112,8 @@ def _run(
     django.setup()
     from django.core.management import call_command
 
-    from chaos import report, schema, workload
+    from chaos import partition, report, schema, workload
     from chaos.faults import Fault, Injector
-    from chaos.processes import Pool
     from chaos.settings import LEASE_SECONDS
 
     call_command("migrate", verbosity=0)
@@ -95,33 +128,15 @@ def _run(
     events = schedule(size, rng, restart is not None)
     hostile = len(workload.HOSTILE)
     fed = size.jobs - size.storms * size.storm_jobs - size.poison - hostile
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    pool = Pool(env, log_dir)
-    manage = str(Path(__file__).resolve().parents[1] / "manage.py")
-    for i in range(size.workers):
-        # Not the "stubborn" queue: the stubborn_child fault's own worker's (chaos/stubborn.py).
-        pool.add(
-            f"worker-{i}",
-            manage,
-            "runworker",
-            "-v",
-            "1",
-            "--concurrency",
-            str(size.concurrency),
-            "--queue",
-            "default",
-        )
-    for name in ("operator-a", "operator-b"):
-        pool.add(name, "-m", "chaos.sidecars", "operator", name)
-    pool.add("pruner", "-m", "chaos.sidecars", "pruner")
-    supervisor = threading.Thread(target=pool.supervise, name="chaos-supervisor", daemon=True)
-    supervisor.start()
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    pool, relays = start_processes(Pool(environment, log_dir), size, url, args.seed)
 
     started = time.monotonic()
     deadline = started + size.fault_seconds + size.drain_seconds + 120
     gate = threading.Lock()
     faults: list[Fault] = []
     injector = Injector(pool, url, LEASE_SECONDS, rng, gate, restart, faults)
+    partitioner = partition.Partitioner(pool, relays, url, rng, faults)
     feeder = workload.Feeder(fed, size.fault_seconds, args.seed, gate, deadline)
     feeder.start()
     actions: dict[str, Callable[[], None]] = {
@@ -135,6 +150,10 @@ def _run(
         "retry_storm": lambda: workload.retry_storm(f"storm-{rng.random():.6f}", size.storm_jobs, deadline),
         "hostile_rows": lambda: workload.insert_hostile(deadline, workload.HOSTILE),
         "stubborn_child": injector.stubborn_child,
+        "partition": lambda: partitioner.cut(size.partition_seconds),
+        "partition_reset": lambda: partitioner.cut(size.partition_seconds, reset=True),
+        "flapping": lambda: partitioner.flap(size.flap_cycles, phase=1.5),
+        "latency_loss": lambda: partitioner.slow(size.partition_seconds),
     }
     interval = size.fault_seconds / (len(events) + 1)
     for i, event in enumerate(events):
@@ -148,9 +167,13 @@ def _run(
     for prefix in ("operator", "pruner", "worker"):
         pool.stop(prefix, timeout=20)
     pool.shutdown(timeout=5)
+    for relay in relays.values():
+        relay.close()
     report.save_faults(faults)
 
     checks, figures = report.evaluate(pool, feeder, drained, timedelta(seconds=LEASE_SECONDS + 2), log_dir)
+    if partitioner.episodes:
+        checks.append(partition.measure(partitioner.episodes, log_dir))
     figures.update(
         {
             "size": args.size,
@@ -162,6 +185,8 @@ def _run(
         }
     )
     report.print_table(checks, figures)
+    if partitioner.episodes:
+        partition.print_episodes(partitioner.episodes)
     if not drained:
         return 2
     return 0 if all(check.ok for check in checks) else 1
