@@ -83,8 +83,7 @@ def audit(settings: Any) -> Iterator[None]:
 
 @pytest.fixture
 def relay() -> Iterator[Relay]:
-    settings = connection.settings_dict
-    relay = Relay(settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)).start()
+    relay = Relay.to(test_database_url()).start()
     yield relay
     relay.close()
 
