@@ -28,13 +28,13 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 import psycopg
 
 from chaos.faults import Fault, now
 from chaos.invariants import Check
 from chaos.processes import Pool
-from chaos.relay import Relay
 
 #: The issue's acceptance: a cut worker warns within this, and works again this soon after the heal.
 NOTICE_SECONDS = RECOVER_SECONDS = 10.0
@@ -45,6 +45,16 @@ CUTS = ("partition", "partition_reset")
 def is_partition_warning(line: str, host: str = "127.0.0.1", alias: str = "default") -> bool:
     """A worker's log line warning about the database, naming its alias and the host it cannot reach."""
     return " WARNING " in line and re.search(rf"\b{re.escape(alias)}\b", line) is not None and host in line
+
+
+class Link(Protocol):
+    """A worker's way to the database that faults can cut: a Relay, or chaos/netns.py's Cut."""
+
+    def blackhole(self) -> None: ...
+    def heal(self, *, reset: bool = False) -> None: ...
+    def shape(
+        self, delay: float = 0.0, jitter: float = 0.0, loss: float = 0.0, stall: float = 0.0
+    ) -> None: ...
 
 
 @dataclass
@@ -62,7 +72,7 @@ class Partitioner:
     """Cuts, flaps and slows the workers' links; every episode is logged as a Fault too."""
 
     pool: Pool
-    relays: dict[str, Relay]  # by worker slot name
+    relays: dict[str, Link]  # by worker slot name
     url: str  # the database, directly: the harness's own view
     rng: random.Random
     log: list[Fault]

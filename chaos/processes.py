@@ -57,8 +57,11 @@ class Pool:
     stopping: threading.Event = field(default_factory=threading.Event)
     restart_delay: float = 0.5
 
-    def add(self, name: str, *args: str, env: dict[str, str] | None = None) -> Slot:
-        slot = Slot(name, [sys.executable, *args], env)
+    def add(
+        self, name: str, *args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None
+    ) -> Slot:
+        """``prefix`` runs the process elsewhere (``ip netns exec NS``, which execs: the pid is Python's)."""
+        slot = Slot(name, [*(prefix or []), sys.executable, *args], env)
         with self.lock:
             self.slots.append(slot)
             self._start(slot)
@@ -99,12 +102,15 @@ class Pool:
             ]
 
     def live_slots(self, prefix: str) -> list[tuple[str, int]]:
-        """(slot name, pid) of each live process named ``prefix*``."""
+        """(slot name, pid) of each live process named ``prefix*``, not one just sent SIGKILL."""
         with self.lock:
             return [
                 (s.name, s.process.pid)
                 for s in self.slots
-                if s.name.startswith(prefix) and s.process is not None and s.process.poll() is None
+                if s.name.startswith(prefix)
+                and s.process is not None
+                and not s.killed
+                and s.process.poll() is None
             ]
 
     def sigkill(self, pid: int) -> bool:

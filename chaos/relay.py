@@ -80,11 +80,14 @@ class _Link:
 
 
 class Relay:
-    """127.0.0.1:<port> -> upstream (TCP or PostgreSQL's Unix socket); switched from any thread."""
+    """<bind>:<port> -> upstream (TCP or PostgreSQL's Unix socket); switched from any thread."""
 
-    def __init__(self, upstream_host: str, upstream_port: int, *, seed: int = 0) -> None:
+    def __init__(
+        self, upstream_host: str, upstream_port: int, *, seed: int = 0, bind: str = "127.0.0.1"
+    ) -> None:
         #: A host name or address, or a directory holding PostgreSQL's Unix socket.
         self.upstream = (upstream_host, upstream_port)
+        self.bind = bind
         self.stats = Stats()
         self.port = 0
         self._shape = Shape()
@@ -96,7 +99,7 @@ class Relay:
         self._thread = threading.Thread(target=self._loop.run_forever, name="chaos-relay", daemon=True)
 
     def start(self) -> Relay:
-        """Listen on a free port of 127.0.0.1 (``self.port``) in a thread of its own; passing."""
+        """Listen on a free port (``self.port``) of ``self.bind`` in a thread of its own; passing."""
         self._thread.start()
         self._call(self._listen())
         return self
@@ -111,19 +114,19 @@ class Relay:
         self._shape = Shape(delay, jitter, loss, stall)
 
     @classmethod
-    def to(cls, database_url: str, *, seed: int = 0) -> Relay:
+    def to(cls, database_url: str, *, seed: int = 0, bind: str = "127.0.0.1") -> Relay:
         """A relay to the server of ``database_url`` (a host, or a socket directory in ``?host=``)."""
         parts = urlsplit(database_url)
         query = parse_qs(parts.query)
         host = query.get("host", [parts.hostname or "127.0.0.1"])[0]
         port = parts.port or int(query.get("port", ["5432"])[0])
-        return cls(host, port, seed=seed)
+        return cls(host, port, seed=seed, bind=bind)
 
     def url_for(self, database_url: str) -> str:
         """``database_url`` with its host and port replaced by this relay's."""
         parts = urlsplit(database_url)
         credentials = parts.netloc.rpartition("@")[0]
-        netloc = f"{credentials}@127.0.0.1:{self.port}" if credentials else f"127.0.0.1:{self.port}"
+        netloc = f"{credentials}@{self.bind}:{self.port}" if credentials else f"{self.bind}:{self.port}"
         query = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("host", "port")]
         return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query)))
 
@@ -144,7 +147,7 @@ class Relay:
 
     async def _listen(self) -> None:
         self._passing.set()
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, self.bind, 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _set(self, *, passing: bool, reset: bool = False) -> None:
