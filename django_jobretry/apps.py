@@ -17,13 +17,19 @@ class JobRetryConfig(AppConfig):
             checks,  # noqa: F401 - registers the system checks
             jobretry_settings,
         )
+        from django_jobretry.conf.connect_options import apply_connect_defaults
         from django_jobretry.conf.task_modules import import_startup_modules
+        from django_jobretry.management.database import runs_our_command
         from django_jobretry.worker.startup import is_worker_process, remember_stop_requests
 
         # Before the (possibly slow) jobs.py imports: a SIGTERM meanwhile must
         # end a starting worker cleanly, not kill it.
         if is_worker_process(sys.argv):
             remember_stop_requests()
+        # Before anything connects: our processes connect with bounded TCP (a partition is
+        # an error within seconds, not a hang); the project's own OPTIONS win.
+        if runs_our_command(sys.argv):
+            apply_connect_defaults()
 
         # Fill the task registry from every installed app's jobs.py, the way
         # the admin finds admin.py, and from JOBRETRY["TASK_MODULES"]; workers

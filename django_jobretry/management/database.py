@@ -8,17 +8,29 @@ The test is the connection itself, not the error's text: the error came from
 a database this process cannot reach when it passed through an alias whose
 connection (in the command's thread) was never opened or has been lost. Any
 other database error is a bug, and keeps its traceback.
+
+A database that does not answer at all (a partition) is bounded by the
+connect options our processes get (conf/connect_options.py): the command
+says it is waiting after a couple of seconds (waiting.py), fails with the
+same one line once ``connect_timeout`` runs out, and Ctrl-C ends it at once
+(interruption.py).
 """
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.db import DatabaseError, InterfaceError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from django_jobretry.conf.database_engine import holding_aliases
+from django_jobretry.management.interruption import EXIT_INTERRUPTED, stop_at_once
 from django_jobretry.management.terminal_text import printable
+from django_jobretry.management.waiting import announced_when_slow
 
 #: The exit code: `deadletters`' "failed" (docs/commands.md), for every command.
 EXIT_UNREACHABLE = 4
@@ -57,12 +69,43 @@ def unreachable(error: DatabaseError | InterfaceError) -> CommandError | None:
     )
 
 
+def runs_our_command(argv: Sequence[str]) -> bool:
+    """Whether this process is `manage.py COMMAND` (or django-admin) for one of our commands.
+
+    Also true in the process pool's children, which multiprocessing starts
+    with their parent's ``sys.argv``.
+    """
+    ours = {path.stem for path in Path(__file__).with_name("commands").glob("[!_]*.py")}
+    return len(argv) > 1 and argv[1] in ours
+
+
 class DatabaseCommand(BaseCommand):
-    """A command of ours: a database it cannot reach ends it with one clean error and exit code 4."""
+    """A command of ours: a database it cannot reach ends it with one clean error and exit code 4.
+
+    Run from the command line, it says when its database keeps it waiting,
+    and its ``stop_signals`` end it at once: one line on stderr, exit code
+    ``stopped_code``.
+    """
+
+    #: False for a command that never queries (showpolicies): nothing to wait for.
+    uses_database = True
+    stop_signals: tuple[signal.Signals, ...] = (signal.SIGINT,)
+    stopped_code = EXIT_INTERRUPTED
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        with stop_at_once(self.stop_signals, self.stopped_line, self.stopped_code):
+            super().run_from_argv(argv)
+
+    def stopped_line(self, signum: signal.Signals) -> str:
+        """The one line a command stopped by ``signum`` leaves."""
+        return f"stopped by {signum.name}" + (" (Ctrl-C)" if signum == signal.SIGINT else "")
 
     def execute(self, *args: Any, **options: Any) -> str | None:
+        stderr = OutputWrapper(options["stderr"]) if options.get("stderr") else self.stderr
+        aliases = holding_aliases() if self.uses_database else []
         try:
-            return super().execute(*args, **options)
+            with announced_when_slow(aliases, lambda line: stderr.write(line, lambda text: text)):
+                return super().execute(*args, **options)
         except (DatabaseError, InterfaceError) as error:
             clean = unreachable(error)
             if clean is None:

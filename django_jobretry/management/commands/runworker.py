@@ -7,6 +7,7 @@ command only turns its options into WorkerOptions and sets up logging.
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from typing import Any
 
@@ -30,6 +31,13 @@ START_ATTEMPTS = 5
 class Command(DatabaseCommand):
     help = "Run background jobs from the database until stopped (SIGTERM/SIGINT stop gracefully)."
     started = False
+    # Until the worker runs and takes the signals over (graceful drain), a stop request
+    # ends the start at once, a wait for the database included: nothing was claimed yet.
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    stopped_code = 0
+
+    def stopped_line(self, signum: signal.Signals) -> str:
+        return f"stopped by {signum.name} while starting: no job was claimed"
 
     def execute(self, *args: Any, **options: Any) -> str | None:
         """Start again when the connection is cut while starting: an outage, not a mistake to name.

@@ -22,6 +22,7 @@ _HEADER = ("after attempt", "nominal", "min (jitter)", "max (jitter)", "cumulati
 
 class Command(DatabaseCommand):
     help = "Print the retry schedule (delays and worst-case totals) of each configured policy."
+    uses_database = False
 
     def add_arguments(self, parser: CommandParser) -> None:
         add_showpolicies_arguments(parser)

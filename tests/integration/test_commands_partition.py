@@ -1,0 +1,165 @@
+"""Our commands against a partitioned database: they say they wait, time out, and stop at Ctrl-C.
+
+Real `manage.py` processes. The database is a listener on 127.0.0.1 that
+accepts and never answers (tests/blackhole.py), or a forwarder to the test
+database that goes silent in the middle of a query. Without bounded TCP a
+command would hang there for minutes without a word, and Ctrl-C would make
+psycopg send a cancel request through the same partition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from urllib.parse import urlsplit
+
+import pytest
+from django.db import connection
+
+from django_jobretry.management.database import EXIT_UNREACHABLE
+from django_jobretry.management.interruption import EXIT_INTERRUPTED
+from tests.blackhole import Blackhole, Forwarder
+from tests.processes import ROOT, test_database_url, wait_until
+
+#: Acceptance deadlines: the notice comes after about 2 s, a stop within about 1 s.
+NOTICE_DEADLINE = 15
+STOP_DEADLINE = 5
+
+
+class Command:
+    """`manage.py ARGS` running, its stderr read as it comes, so a test can wait for a line."""
+
+    def __init__(self, *args: str, url: str, options: Mapping[str, object] | None = None) -> None:
+        env = {
+            **os.environ,
+            "DATABASE_URL": url,
+            "DJANGO_SETTINGS_MODULE": "tests.settings_connect",
+            "JOBRETRY_TEST_DATABASE_OPTIONS": json.dumps(options or {}),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.stderr: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        self.stderr.extend(self.process.stderr)
+
+    def wait_for_line(self, start: str) -> None:
+        wait_until(
+            lambda: any(line.startswith(start) for line in self.stderr),
+            timeout=NOTICE_DEADLINE,
+            what=f"a line starting {start!r}; stderr so far: {self.stderr}",
+        )
+
+    def end(self, timeout: float) -> int:
+        """Wait at most ``timeout`` seconds for the exit; its code."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {timeout}s later; stderr: {self.stderr}")
+        self.reader.join(timeout=5)
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+
+@pytest.fixture
+def blackhole() -> Iterator[Blackhole]:
+    with Blackhole() as listener:
+        yield listener
+
+
+def url_at(port: int) -> str:
+    return f"postgres://jobretry:secret-password@127.0.0.1:{port}/jobretry"
+
+
+def test_a_command_says_it_waits_and_ctrl_c_ends_it(blackhole: Blackhole) -> None:
+    command = Command("jobstatus", url=url_at(blackhole.port), options={"connect_timeout": 60})
+    try:
+        command.wait_for_line(f"waiting for the database 'default' at 127.0.0.1:{blackhole.port}")
+        command.process.send_signal(signal.SIGINT)
+        code = command.end(timeout=STOP_DEADLINE)
+    finally:
+        command.kill()
+    assert code == EXIT_INTERRUPTED
+    waiting, stopped = command.stderr
+    assert "secret-password" not in waiting
+    assert stopped == "stopped by SIGINT (Ctrl-C)\n"
+
+
+def test_a_connect_nobody_answers_fails_after_connect_timeout(blackhole: Blackhole) -> None:
+    """The default connect_timeout (5 s) ends it: exit 4, the waiting line and the error, no traceback."""
+    command = Command("canceljobs", "1", url=url_at(blackhole.port))
+    try:
+        code = command.end(timeout=30)
+    finally:
+        command.kill()
+    assert code == EXIT_UNREACHABLE
+    waiting, error = command.stderr
+    assert waiting.startswith(f"waiting for the database 'default' at 127.0.0.1:{blackhole.port}: ")
+    assert error == (
+        f"CommandError: could not reach database 'default' (host 127.0.0.1, port {blackhole.port}, "
+        "name 'jobretry'): connection timeout expired\n"
+    )
+
+
+def test_a_starting_worker_says_it_waits_and_stops_at_sigterm(blackhole: Blackhole) -> None:
+    """Before it runs, a worker has claimed nothing: a stop request ends it at once, with code 0."""
+    command = Command("runworker", url=url_at(blackhole.port), options={"connect_timeout": 60})
+    try:
+        command.wait_for_line(f"waiting for the database 'default' at 127.0.0.1:{blackhole.port}")
+        command.process.send_signal(signal.SIGTERM)
+        code = command.end(timeout=STOP_DEADLINE)
+    finally:
+        command.kill()
+    assert code == 0
+    assert command.stderr[-1] == "stopped by SIGTERM while starting: no job was claimed\n"
+    assert not any("Traceback" in line for line in command.stderr)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_in_a_query_the_partition_swallowed_sends_no_cancel_through_it() -> None:
+    """psycopg's own answer to Ctrl-C, a cancel request over a new connection, would hang here for seconds."""
+    database = urlsplit(test_database_url())
+    with Forwarder(
+        (database.hostname or "127.0.0.1", database.port or 5432), b"django_jobretry_job"
+    ) as proxy:
+        url = database._replace(netloc=f"{database.username}@127.0.0.1:{proxy.port}").geturl()
+        options = {"tcp_user_timeout": 0, "keepalives": 0, "application_name": APPLICATION_NAME}
+        command = Command("jobstatus", url=url, options=options)
+        try:
+            wait_until(proxy.frozen.is_set, timeout=NOTICE_DEADLINE, what="the command's query on the jobs")
+            command.process.send_signal(signal.SIGINT)
+            code = command.end(timeout=STOP_DEADLINE)
+        finally:
+            command.kill()
+    # The forwarder closed its side: the server ends the session (the test database is dropped at the end).
+    wait_until(lambda: not sessions_named(APPLICATION_NAME), what="the command's session to end")
+    assert code == EXIT_INTERRUPTED
+    assert command.stderr == ["stopped by SIGINT (Ctrl-C)\n"]
+
+
+APPLICATION_NAME = "jobretry-partition-test"
+
+
+def sessions_named(name: str) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [name])
+        return [row[0] for row in cursor.fetchall()]
