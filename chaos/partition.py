@@ -136,7 +136,8 @@ class Partitioner:
             while time.monotonic() < deadline:
                 row = conn.execute(RESUMED, [f"chaos-{pid}", healed]).fetchone()
                 if row is not None and row[0] is not None:
-                    return max((row[0] - healed).total_seconds(), 0.0)
+                    started: datetime = row[0]
+                    return max((started - healed).total_seconds(), 0.0)
                 time.sleep(0.05)
         return None
 

@@ -97,13 +97,13 @@ def wait(what: str, condition: Callable[[], bool], timeout: float, *watched: Wat
         pytest.fail(f"timed out after {timeout}s waiting for {what}; workers said:\n{said}")
 
 
-def rows(sql: str, params: list[object]) -> list[tuple[object, ...]]:
+def rows(sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall())
 
 
-def claims(job_ids: list[int]) -> list[tuple[object, ...]]:
+def claims(job_ids: list[int]) -> list[tuple[Any, ...]]:
     """(job, attempt, writer) of every committed claim of these jobs."""
     return rows(
         "SELECT job_id, attempts, writer FROM chaos_audit WHERE source = 'job' AND op = 'update' "
@@ -112,7 +112,7 @@ def claims(job_ids: list[int]) -> list[tuple[object, ...]]:
     )
 
 
-def successes(job_ids: list[int]) -> list[tuple[object, ...]]:
+def successes(job_ids: list[int]) -> list[tuple[Any, ...]]:
     return rows(
         "SELECT job_id, old_attempts, writer FROM chaos_audit WHERE source = 'job' AND op = 'update' "
         "AND new_status = 'succeeded' AND job_id = ANY(%s) ORDER BY job_id",
@@ -129,7 +129,7 @@ def running_on(worker: Watched, count: int) -> Callable[[], bool]:
             "WHERE a.pid = %s AND j.status = 'running' AND j.attempts = a.attempt",
             [worker.process.pid],
         )
-        return started[0][0] == count
+        return int(started[0][0]) == count
 
     return check
 
