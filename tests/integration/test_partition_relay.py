@@ -161,6 +161,9 @@ def test_a_blackholed_worker_warns_loses_its_jobs_exits_on_sigterm_and_resumes_a
         a,
         b,
     )
+    # Attempt 1 of each ended by lease expiry: B waited for the lease before running them again.
+    for job in Job.objects.filter(pk__in=held):
+        assert [(e["attempt"], e["ended"]) for e in job.errors] == [(1, "lease_expired")]
     assert sorted(claims(held)) == sorted(
         [(job, 1, a.writer) for job in held] + [(job, 2, b.writer) for job in held]
     )
