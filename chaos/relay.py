@@ -93,13 +93,15 @@ class Relay:
         self._shape = Shape()
         self._rng = random.Random(seed)  # noqa: S311 - schedules stalls, not secrets
         self._links: set[_Link] = set()
-        self._loop = asyncio.new_event_loop()
         self._passing = asyncio.Event()
         self._server: asyncio.Server | None = None
-        self._thread = threading.Thread(target=self._loop.run_forever, name="chaos-relay", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None  # made by start(), closed by close()
+        self._thread: threading.Thread | None = None
 
     def start(self) -> Relay:
         """Listen on a free port (``self.port``) of ``self.bind`` in a thread of its own; passing."""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="chaos-relay", daemon=True)
         self._thread.start()
         self._call(self._listen())
         return self
@@ -136,6 +138,8 @@ class Relay:
 
     def close(self) -> None:
         """Reset every connection, stop listening, end the thread."""
+        if self._loop is None or self._thread is None:
+            return
         if self._thread.is_alive():
             self._call(self._close())
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -143,6 +147,9 @@ class Relay:
         self._loop.close()
 
     def _call(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        if self._loop is None:
+            coroutine.close()
+            raise RuntimeError("the relay is not started")
         asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
     async def _listen(self) -> None:

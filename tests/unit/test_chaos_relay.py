@@ -161,3 +161,24 @@ def test_stalls_hold_up_the_stream_behind_them_and_lose_nothing(relay: Relay) ->
             sock.sendall(b"%d," % n)
         assert receive(sock, 10) == b"0,1,2,3,4,"
         assert time.monotonic() - started >= 0.2  # one stall each way at least
+
+
+def test_a_relay_to_a_socket_directory_gives_workers_a_tcp_url_to_itself() -> None:
+    relay = Relay.to("postgresql://postgres@/jobretry_chaos?host=/tmp/jr-x&sslmode=disable")
+    relay.port = 40001  # as start() would set it
+
+    assert relay.upstream == ("/tmp/jr-x", 5432)
+    assert (
+        relay.url_for("postgresql://postgres@/jobretry_chaos?host=/tmp/jr-x&sslmode=disable")
+        == "postgresql://postgres@127.0.0.1:40001/jobretry_chaos?sslmode=disable"
+    )
+
+
+def test_a_relay_to_a_host_keeps_the_credentials_and_the_database() -> None:
+    relay = Relay.to("postgres://u:p%40ss@db.example:6543/app", bind="10.231.0.1")
+    relay.port = 40002
+
+    assert relay.upstream == ("db.example", 6543)
+    assert (
+        relay.url_for("postgres://u:p%40ss@db.example:6543/app") == "postgres://u:p%40ss@10.231.0.1:40002/app"
+    )
