@@ -42,8 +42,12 @@ NOTICE_SECONDS = RECOVER_SECONDS = 10.0
 CUTS = ("partition", "partition_reset")
 
 
-def is_partition_warning(line: str, host: str = "127.0.0.1", alias: str = "default") -> bool:
-    """A worker's log line warning about the database, naming its alias and the host it cannot reach."""
+def is_partition_warning(line: str, host: str, alias: str = "default") -> bool:
+    """A worker's log line warning about the database, naming its alias and the host it cannot reach.
+
+    ``host`` is the one in the worker's DATABASE_URL: its relay's 127.0.0.1, or the host's
+    address in the namespace variant.
+    """
     return " WARNING " in line and re.search(rf"\b{re.escape(alias)}\b", line) is not None and host in line
 
 
@@ -161,7 +165,7 @@ def _log_times(path: Path) -> list[tuple[datetime, str]]:
     return lines
 
 
-def measure(episodes: list[Episode], log_dir: Path) -> Check:
+def measure(episodes: list[Episode], log_dir: Path, host: str) -> Check:
     """Fill in each episode's time to notice; the check: every cut noticed, every cut worker back in time."""
     check = Check(f"partitioned workers warn < {NOTICE_SECONDS:g} s, resume < {RECOVER_SECONDS:g} s", 0)
     for episode in episodes:
@@ -172,7 +176,7 @@ def measure(episodes: list[Episode], log_dir: Path) -> Check:
         warnings = [
             at
             for at, line in _log_times(log_dir / f"{episode.slot}.log")
-            if at >= fault.started_at and is_partition_warning(line)
+            if at >= fault.started_at and is_partition_warning(line, host)
         ]
         if warnings:
             episode.noticed = (min(warnings) - fault.started_at).total_seconds()

@@ -209,7 +209,8 @@ def _run(
 
     checks, figures = report.evaluate(pool, feeder, drained, timedelta(seconds=LEASE_SECONDS + 2), log_dir)
     if partitioner.episodes:
-        checks.append(partition.measure(partitioner.episodes, log_dir))
+        host = "127.0.0.1" if network is None else netns.HOST_ADDRESS
+        checks.append(partition.measure(partitioner.episodes, log_dir, host))
     figures.update(
         {
             "size": args.size,

@@ -17,7 +17,6 @@ runs new jobs within 10 s.
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import threading
@@ -30,6 +29,7 @@ from django.db import connection
 
 from chaos import jobs as chaos_jobs
 from chaos import schema
+from chaos.partition import is_partition_warning
 from chaos.relay import Relay
 from chaos.settings import JOBRETRY as CHAOS_JOBRETRY
 from chaos.stale import stale_completions
@@ -134,9 +134,9 @@ def running_on(worker: Watched, count: int) -> Callable[[], bool]:
     return check
 
 
-def is_partition_warning(line: str) -> bool:
-    """A warning that names the database alias and the host the worker cannot reach."""
-    return " WARNING " in line and re.search(r"\bdefault\b", line) is not None and "127.0.0.1" in line
+def warns_of_the_relay(line: str) -> bool:
+    """The harness's test: a WARNING naming the alias ``default`` and the host, the relay's 127.0.0.1."""
+    return is_partition_warning(line, "127.0.0.1")
 
 
 def test_a_blackholed_worker_warns_loses_its_jobs_exits_on_sigterm_and_resumes_after_the_heal(
@@ -149,8 +149,8 @@ def test_a_blackholed_worker_warns_loses_its_jobs_exits_on_sigterm_and_resumes_a
 
     relay.blackhole()
     cut = time.monotonic()
-    wait("A's warning", lambda: a.first(cut, is_partition_warning) is not None, NOTICE_SECONDS + 5, a)
-    noticed = a.first(cut, is_partition_warning)
+    wait("A's warning", lambda: a.first(cut, warns_of_the_relay) is not None, NOTICE_SECONDS + 5, a)
+    noticed = a.first(cut, warns_of_the_relay)
     assert noticed is not None
     assert noticed - cut < NOTICE_SECONDS, a.output()
     # After the lease, B recovers A's jobs, claims them again and runs them to success.
