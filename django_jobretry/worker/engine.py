@@ -25,9 +25,10 @@ from django_jobretry.conf.schedules import declared as declared_schedules
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Succeeded
 from django_jobretry.services.outcomes import Recorder
-from django_jobretry.worker import announce
+from django_jobretry.worker import announce, watchdog
 from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.claim_schedule import ClaimSchedule
+from django_jobretry.worker.drain import DRAIN_MARGIN, EXIT_UNRECORDED, drain
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
 from django_jobretry.worker.limited import LimitedClaims
 from django_jobretry.worker.listener import Listener
@@ -38,12 +39,11 @@ from django_jobretry.worker.scheduler import Scheduler
 from django_jobretry.worker.session import (
     Backoff,
     drop_connection,
-    log_database_error,
+    log_back,
     mark_bookkeeping_thread,
     pause_after,
     unmark_bookkeeping_thread,
 )
-from django_jobretry.worker.shutdown import release_unstarted
 from django_jobretry.worker.startup import STOP_REQUESTED, install_stop_handlers
 from django_jobretry.worker.time_limits import TimeLimits
 
@@ -66,6 +66,7 @@ class Worker:
             else self.options.shutdown_timeout
         )
         self.stopping = threading.Event()
+        self.grace_ends: float | None = None  # time.monotonic() when the drain's grace period is over
         self.heartbeat_stop = threading.Event()
         self.wake = threading.Event()
         self.inbox: queue.Queue[ClaimedJob | None] = queue.Queue()
@@ -86,17 +87,25 @@ class Worker:
     # -- lifecycle -------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Graceful stop: no more claims, running jobs finish within the grace period."""
+        """Graceful stop: no more claims, running jobs finish within the grace period, counted from now.
+
+        Called in a signal handler too: nothing here takes a lock.
+        """
+        if self.grace_ends is None:
+            self.grace_ends = time.monotonic() + self.grace
+            watchdog.give_up_at(self.grace_ends + DRAIN_MARGIN)  # a round trip waiting now included
         self.stopping.set()
         self.wake.set()
 
     def run(self) -> int:
-        """Run until done; returns the process exit code (0)."""
+        """Run until done; returns the process exit code: 0, or EXIT_UNRECORDED (worker/drain.py)."""
         install_stop_handlers(self.stop, self.stopping, lambda: len(self.running), self.id)
         if STOP_REQUESTED.is_set():
             logger.info("stop requested while starting: exiting before claiming anything")
             return 0
+        watchdog.start(self.id)
         mark_bookkeeping_thread()
+        left: list[int] = []
         threads: list[threading.Thread] = [self._runner(i) for i in range(self.options.concurrency)]
         heartbeat = Heartbeat(
             worker_id=self.id,
@@ -117,7 +126,9 @@ class Worker:
         announce.started(self.id, self.options)
         try:
             self._loop()
-            self._drain()
+            if self.grace_ends is None:  # burst or max_jobs: no signal started the grace period
+                self.grace_ends = time.monotonic() + self.grace
+            left = drain(self, self.grace_ends)
         finally:
             self.stopping.set()
             self.heartbeat_stop.set()
@@ -125,9 +136,12 @@ class Worker:
                 self.inbox.put(None)
             unmark_bookkeeping_thread()
             drop_connection()
-            heartbeat.join(timeout=GOODBYE_SECONDS)  # it removes the worker's row as it stops
+            # It removes the worker's row as it stops; not past the grace period and its margin.
+            last = (self.grace_ends or time.monotonic()) + DRAIN_MARGIN + 1
+            heartbeat.join(timeout=min(GOODBYE_SECONDS, max(last - time.monotonic(), 0)))
+            watchdog.stop()
         announce.stopped(self.id, self.finished_total)
-        return 0
+        return EXIT_UNRECORDED if left else 0
 
     def _runner(self, index: int) -> Runner:
         """A runner thread; in the process pool it hands its jobs to a child process of its own."""
@@ -164,7 +178,7 @@ class Worker:
                 claimed = self._record_successes(claim=claim_due)
                 if claim_due:
                     schedule.claimed(started)
-                backoff.succeeded()
+                log_back(backoff.succeeded(), self.id, "the main loop")
             except (DatabaseError, InterfaceError) as exc:  # never fatal: wait, reconnect if needed, go on
                 self.stopping.wait(pause_after(exc, backoff, self.id))
                 woken = True
@@ -180,15 +194,19 @@ class Worker:
             woken = self.wake.wait(max(min(next_claim, next_recovery, next_due) - time.monotonic(), 0))
 
     def _finished(self, claimed: int | None) -> bool:
-        idle = not self.running and not self._unrecorded() and self.outbox.empty()
+        idle = not self.running and not self.unrecorded() and self.outbox.empty()
         if self.options.max_jobs is not None and self.claimed_total >= self.options.max_jobs and idle:
             return True
         return self.options.burst and claimed == 0 and idle
 
-    def _unrecorded(self) -> bool:
+    def unrecorded(self) -> bool:
         return bool(self.succeeded or self.failed or self.retrying)
 
-    def _record_outcomes(self) -> None:
+    def unrecorded_jobs(self) -> list[ClaimedJob]:
+        """The jobs whose outcome is known here and not written yet."""
+        return [o.job for o in self.succeeded] + [a.job for a in [*self.failed, *self.retrying]]
+
+    def record_outcomes(self) -> None:
         """Record every finished attempt now, claiming nothing (the shutdown drain)."""
         self._take_outcomes()
         self._record_successes(claim=False)
@@ -272,22 +290,3 @@ class Worker:
         self._last_recovery = now
         for item in recovery.recover_expired(100, jobretry_settings.error_history_limit):
             recovery.announce(item, self.recorder.sender)
-
-    # -- shutdown ----------------------------------------------------------------------
-
-    def _drain(self) -> None:
-        """Release what never started, let the rest finish within the grace period."""
-        deadline = time.monotonic() + self.grace
-        try:
-            release_unstarted(self.inbox, self.running)
-            while (self.running or self._unrecorded()) and time.monotonic() < deadline:
-                self._record_outcomes()
-                self.time_limits.end_overdue()
-                if self.running:
-                    self.wake.wait(min(0.1, max(deadline - time.monotonic(), 0)))
-                    self.wake.clear()
-            self._record_outcomes()
-            self.time_limits.end_at_shutdown(self.lease)  # what still runs after the grace period
-        except DatabaseError as exc:
-            what = "database error during shutdown; leases will expire and be recovered"
-            log_database_error(logging.ERROR, what, exc, self.id)

@@ -28,7 +28,10 @@ from django_jobretry.worker import duties as duty_list
 from django_jobretry.worker.duties import Duty
 from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.session import (
+    RECONNECT_CAP,
+    Backoff,
     drop_connection,
+    log_back,
     log_database_error,
     mark_bookkeeping_thread,
     unmark_bookkeeping_thread,
@@ -93,9 +96,11 @@ class Heartbeat(threading.Thread):
         mark_bookkeeping_thread()
         lost: set[tuple[int, int]] = set()  # (job id, attempt) reported lost
         missed: dict[int, int] = {}  # job id -> attempt not extended at the last beat
+        backoff = Backoff(first=min(0.5, self.every), cap=min(RECONNECT_CAP, self.every))
+        pause = self.every
         try:
             self._run_duties(0)
-            while not self.stop.wait(self.every):
+            while not self.stop.wait(pause):
                 current = self.running()
                 self._report_lost(current, missed, lost)
                 jobs = [job for job in current if (job.id, job.attempt) not in lost]
@@ -104,7 +109,10 @@ class Heartbeat(threading.Thread):
                 except DatabaseError as exc:
                     log_database_error(logging.WARNING, "heartbeat failed", exc, self.worker_id)
                     drop_connection()
+                    pause = backoff.failed()  # sooner than a beat: the leases run out meanwhile
                     continue
+                log_back(backoff.succeeded(), self.worker_id, "the heartbeat")
+                pause = self.every
                 for job_id, cancelled_by in alive.items():
                     if cancelled_by and self.on_cancel is not None:
                         self.on_cancel(job_id, cancelled_by)
@@ -139,17 +147,17 @@ class Heartbeat(threading.Thread):
                 log_database_error(logging.WARNING, f"could not {duty.failure} at exit", exc, self.worker_id)
                 drop_connection()
 
-    @staticmethod
     def _report_lost(
-        current: Sequence[ClaimedJob], missed: dict[int, int], lost: set[tuple[int, int]]
+        self, current: Sequence[ClaimedJob], missed: dict[int, int], lost: set[tuple[int, int]]
     ) -> None:
         """Warn once for each attempt missed by the last beat and still running now."""
         for job in current:
             if missed.get(job.id) == job.attempt and (job.id, job.attempt) not in lost:
                 lost.add((job.id, job.attempt))
                 logger.warning(
-                    "job %s attempt %s lost its lease while running",
+                    "job %s attempt %s lost its lease while running on worker %s",
                     job.id,
                     job.attempt,
-                    extra=log_extra(job, "lease_lost"),
+                    self.worker_id,
+                    extra=log_extra(job, "lease_lost", worker=self.worker_id),
                 )

@@ -1,16 +1,20 @@
 """Database sessions of the worker's own threads: bounded, and reconnecting.
 
-Only the bookkeeping threads (main loop, heartbeat) get the timeouts; the
-threads that run job handlers keep the project's normal sessions, so a job's
-long report query is not cut by the worker's statement_timeout. Behind a
-transaction pooler a session setting would stay on a shared server
-connection, so there the timeouts are the role's business (pooling.py).
+Only the bookkeeping threads (main loop, heartbeat, scheduler) get the
+timeouts; the threads that run job handlers keep the project's normal
+sessions, so a job's long report query is not cut by the worker's
+statement_timeout. Behind a transaction pooler a session setting would stay
+on a shared server connection, so there the timeouts are the role's
+business (pooling.py). The server's timeouts bound what reaches the server;
+the watchdog (worker/watchdog.py) bounds the waits of these connections on
+this side too, and their connects are bounded by ``connect_timeout``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
@@ -19,6 +23,7 @@ from django.dispatch import receiver
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.services.sql import loggable
+from django_jobretry.worker import watchdog
 
 logger = logging.getLogger("django_jobretry")
 
@@ -28,8 +33,25 @@ _bookkeeping_threads: set[int] = set()
 def mark_bookkeeping_thread() -> None:
     """Give this thread's (next) connection the worker session settings (docs/design.md#rule-8)."""
     _bookkeeping_threads.add(threading.get_ident())
+    _bound_connects(connection)
     if connection.connection is not None:
+        watchdog.guard(connection.connection, connection.alias)
         apply_timeouts(connection)
+
+
+def _bound_connects(wrapper: Any) -> None:
+    """This thread's connects give up after ``connect_timeout``, unless OPTIONS sets it (psycopg: 130 s)."""
+    if getattr(wrapper, "_jobretry_bounded", False):
+        return
+    params = wrapper.get_connection_params
+
+    def bounded() -> dict[str, Any]:
+        conn_params: dict[str, Any] = params()
+        conn_params.setdefault("connect_timeout", watchdog.CONNECT_TIMEOUT)
+        return conn_params
+
+    wrapper.get_connection_params = bounded
+    wrapper._jobretry_bounded = True
 
 
 def unmark_bookkeeping_thread() -> None:
@@ -64,22 +86,33 @@ def _say_timeouts_skipped(alias: str) -> None:
 @receiver(connection_created)
 def _configure_new_connection(*, connection: Any, **kwargs: object) -> None:
     if threading.get_ident() in _bookkeeping_threads and connection.vendor == "postgresql":
+        watchdog.guard(connection.connection, connection.alias)
         apply_timeouts(connection)
 
 
+#: The longest wait between two reconnects: a worker is back within seconds of the database.
+RECONNECT_CAP = 4.0
+
+
 class Backoff:
-    """Exponential reconnect delays: 0.5 s doubling to 30 s, reset on success."""
+    """Exponential retry delays: 0.5 s doubling to ``cap``, reset on success."""
 
     def __init__(self, first: float = 0.5, cap: float = 30.0) -> None:
         self.first, self.cap = first, cap
         self.next = first
+        self.failing_since: float | None = None
 
     def failed(self) -> float:
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
         delay, self.next = self.next, min(self.next * 2, self.cap)
         return delay
 
-    def succeeded(self) -> None:
+    def succeeded(self) -> float | None:
+        """Seconds since the first failure of the stretch that just ended; None if none failed."""
         self.next = self.first
+        since, self.failing_since = self.failing_since, None
+        return None if since is None else time.monotonic() - since
 
 
 def drop_connection() -> None:
@@ -103,10 +136,14 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
     """
     delay = backoff.failed()
     if isinstance(exc, CONNECTION_ERRORS):
+        delay = min(delay, RECONNECT_CAP)
+        place = watchdog.where(connection.alias, connection.connection)
         logger.warning(
-            "database unavailable; reconnecting in %.1fs",
+            "database unavailable; reconnecting in %.1fs (%s, worker %s)",
             delay,
-            extra={"worker": worker_id, "error": str(exc)},
+            place,
+            worker_id,
+            extra={"worker": worker_id, "database": connection.alias, "where": place, "error": str(exc)},
         )
         drop_connection()
         return delay
@@ -117,13 +154,31 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
 
 
 def log_database_error(level: int, what: str, exc: BaseException, worker_id: str) -> None:
-    """``what`` and the error's class and SQLSTATE - never its message (services.sql.loggable)."""
+    """``what``, where, and the error's class and SQLSTATE - never its message (services.sql.loggable)."""
     fields = loggable(exc)
+    place = watchdog.where(connection.alias, connection.connection)
     logger.log(
         level,
-        "%s (%s, SQLSTATE %s)",
+        "%s (%s, SQLSTATE %s; %s, worker %s)",
         what,
         fields["error_class"],
         fields["sqlstate"],
-        extra={"worker": worker_id, **fields},
+        place,
+        worker_id,
+        extra={"worker": worker_id, "database": connection.alias, "where": place, **fields},
+    )
+
+
+def log_back(down: float | None, worker_id: str, thread: str) -> None:
+    """After ``down`` seconds of failures (Backoff.succeeded()), say that the database answers again."""
+    if down is None:
+        return
+    place = watchdog.where(connection.alias, connection.connection)
+    logger.info(
+        "%s answers %s of worker %s again, after %.1fs",
+        place,
+        thread,
+        worker_id,
+        down,
+        extra={"worker": worker_id, "database": connection.alias, "where": place, "down": round(down, 3)},
     )

@@ -17,8 +17,8 @@ from django_jobretry.services.job_lines import log_extra
 logger = logging.getLogger("django_jobretry")
 
 
-def release_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[int, ClaimedJob]) -> None:
-    """Empty the runners' ``inbox`` and release its jobs; they leave ``running``."""
+def take_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[int, ClaimedJob]) -> list[ClaimedJob]:
+    """Empty the runners' ``inbox``: its jobs leave ``running`` (no runner starts them any more)."""
     not_started: list[ClaimedJob] = []
     while True:
         try:
@@ -27,11 +27,16 @@ def release_unstarted(inbox: queue.Queue[ClaimedJob | None], running: dict[int, 
             break
         if job is not None:
             not_started.append(job)
+            running.pop(job.id, None)
+    return not_started
+
+
+def release(not_started: list[ClaimedJob]) -> None:
+    """Give the jobs no runner started back, each attempt uncounted; may raise DatabaseError."""
     if not not_started:
         return
     released = transitions.release(not_started)
     for job in not_started:
-        running.pop(job.id, None)
         logger.info(
             "job %s (%s, queue %s) released unstarted",
             job.id,
