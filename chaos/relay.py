@@ -172,6 +172,11 @@ class Relay:
         for link in list(self._links):
             self._reset(link)
         self._passing.set()  # wakes the tasks waiting to pass, which then find their sockets closed
+        # End every connection's task before the loop stops, so none is destroyed pending.
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     def _reset(self, link: _Link) -> None:
         """RST both sockets of ``link`` now: what is held is discarded."""

@@ -67,9 +67,32 @@ class Watched:
     def output(self) -> str:
         return "".join(line for _, line in self.lines)
 
+    def close(self) -> None:
+        """Kill it if still running, and close its pipe once everything was read."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        self.reader.join(timeout=10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
     def first(self, since: float, matches: Callable[[str], bool]) -> float | None:
         """When the first line read after ``since`` (monotonic) that ``matches`` arrived."""
         return next((at for at, line in list(self.lines) if at >= since and matches(line)), None)
+
+
+@pytest.fixture
+def watch(workers: Workers) -> Iterator[Callable[[str], Watched]]:
+    """Starts watched workers on a DATABASE_URL; closes them all when the test ends."""
+    started: list[Watched] = []
+
+    def start(database_url: str) -> Watched:
+        started.append(watched := Watched(workers, database_url))
+        return watched
+
+    yield start
+    for watched in started:
+        watched.close()
 
 
 @pytest.fixture
@@ -140,12 +163,12 @@ def warns_of_the_relay(line: str) -> bool:
 
 
 def test_a_blackholed_worker_warns_loses_its_jobs_exits_on_sigterm_and_resumes_after_the_heal(
-    workers: Workers, audit: None, relay: Relay
+    watch: Callable[[str], Watched], audit: None, relay: Relay
 ) -> None:
-    a = Watched(workers, relay.url_for(test_database_url()))
+    a = watch(relay.url_for(test_database_url()))
     held = [chaos_jobs.sleepy.enqueue(f"held-{n}", 3.0).id for n in range(2)]
     wait("A to run both jobs", running_on(a, 2), 30, a)
-    b = Watched(workers, test_database_url())
+    b = watch(test_database_url())
 
     relay.blackhole()
     cut = time.monotonic()
