@@ -26,7 +26,7 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -168,6 +168,7 @@ def _log_times(path: Path) -> list[tuple[datetime, str]]:
 def measure(episodes: list[Episode], log_dir: Path, host: str) -> Check:
     """Fill in each episode's time to notice; the check: every cut noticed, every cut worker back in time."""
     check = Check(f"partitioned workers warn < {NOTICE_SECONDS:g} s, resume < {RECOVER_SECONDS:g} s", 0)
+    late = timedelta(seconds=NOTICE_SECONDS)  # a warning this long after the heal is about something else
     for episode in episodes:
         fault = episode.fault
         if episode.slot is None or fault.target_pid is None:
@@ -176,7 +177,7 @@ def measure(episodes: list[Episode], log_dir: Path, host: str) -> Check:
         warnings = [
             at
             for at, line in _log_times(log_dir / f"{episode.slot}.log")
-            if at >= fault.started_at and is_partition_warning(line, host)
+            if fault.started_at <= at < fault.ended_at + late and is_partition_warning(line, host)
         ]
         if warnings:
             episode.noticed = (min(warnings) - fault.started_at).total_seconds()
