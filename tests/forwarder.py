@@ -32,6 +32,7 @@ class Forwarder:
         self.forwarding = threading.Event()
         self.forwarding.set()
         self.sockets: list[socket.socket] = []
+        self.dropped = 0  # bytes read while blackholed
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, name="forwarder-accept", daemon=True).start()
 
@@ -77,6 +78,8 @@ class Forwarder:
                 while data := source.recv(65536):
                     if target is not None and self.forwarding.is_set():
                         target.sendall(data)
+                    else:
+                        self.dropped += len(data)
             if target is not None:
                 with contextlib.suppress(OSError):
                     target.shutdown(socket.SHUT_WR)

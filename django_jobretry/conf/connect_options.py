@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 #: What our processes add to each PostgreSQL alias's OPTIONS that does not set them (docs/settings.md).
@@ -66,7 +67,11 @@ def apply_connect_defaults(environ: Mapping[str, str] = os.environ) -> dict[str,
     """
     added: dict[str, dict[str, int]] = {}
     for alias in connections:
-        if connections[alias].vendor != "postgresql":
+        try:
+            vendor = connections[alias].vendor
+        except ImproperlyConfigured:  # a backend this process cannot load: Django says so if it is used
+            continue
+        if vendor != "postgresql":
             continue
         options = connections.settings[alias].setdefault("OPTIONS", {})
         added[alias] = missing_defaults(options, environ)

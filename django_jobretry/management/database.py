@@ -12,13 +12,14 @@ other database error is a bug, and keeps its traceback.
 A database that does not answer at all (a partition) is bounded by the
 connect options our processes get (conf/connect_options.py): the command
 says it is waiting after a couple of seconds (waiting.py), fails with the
-same one line once ``connect_timeout`` runs out, and Ctrl-C ends it at once
-(interruption.py).
+same one line once ``connect_timeout`` runs out, and Ctrl-C ends it within
+a couple of seconds (interruption.py).
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from django.db import DatabaseError, InterfaceError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from django_jobretry.conf.database_engine import holding_aliases
-from django_jobretry.management.interruption import EXIT_INTERRUPTED, stop_at_once
+from django_jobretry.management.interruption import EXIT_INTERRUPTED, Stopped, stop_signals_raise
 from django_jobretry.management.terminal_text import printable
 from django_jobretry.management.waiting import announced_when_slow
 
@@ -83,8 +84,8 @@ class DatabaseCommand(BaseCommand):
     """A command of ours: a database it cannot reach ends it with one clean error and exit code 4.
 
     Run from the command line, it says when its database keeps it waiting,
-    and its ``stop_signals`` end it at once: one line on stderr, exit code
-    ``stopped_code``.
+    and its ``stop_signals`` end it within a couple of seconds, whatever the
+    database does: one line on stderr, exit code ``stopped_code``.
     """
 
     #: False for a command that never queries (showpolicies): nothing to wait for.
@@ -93,8 +94,13 @@ class DatabaseCommand(BaseCommand):
     stopped_code = EXIT_INTERRUPTED
 
     def run_from_argv(self, argv: list[str]) -> None:
-        with stop_at_once(self.stop_signals, self.stopped_line, self.stopped_code):
-            super().run_from_argv(argv)
+        try:
+            with stop_signals_raise(self.stop_signals, self.stopped_line, self.stopped_code):
+                super().run_from_argv(argv)
+        except Stopped as stop:
+            signal.signal(stop.signum, signal.SIG_IGN)  # the one line, whatever is pressed meanwhile
+            self.stderr.write(self.stopped_line(stop.signum), lambda text: text)
+            sys.exit(self.stopped_code)
 
     def stopped_line(self, signum: signal.Signals) -> str:
         """The one line a command stopped by ``signum`` leaves."""

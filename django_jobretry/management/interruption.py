@@ -1,15 +1,16 @@
-"""Ctrl-C ends a command of ours at once, even when the database does not answer.
+"""Ctrl-C ends a command of ours within a couple of seconds, even when the database does not answer.
 
-Python turns Ctrl-C into a KeyboardInterrupt, which unwinds through code
-that talks to the database on the way out: psycopg answers it in the middle
-of a query by sending a cancel request over a new connection and waiting
-for the query to end, and Django's ``atomic`` rolls back and reconnects. In
-a partition none of them gets an answer, so the command hung on for seconds
-to minutes after the operator asked it to stop. So while a command of ours
-runs from the command line, its stop signals end the process from the
-signal handler: a cancel request for the statements it has running, given
-:data:`CANCEL_SECONDS` at most, one line on stderr, and ``os._exit``. The
-server rolls back an open transaction when it sees the connection close.
+A Ctrl-C is still a KeyboardInterrupt, so a command keeps doing what it
+does with one: the bulk actions of ``deadletters`` report the batches they
+finished, a confirmation prompt counts as "no", psycopg cancels the running
+statement and Django's ``atomic`` rolls back. On the way out all of these
+talk to the database, though: psycopg sends its cancel request over a new
+connection and waits for the statement to end, ``atomic`` reconnects to
+roll back. In a partition nothing answers them, and the command used to
+hang on for seconds to minutes after the operator asked it to stop. So the
+first stop signal also starts a clock: a command not gone
+:data:`GRACE_SECONDS` later, or at a second signal, is ended there, with
+its one line and its exit code.
 """
 
 from __future__ import annotations
@@ -22,37 +23,54 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 
-from django.db import connections
-
 #: The shell's exit code for a process ended by SIGINT (128 + 2).
 EXIT_INTERRUPTED = 128 + signal.SIGINT
-#: How long a stopped command tries to cancel the statements it had running.
-CANCEL_SECONDS = 1.0
+#: How long a stopped command may take to finish what a KeyboardInterrupt makes it do.
+GRACE_SECONDS = 2.0
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal (SIGINT, or SIGTERM for a starting worker): a KeyboardInterrupt that knows which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signal.Signals(signum)
 
 
 @contextlib.contextmanager
-def stop_at_once(
-    signums: Sequence[signal.Signals], line: Callable[[signal.Signals], str], code: int
+def stop_signals_raise(
+    signums: Sequence[signal.Signals],
+    line: Callable[[signal.Signals], str],
+    code: int,
+    grace: float = GRACE_SECONDS,
 ) -> Iterator[None]:
-    """While inside, each of ``signums`` ends the process: ``line(signal)`` on stderr, exit ``code``.
+    """While inside, each of ``signums`` raises :class:`Stopped`, and ends the process ``grace`` s later.
 
-    Main thread only (the only one Python gives signals to); the old
-    handlers come back on the way out.
+    Ended, the process leaves ``line(signal)`` on stderr and exits with
+    ``code``; a second signal ends it at once. Main thread only (the only
+    one Python gives signals to); the old handlers come back on the way out.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    first: list[signal.Signals] = []
+
+    def end() -> None:
+        # Straight to the file descriptor: the main thread may be stuck inside a write.
+        with contextlib.suppress(OSError):
+            os.write(2, f"{line(first[0])}\n".encode())
+        os._exit(code)
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        for each in signums:  # a second Ctrl-C while stopping changes nothing
-            signal.signal(each, signal.SIG_IGN)
-        cancel_running_statements()
-        with contextlib.suppress(OSError, RuntimeError, ValueError):  # the handler may interrupt a write
+        if first:
+            end()
+        first.append(signal.Signals(signum))
+        with contextlib.suppress(OSError, RuntimeError, ValueError):  # the signal may interrupt a write
             sys.stdout.flush()
-        # Straight to the file descriptor: no buffer (which the interrupted code may be using).
-        with contextlib.suppress(OSError):
-            os.write(2, f"{line(signal.Signals(signum))}\n".encode())
-        os._exit(code)
+        clock = threading.Timer(grace, end)
+        clock.daemon = True
+        clock.start()
+        raise Stopped(signum)
 
     previous = {signum: signal.signal(signum, stop) for signum in signums}
     try:
@@ -60,24 +78,3 @@ def stop_at_once(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def cancel_running_statements(timeout: float = CANCEL_SECONDS) -> None:
-    """Ask the server to cancel the statements this thread's connections are running; never wait longer.
-
-    Only with libpq 17's cancel API (psycopg's ``cancel_safe``), whose wait
-    has a timeout; the older one blocks until the kernel gives up on a
-    connection nobody answers, so then nothing is sent, and the server ends
-    the statement when it notices the closed connection.
-    """
-    import psycopg
-
-    if not psycopg.capabilities.has_cancel_safe():
-        return
-    for wrapper in connections.all(initialized_only=True):
-        raw = wrapper.connection
-        pgconn = getattr(raw, "pgconn", None)
-        if pgconn is None or raw.closed or pgconn.transaction_status != psycopg.pq.TransactionStatus.ACTIVE:
-            continue
-        with contextlib.suppress(psycopg.Error):  # not reachable or too slow: the command leaves anyway
-            raw.cancel_safe(timeout=timeout)

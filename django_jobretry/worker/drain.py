@@ -31,8 +31,8 @@ logger = logging.getLogger("django_jobretry")
 
 #: The exit code of a worker that stopped with outcomes it could not record (docs/worker.md).
 EXIT_UNRECORDED = 3
-#: Past the grace period, how long the last writes (and the goodbye) may take before they are cut.
-DRAIN_MARGIN = 2.0
+#: Past the grace period, how long the last writes may take before they are cut (healthy: milliseconds).
+DRAIN_MARGIN = 1.0
 
 
 class Draining(Protocol):

@@ -137,7 +137,7 @@ class Worker:
             unmark_bookkeeping_thread()
             drop_connection()
             # It removes the worker's row as it stops; not past the grace period and its margin.
-            last = (self.grace_ends or time.monotonic()) + DRAIN_MARGIN + 1
+            last = (self.grace_ends or time.monotonic()) + DRAIN_MARGIN + 0.5
             heartbeat.join(timeout=min(GOODBYE_SECONDS, max(last - time.monotonic(), 0)))
             watchdog.stop()
         announce.stopped(self.id, self.finished_total)

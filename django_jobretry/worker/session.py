@@ -23,7 +23,7 @@ from django.dispatch import receiver
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.services.sql import loggable
-from django_jobretry.worker import watchdog
+from django_jobretry.worker import probe, watchdog
 
 logger = logging.getLogger("django_jobretry")
 
@@ -47,7 +47,7 @@ def _bound_connects(wrapper: Any) -> None:
 
     def bounded() -> dict[str, Any]:
         conn_params: dict[str, Any] = params()
-        conn_params.setdefault("connect_timeout", watchdog.CONNECT_TIMEOUT)
+        conn_params.setdefault("connect_timeout", watchdog.connect_timeout())
         return conn_params
 
     wrapper.get_connection_params = bounded
@@ -91,7 +91,7 @@ def _configure_new_connection(*, connection: Any, **kwargs: object) -> None:
 
 
 #: The longest wait between two reconnects: a worker is back within seconds of the database.
-RECONNECT_CAP = 4.0
+RECONNECT_CAP = 2.0
 
 
 class Backoff:
@@ -137,7 +137,7 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
     delay = backoff.failed()
     if isinstance(exc, CONNECTION_ERRORS):
         delay = min(delay, RECONNECT_CAP)
-        place = watchdog.where(connection.alias, connection.connection)
+        place = probe.where(connection.alias, connection.connection)
         logger.warning(
             "database unavailable; reconnecting in %.1fs (%s, worker %s)",
             delay,
@@ -156,7 +156,7 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
 def log_database_error(level: int, what: str, exc: BaseException, worker_id: str) -> None:
     """``what``, where, and the error's class and SQLSTATE - never its message (services.sql.loggable)."""
     fields = loggable(exc)
-    place = watchdog.where(connection.alias, connection.connection)
+    place = probe.where(connection.alias, connection.connection)
     logger.log(
         level,
         "%s (%s, SQLSTATE %s; %s, worker %s)",
@@ -173,7 +173,7 @@ def log_back(down: float | None, worker_id: str, thread: str) -> None:
     """After ``down`` seconds of failures (Backoff.succeeded()), say that the database answers again."""
     if down is None:
         return
-    place = watchdog.where(connection.alias, connection.connection)
+    place = probe.where(connection.alias, connection.connection)
     logger.info(
         "%s answers %s of worker %s again, after %.1fs",
         place,

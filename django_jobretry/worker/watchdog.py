@@ -11,12 +11,15 @@ does answer. So the client bounds its own waits.
 Every round trip of a guarded connection (a statement, a commit, LISTEN's
 reads) is registered while it waits. A call that has waited ``SLOW_AFTER``
 seconds starts a *probe*: a new connection to the same database, bounded by
-``connect_timeout``. When the probe cannot connect either, the database is
-unreachable: the watchdog logs it, naming the worker, the alias, host and
-port and how long the call waited, and shuts the waiting connection's socket
-down, so the call fails with OperationalError and the thread's usual
-reconnect path runs. When the probe connects, the statement is only slow
-(say waiting for a lock): it waits on until ``STATEMENT_TIMEOUT_MS`` plus
+``connect_timeout``, that asks what the call's server session is doing.
+When the probe cannot connect either, the database is unreachable; when the
+server shows the session idle, or not at all, the statement or its answer
+was lost on the way (and stays lost after a heal). Either way the watchdog
+logs it, naming the worker, the alias, host and port and how long the call
+waited, and shuts the waiting connection's socket down, so the call fails
+with OperationalError and the thread's usual reconnect path runs. When the
+server shows the session active, the statement is only slow (say waiting
+for a lock): it waits on until ``STATEMENT_TIMEOUT_MS`` plus
 ``NO_ANSWER_MARGIN``, by which time the server has cancelled it if it ever
 got it, and is then cut the same way. A stopping worker also cuts whatever
 still waits when its grace period is over (:meth:`Watchdog.give_up_at`).
@@ -25,24 +28,29 @@ still waits when its grace period is over (:meth:`Watchdog.give_up_at`).
 from __future__ import annotations
 
 import logging
-import os
-import socket
+import math
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
 from django.db import connections
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.worker.probe import (
+    CONNECT_TIMEOUT,
+    address_of,
+    lost,
+    probe_params,
+    server_states,
+    shut_down,
+    where,
+)
 
 logger = logging.getLogger("django_jobretry")
 
 #: A call waiting this long makes the watchdog check whether the database can be reached.
 SLOW_AFTER = 2.0
-#: ``connect_timeout`` of the probe's connection, and of the worker's own connections unless set.
-CONNECT_TIMEOUT = 4
 #: Past the server's statement_timeout, how long an answer may still take to arrive.
 NO_ANSWER_MARGIN = 2.0
 #: How often the watchdog looks at the calls waiting.
@@ -56,6 +64,7 @@ class Call:
     raw: Any  # the psycopg connection waiting
     alias: str
     address: tuple[str, str] | None  # its host and port, as it connected
+    backend_pid: int  # its server session (0: unknown)
     thread: str
     started: float = field(default_factory=time.monotonic)
     reachable: bool = False  # a probe connected while this call waited: it is slow, not lost
@@ -63,34 +72,6 @@ class Call:
     def key(self) -> tuple[str, tuple[str, str] | None]:
         """What a probe checks: this database, at this address."""
         return self.alias, self.address
-
-
-def address_of(raw: Any) -> tuple[str, str] | None:
-    """The host and port a psycopg connection is connected to; None once it is closed."""
-    try:
-        return raw.info.host, str(raw.info.port)
-    except Exception:  # a closed connection keeps no address
-        return None
-
-
-def where(alias: str, raw: Any = None, address: tuple[str, str] | None = None) -> str:
-    """``database 'default' at host:port``: the connection's address, else the settings'."""
-    host, port = address or (raw is not None and address_of(raw)) or ("", "")
-    if not host:
-        settings = connections.settings.get(alias, {})
-        host, port = settings.get("HOST") or "localhost", str(settings.get("PORT") or 5432)
-    return f"database {alias!r} at {host}:{port}"
-
-
-def probe_params(alias: str, address: tuple[str, str] | None = None) -> dict[str, Any]:
-    """psycopg.connect() keywords of ``alias`` (at ``address``), bounded by connect_timeout unless set."""
-    params: dict[str, Any] = connections[alias].get_connection_params()
-    for key in ("cursor_factory", "context"):
-        params.pop(key, None)
-    params.setdefault("connect_timeout", CONNECT_TIMEOUT)
-    if address is not None:
-        params["host"], params["port"] = address
-    return params
 
 
 class Watchdog(threading.Thread):
@@ -121,6 +102,9 @@ class Watchdog(threading.Thread):
         """Cut whatever still waits at ``when`` (time.monotonic()). Safe in a signal handler: no lock."""
         self._give_up_at = when
 
+    def giving_up_at(self) -> float | None:
+        return self._give_up_at
+
     def stop(self) -> None:
         self._stopped.set()
 
@@ -146,21 +130,27 @@ class Watchdog(threading.Thread):
                     probe.start()
 
     def _probe(self, key: tuple[str, tuple[str, str] | None], started: float) -> None:
-        """Connect anew: the calls that were waiting when it began are cut if that fails too."""
-        try:
-            with psycopg.connect(**probe_params(*key), autocommit=True):
-                reachable = True
-        except Exception:  # any failure to connect means: not reachable from here, now
-            reachable = False
+        """Connect anew and ask what the sessions of the calls waiting since ``started`` are doing.
+
+        No new connection: the database is unreachable. A session the server
+        does not show as running a statement will never answer: the
+        statement or its answer was lost (a heal does not bring lost bytes
+        back). An active one is slow, and waits on.
+        """
+        with self._lock:
+            waiting = [call for call in self._calls if call.key() == key and call.started <= started]
+        pooled = bool(connections.settings.get(key[0], {}).get("DISABLE_SERVER_SIDE_CURSORS"))
+        states = server_states(probe_params(*key), [] if pooled else [c.backend_pid for c in waiting])
         with self._lock:
             del self._probes[key]
-            for call in list(self._calls):
-                if call.key() != key or call.started > started:
-                    continue
-                if reachable:
+            for call in waiting:
+                if call not in self._calls:
+                    continue  # it came back meanwhile
+                why = lost(call.backend_pid, states, pooled)
+                if why is None:
                     call.reachable = True
                 else:
-                    self._cut(call, time.monotonic() - call.started, "a new connection failed too")
+                    self._cut(call, time.monotonic() - call.started, why)
 
     def _cut(self, call: Call, waited: float, why: str) -> None:
         """Log, then shut the socket down under the call: it fails at once (caller holds the lock)."""
@@ -182,12 +172,7 @@ class Watchdog(threading.Thread):
                 "outcome": "database_no_answer",
             },
         )
-        try:
-            fd = call.raw.pgconn.socket
-            with socket.socket(fileno=os.dup(fd)) as sock:
-                sock.shutdown(socket.SHUT_RDWR)
-        except Exception:  # the call came back and closed its connection meanwhile: nothing to cut
-            logger.debug("could not shut a connection's socket down", exc_info=True)
+        shut_down(call.raw)
 
 
 class _Installed:
@@ -212,6 +197,15 @@ def stop() -> None:
         dog.stop()
 
 
+def connect_timeout() -> int:
+    """CONNECT_TIMEOUT, or less when a stopping worker's grace ends sooner (libpq's least is 2 s)."""
+    dog = _installed.dog
+    when = None if dog is None else dog.giving_up_at()
+    if when is None:
+        return CONNECT_TIMEOUT
+    return max(2, min(CONNECT_TIMEOUT, math.ceil(when - time.monotonic())))
+
+
 def give_up_at(when: float) -> None:
     """Cut every call still waiting at ``when`` (time.monotonic()); the stopping worker's grace period."""
     dog = _installed.dog
@@ -228,12 +222,16 @@ def guard(raw: Any, alias: str) -> None:
     if getattr(raw, "_jobretry_guarded", False):
         return
     original, address = raw.wait, address_of(raw)
+    try:
+        backend_pid = int(raw.info.backend_pid)
+    except Exception:
+        backend_pid = 0
 
     def wait(*args: Any, **kwargs: Any) -> Any:
         dog = _installed.dog
         if dog is None:
             return original(*args, **kwargs)
-        call = Call(raw, alias, address, threading.current_thread().name)
+        call = Call(raw, alias, address, backend_pid, threading.current_thread().name)
         dog.watching(call)
         try:
             return original(*args, **kwargs)

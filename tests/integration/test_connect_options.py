@@ -9,12 +9,15 @@ password): what the command or the worker got, not what a setting says.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from django_jobretry.conf.connect_options import CONNECT_DEFAULTS
+from tests.jobs_app import jobs
+from tests.jobs_app.models import Execution
 from tests.manage_py import manage_py
 from tests.processes import test_database_url
 
@@ -66,6 +69,22 @@ def test_every_connection_of_the_worker_has_them() -> None:
     """The main loop's, the heartbeat's and the job threads' connections alike."""
     found = connected_with("runworker", "--burst", "--concurrency", "2")
     assert found == [EXPECTED] * len(found)
+
+
+def test_the_process_pools_children_have_them_too() -> None:
+    """A child is a fresh interpreter: it has the defaults because it has its worker's ``sys.argv``."""
+    jobs.record_connect_options.enqueue("child")
+    result = manage_py(
+        "runworker",
+        "--burst",
+        "--pool",
+        "process",
+        env={"DATABASE_URL": test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    [(key, pid)] = Execution.objects.values_list("key", "pid")
+    assert key == f"child:{len(CONNECT_DEFAULTS)}"
+    assert pid != os.getpid()
 
 
 def test_the_projects_own_values_win() -> None:

@@ -19,6 +19,7 @@ from django.db import connection as django_connection
 
 from django_jobretry.worker import watchdog
 from tests.forwarder import Forwarder, database_url, forwarder
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -80,6 +81,24 @@ def test_a_statement_whose_answer_is_lost_fails_and_the_line_names_database_addr
     assert WORKER in message, message
     assert "a new connection failed too" in message, message
     assert (line.database, line.worker) == ("default", WORKER)  # type: ignore[attr-defined]
+
+
+def test_a_statement_lost_before_a_heal_is_cut_although_the_database_answers_again(
+    dog: watchdog.Watchdog, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The heal does not bring dropped bytes back: the server shows the session idle; no answer will come."""
+    caplog.set_level(logging.WARNING, logger="django_jobretry")
+    with forwarder() as relay, connect_through(relay) as conn:
+        relay.blackhole()
+        thread, result = query_in_thread(conn, "SELECT 2")
+        wait_until(lambda: relay.dropped > 0, timeout=10, what="the statement to be dropped")
+        relay.heal()
+        thread.join(timeout=20)
+        assert not thread.is_alive(), "the lost statement still waits"
+        [error] = result
+        assert isinstance(error, psycopg.OperationalError)
+    [line] = no_answer_lines(caplog)
+    assert "its server session is idle, so the statement or its answer was lost" in line.getMessage()
 
 
 def test_a_slow_statement_of_a_reachable_database_is_not_cut(

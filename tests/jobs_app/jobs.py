@@ -41,6 +41,17 @@ def record(key: str) -> None:
 
 
 @job(policy="three")
+def record_connect_options(key: str) -> None:
+    """Records ``KEY:N``, N the connect defaults its connection has (integration/test_connect_options.py)."""
+    from django_jobretry.conf.connect_options import CONNECT_DEFAULTS
+
+    connection.ensure_connection()
+    params = connection.connection.info.get_parameters()
+    have = [name for name, value in CONNECT_DEFAULTS.items() if params.get(name) == str(value)]
+    _record(f"{key}:{len(have)}")
+
+
+@job(policy="three")
 def flaky(key: str, failures: int) -> None:
     if _record(key) <= failures:
         raise RetryableError(f"flaky failure for {key}")

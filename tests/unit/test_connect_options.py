@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
+from unittest import mock
 
-from django_jobretry.conf.connect_options import CONNECT_DEFAULTS, missing_defaults
+import pytest
+from django.db.utils import ConnectionHandler
+
+from django_jobretry.conf.connect_options import CONNECT_DEFAULTS, apply_connect_defaults, missing_defaults
 from django_jobretry.management.database import runs_our_command
 
 
@@ -55,3 +59,18 @@ def test_our_commands_are_recognised(argv: list[str]) -> None:
 )
 def test_other_processes_are_left_alone(argv: list[str]) -> None:
     assert not runs_our_command(argv)
+
+
+def test_an_alias_whose_backend_cannot_load_is_skipped_not_fatal() -> None:
+    """A worker machine without, say, mysqlclient still starts when an unused alias needs it."""
+    databases: dict[str, dict[str, Any]] = {
+        "default": {"ENGINE": "django.db.backends.postgresql", "NAME": "jobs"},
+        "reports": {"ENGINE": "no.such.backend", "NAME": "reports"},
+        "local": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
+    }
+    handler = ConnectionHandler(databases)
+    with mock.patch("django_jobretry.conf.connect_options.connections", handler):
+        added = apply_connect_defaults(environ={})
+    assert added == {"default": dict(CONNECT_DEFAULTS)}
+    assert databases["default"]["OPTIONS"] == dict(CONNECT_DEFAULTS)
+    assert "OPTIONS" not in databases["reports"] or not databases["reports"]["OPTIONS"]

@@ -1,0 +1,134 @@
+"""Issue 35's partitions, with real worker processes behind a forwarder that blackholes them.
+
+tests/forwarder.py keeps the worker's sockets open and drops every byte
+both ways: the worker's kernel sees nothing wrong, as behind a relay or a
+pooler whose far side is gone. The bounds asserted (a warning within 10 s,
+back within 10 s of the heal, out within the grace period and 5 s) are the
+issue's acceptance deadlines; each wait polls with a hard deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from django_jobretry.models import DeadLetter, Job, JobStatus
+from tests.forwarder import Forwarder, database_url, forwarder
+from tests.jobs_app import jobs
+from tests.processes import ROOT, Workers, finish, pids, runs, spawn, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+#: Seconds a blackholed worker may take to say so, and to be back after the heal (issue 35).
+ACCEPTANCE = 10.0
+
+
+class Output:
+    """A process's output lines, read as they come (a full pipe would block the worker)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert process.stdout is not None
+        stdout = process.stdout
+        self.reader = threading.Thread(target=lambda: self.lines.extend(stdout), daemon=True)
+        self.reader.start()
+
+    def having(self, text: str) -> list[str]:
+        return [line for line in list(self.lines) if text in line]
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def succeeded(key: str) -> bool:
+    return Job.objects.filter(args=[key], status=JobStatus.SUCCEEDED).exists()
+
+
+def through(relay: Forwarder) -> dict[str, str]:
+    return {"DATABASE_URL": database_url(relay)}
+
+
+def test_a_blackholed_worker_warns_naming_the_database_and_is_back_within_seconds_of_the_heal(
+    workers: Workers,
+) -> None:
+    with forwarder() as relay:
+        process = spawn(workers, "--concurrency", "2", "--no-schedules", env=through(relay))
+        output = Output(process)
+        jobs.record.enqueue("before")
+        wait_until(lambda: succeeded("before"), timeout=30, what="the first job to succeed")
+
+        relay.blackhole()
+        warned = "the worker to warn of the partition"
+        wait_until(lambda: bool(output.having("did not answer")), timeout=ACCEPTANCE, what=warned)
+        warning = output.having("did not answer")[0]
+        assert f"database 'default' at 127.0.0.1:{relay.port}" in warning, warning
+        assert f":{process.pid}:" in warning, warning  # the worker's id, host:pid:random
+        during = jobs.record.enqueue("during")
+        assert Job.objects.filter(pk=during.pk, status=JobStatus.READY, attempts=0).exists()
+
+        relay.heal()
+        back = "the worker to be back after the heal"
+        wait_until(lambda: succeeded("during"), timeout=ACCEPTANCE, what=back)
+        process.send_signal(signal.SIGTERM)
+        code, _ = finish(process, timeout=30)
+    output.reader.join(timeout=5)
+    assert code == 0, output.text()
+    assert pids("before") == pids("during") == [process.pid]
+    assert output.having("answers the main loop of worker"), output.text()
+
+
+#: A worker whose exit code the test reads: runworker's command leaves it to the worker.
+WORKER = (
+    "import django; django.setup(); "
+    "from django_jobretry.worker import Worker, WorkerOptions; "
+    "raise SystemExit(Worker(WorkerOptions(concurrency=2, lease_seconds=LEASE, shutdown_timeout=GRACE, "
+    "schedules=False)).run())"
+)
+LEASE, GRACE = 4, 2
+
+
+def test_sigterm_during_a_partition_keeps_the_grace_and_leaves_the_running_job_to_its_lease(
+    workers: Workers,
+) -> None:
+    job = jobs.sleepy.enqueue("cut-off", 8)
+    with forwarder() as relay:
+        process = subprocess.Popen(
+            [sys.executable, "-c", WORKER.replace("LEASE", str(LEASE)).replace("GRACE", str(GRACE))],
+            cwd=ROOT,
+            env={**os.environ, **through(relay), "DJANGO_SETTINGS_MODULE": "tests.settings"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        workers.append(process)
+        wait_until(lambda: runs("cut-off") == 1, timeout=30, what="the job to start")
+        relay.blackhole()
+        process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        code, output = finish(process, timeout=GRACE + 30)
+        took = time.monotonic() - signalled
+    assert took < GRACE + 5, f"exited {took:.1f}s after SIGTERM; output:\n{output}"
+    assert code == 3, output
+    assert f"without recording the outcome of 1 jobs ({job.pk})" in output, output
+
+    # Its job runs elsewhere once its lease is over; the old attempt changes nothing.
+    other = spawn(workers, "--lease", str(LEASE), "--no-schedules")
+    wait_until(
+        lambda: Job.objects.filter(pk=job.pk, status=JobStatus.SUCCEEDED).exists(),
+        timeout=60,
+        what="another worker to run the job after its lease",
+    )
+    other.send_signal(signal.SIGTERM)
+    other_code, other_output = finish(other, timeout=30)
+    assert other_code == 0, other_output
+    row = Job.objects.get(pk=job.pk)
+    assert (row.attempts, [entry["ended"] for entry in row.errors]) == (2, ["lease_expired"])
+    assert pids("cut-off") == [process.pid, other.pid]
+    assert "outcome ignored" not in output + other_output
+    assert not DeadLetter.objects.exists()
