@@ -38,7 +38,8 @@ from chaos.processes import Pool
 
 #: The issue's acceptance: a cut worker warns within this, and works again this soon after the heal.
 NOTICE_SECONDS = RECOVER_SECONDS = 10.0
-#: Kinds that cut one worker off; flapping phases are too short to require a warning.
+#: Kinds that cut one worker off long enough to require a warning. Flapping phases are shorter
+#: than a worker's patience, and a warning during one may well be about a fault before it.
 CUTS = ("partition", "partition_reset")
 
 
@@ -174,16 +175,17 @@ def measure(episodes: list[Episode], log_dir: Path, host: str) -> Check:
         if episode.slot is None or fault.target_pid is None:
             continue
         check.checked += 1
-        warnings = [
-            at
-            for at, line in _log_times(log_dir / f"{episode.slot}.log")
-            if fault.started_at <= at < fault.ended_at + late and is_partition_warning(line, host)
-        ]
-        if warnings:
-            episode.noticed = (min(warnings) - fault.started_at).total_seconds()
         what = f"{fault.kind} of {episode.slot} (pid {fault.target_pid}) at {fault.started_at:%H:%M:%S}"
-        if fault.kind in CUTS and (episode.noticed is None or episode.noticed >= NOTICE_SECONDS):
-            check.violations.append(f"{what}: noticed after {_seconds(episode.noticed)}")
+        if fault.kind in CUTS:
+            warnings = [
+                at
+                for at, line in _log_times(log_dir / f"{episode.slot}.log")
+                if fault.started_at <= at < fault.ended_at + late and is_partition_warning(line, host)
+            ]
+            if warnings:
+                episode.noticed = (min(warnings) - fault.started_at).total_seconds()
+            if episode.noticed is None or episode.noticed >= NOTICE_SECONDS:
+                check.violations.append(f"{what}: noticed after {_seconds(episode.noticed)}")
         if episode.recovered is None or episode.recovered >= RECOVER_SECONDS:
             check.violations.append(f"{what}: resumed after {_seconds(episode.recovered)}")
     return check
@@ -199,7 +201,7 @@ def print_episodes(episodes: list[Episode]) -> None:
     for e in episodes:
         window = (e.fault.ended_at - e.fault.started_at).total_seconds()
         target = e.fault.detail.split(" ")[0] if e.slot else "every worker"
-        notice = _seconds(e.noticed) if e.slot else "-"
+        notice = _seconds(e.noticed) if e.fault.kind in CUTS else "-"
         recover = _seconds(e.recovered) if e.slot else "-"
         print(f"| {e.fault.kind} | {target} | {window:.1f} | {notice} | {recover} |")
     print(flush=True)
