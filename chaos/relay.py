@@ -264,9 +264,10 @@ class Relay:
             if not data:
                 writer.close()  # FIN after the last byte, as the sender closed
                 return
-            writer.write(data)
-            await writer.drain()
+            # Counted before the bytes can arrive, so whoever received them sees them counted.
             if upstream:
                 self.stats.upstream_bytes += len(data)
             else:
                 self.stats.downstream_bytes += len(data)
+            writer.write(data)
+            await writer.drain()
