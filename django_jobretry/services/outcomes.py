@@ -260,10 +260,11 @@ class Recorder:
 
     def _stale(self, job: ClaimedJob, what: str) -> None:
         logger.warning(
-            f"{JOB_LINE} %s after losing its lease; outcome ignored",
+            f"{JOB_LINE} %s after losing its lease; outcome ignored (worker %s)",
             *job_line_args(job),
             what,
-            extra=log_extra(job, "stale_ignored", stale_outcome=what),
+            self.worker_id,
+            extra=log_extra(job, "stale_ignored", stale_outcome=what, worker=self.worker_id),
         )
 
 

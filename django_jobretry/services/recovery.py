@@ -47,6 +47,8 @@ class Recovered:
     reason: DeadReason | None = None
     #: Who asked to cancel the job, when that is why it was buried.
     cancelled_by: str = ""
+    #: The worker that held the lease (``lease_owner``), which stopped heartbeating.
+    lost_by: str = ""
 
 
 def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
@@ -88,6 +90,7 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
             delay=retries.get(row["id"]),
             reason=burials.get(row["id"]),
             cancelled_by=row["cancel_requested_by"] if row["cancelled"] else "",
+            lost_by=row["lease_owner"],
         )
         for row in expired
     ]
@@ -106,7 +109,8 @@ def _execute(
 
 def announce(item: Recovered, sender: type) -> None:
     """Log and signal a lease recovery like any other retry or dead letter."""
-    line = "lost its lease; %s"
+    line = "lost its lease (worker %s); %s"
+    owner = item.lost_by or "unknown"
     actor: dict[str, Any] = {"actor": item.cancelled_by} if item.cancelled_by else {}
     if item.buried and item.reason is not None and item.dead_letter_id is not None:
         then = f"dead letter {item.dead_letter_id} ({item.reason.value})"
@@ -117,10 +121,11 @@ def announce(item: Recovered, sender: type) -> None:
             sender,
             item,
             line,
-            (then,),
+            (owner, then),
             outcome=outcome,
             reason=item.reason.value,
             dead_letter_id=item.dead_letter_id,
+            lost_by=owner,
             **actor,
         )
     elif item.delay is not None:
@@ -128,9 +133,10 @@ def announce(item: Recovered, sender: type) -> None:
             sender,
             item,
             line,
-            (f"retry in {item.delay.total_seconds():.3f}s",),
+            (owner, f"retry in {item.delay.total_seconds():.3f}s"),
             outcome="lease_expired_retry",
             level=logging.WARNING,
             reason=AttemptEnd.LEASE_EXPIRED.value,
             delay=item.delay,
+            lost_by=owner,
         )

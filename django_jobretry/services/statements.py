@@ -192,7 +192,7 @@ def heartbeat_sql() -> str:
 EXPIRED_LEASES = f"""
     SELECT j.id, j.task_name, j.queue_name, j.policy_name, j.attempts, j.max_attempts,
            {ELAPSED_SQL} AS elapsed, j.cancel_requested_at IS NOT NULL AS cancelled, j.cancel_requested_by,
-           {RETRY_WINDOW}
+           j.lease_owner, {RETRY_WINDOW}
     FROM {JOB} AS j
     WHERE j.status = 'running' AND j.lease_expires_at < statement_timestamp()
     ORDER BY j.lease_expires_at

@@ -107,7 +107,9 @@ class Heartbeat(threading.Thread):
                 try:
                     alive = transitions.heartbeat(jobs, self.lease)
                 except DatabaseError as exc:
-                    log_database_error(logging.WARNING, "heartbeat failed", exc, self.worker_id)
+                    # Once per failing stretch: it is tried again every few seconds.
+                    level = logging.WARNING if backoff.failing_since is None else logging.DEBUG
+                    log_database_error(level, "heartbeat failed", exc, self.worker_id)
                     drop_connection()
                     pause = backoff.failed()  # sooner than a beat: the leases run out meanwhile
                     continue

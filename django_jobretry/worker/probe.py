@@ -18,6 +18,8 @@ logger = logging.getLogger("django_jobretry")
 
 #: ``connect_timeout`` of the probe's connection, and of the worker's own connections unless set.
 CONNECT_TIMEOUT = 4
+#: At most this ``connect_timeout`` for the probe itself: a call has waited already, and a warning is due.
+PROBE_CONNECT_TIMEOUT = 3
 
 
 def address_of(raw: Any) -> tuple[str, str] | None:
@@ -62,9 +64,10 @@ def server_states(params: dict[str, Any], pids: list[int]) -> dict[int, str | No
 
     The probe's own statement is bounded like the connect: a timer shuts its socket down.
     """
+    params = {**params, "connect_timeout": min(int(float(params["connect_timeout"])), PROBE_CONNECT_TIMEOUT)}
     try:
         with psycopg.connect(**params, autocommit=True) as probe:
-            timer = threading.Timer(params["connect_timeout"], shut_down, [probe])
+            timer = threading.Timer(float(params["connect_timeout"]), shut_down, [probe])
             timer.start()
             try:
                 rows = probe.execute(SESSION_STATES, [pids]).fetchall() if pids else []

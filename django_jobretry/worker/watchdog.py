@@ -231,7 +231,7 @@ def guard(raw: Any, alias: str) -> None:
         dog = _installed.dog
         if dog is None:
             return original(*args, **kwargs)
-        call = Call(raw, alias, address, backend_pid, threading.current_thread().name)
+        call = Call(raw, alias, address, backend_pid, _thread_name())
         dog.watching(call)
         try:
             return original(*args, **kwargs)
@@ -240,3 +240,9 @@ def guard(raw: Any, alias: str) -> None:
 
     raw.wait = wait
     raw._jobretry_guarded = True
+
+
+def _thread_name() -> str:
+    """How a log line names the waiting thread: the worker's loop runs on the main thread."""
+    current = threading.current_thread()
+    return "the main loop" if current is threading.main_thread() else current.name

@@ -90,6 +90,7 @@ def test_a_stale_failure_in_a_batch_changes_nothing_and_the_rest_are_written(
     assert Job.objects.get(pk=held.id).status == JobStatus.READY
     [stale] = [r for r in caplog.records if getattr(r, "outcome", None) == "stale_ignored"]
     assert (getattr(stale, "job_id", None), getattr(stale, "stale_outcome", None)) == (lost.id, "failed")
+    assert f"outcome ignored (worker {OWNER})" in stale.getMessage()
 
 
 def test_an_entry_postgresql_refuses_falls_back_alone(caplog: pytest.LogCaptureFixture) -> None:

@@ -12,7 +12,9 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+import psycopg
 import pytest
+from django.db import connection as django_connection
 from django.db.models.functions import Now
 
 from django_jobretry.models import Job
@@ -90,7 +92,8 @@ def test_a_lost_lease_is_reported_once_and_no_longer_extended(caplog: pytest.Log
     caplog.set_level(logging.WARNING, logger="django_jobretry")
     beat(scripted(lambda: [job], taken_away, lambda: [job]), 6)
     [warning] = lost_warnings(caplog)
-    assert (warning.job_id, warning.attempt) == (job.id, 1)  # type: ignore[attr-defined]
+    assert (warning.job_id, warning.attempt, warning.worker) == (job.id, 1, OWNER)  # type: ignore[attr-defined]
+    assert warning.getMessage() == f"job {job.id} attempt 1 lost its lease while running on worker {OWNER}"
 
 
 def test_the_next_attempt_of_a_lost_job_is_extended_again(caplog: pytest.LogCaptureFixture) -> None:
@@ -117,3 +120,59 @@ def test_the_next_attempt_of_a_lost_job_is_extended_again(caplog: pytest.LogCapt
     assert second[0].attempt == 2
     extended = Job.objects.filter(id=first.id, lease_expires_at__gt=Now() + timedelta(seconds=LEASE / 2))
     assert list(extended.values_list("status", "attempts")) == [("running", 2)]
+
+
+def test_the_worker_that_recovers_a_lost_job_names_the_worker_that_lost_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    jobs.record.enqueue("beat")
+    job = claim_one()
+    Job.objects.filter(id=job.id).update(lease_expires_at=Now() - timedelta(seconds=1))
+    caplog.set_level(logging.WARNING, logger="django_jobretry")
+    for item in recovery.recover_expired(10, 10):
+        recovery.announce(item, object)
+    [line] = [r for r in caplog.records if getattr(r, "outcome", None) == "lease_expired_retry"]
+    assert f"lost its lease (worker {OWNER}); retry in" in line.getMessage()
+    assert line.lost_by == OWNER  # type: ignore[attr-defined]
+
+
+class CutAfter(Beats):
+    """Beats that record each wait's timeout, and end the thread's database session at the second."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.timeouts: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.timeouts.append(timeout)
+        if len(self.timeouts) == 2:  # in the heartbeat thread, after a beat: its connection is open
+            backend = django_connection.connection.info.backend_pid
+            params = django_connection.get_connection_params()
+            params.pop("cursor_factory", None)
+            params.pop("context", None)
+            with psycopg.connect(**params, autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", [backend])
+        return super().wait(timeout)
+
+
+def test_a_failed_beat_is_tried_again_within_seconds_not_a_beat_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The leases run out while the heartbeat waits: after a failure it tries again at once (backoff)."""
+    jobs.record.enqueue("beat")
+    job = claim_one()
+    beats = CutAfter(4)
+    caplog.set_level(logging.INFO, logger="django_jobretry")
+    thread = Heartbeat(
+        worker_id=OWNER,
+        running=lambda: [job],
+        lease_seconds=LEASE,
+        every=LEASE / 3,
+        stop=beats,  # type: ignore[arg-type]
+    )
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert beats.timeouts == [LEASE / 3, LEASE / 3, 0.5, LEASE / 3, LEASE / 3]  # the last one stops it
+    assert [r.getMessage() for r in caplog.records if "heartbeat failed" in r.getMessage()]
+    assert [r for r in caplog.records if f"answers the heartbeat of worker {OWNER} again" in r.getMessage()]
