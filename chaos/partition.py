@@ -77,7 +77,7 @@ class Partitioner:
     """Cuts, flaps and slows the workers' links; every episode is logged as a Fault too."""
 
     pool: Pool
-    relays: dict[str, Link]  # by worker slot name
+    links: dict[str, Link]  # by worker slot name
     url: str  # the database, directly: the harness's own view
     rng: random.Random
     log: list[Fault]
@@ -93,7 +93,7 @@ class Partitioner:
         if target is None:
             return
         name, pid = target
-        relay = self.relays[name]
+        relay = self.links[name]
         started = now()
         relay.blackhole()
         time.sleep(seconds)
@@ -109,7 +109,7 @@ class Partitioner:
         if target is None:
             return
         name, pid = target
-        relay = self.relays[name]
+        relay = self.links[name]
         started = now()
         for _ in range(cycles):
             relay.blackhole()
@@ -123,10 +123,10 @@ class Partitioner:
     def slow(self, seconds: float) -> None:
         """Every link: 20-60 ms one way, and one chunk in 20 stalled 0.5 s (a retransmission)."""
         started = now()
-        for relay in self.relays.values():
+        for relay in self.links.values():
             relay.shape(delay=0.02, jitter=0.04, loss=0.05, stall=0.5)
         time.sleep(seconds)
-        for relay in self.relays.values():
+        for relay in self.links.values():
             relay.shape()
         self._record(Fault("latency_loss", None, started, now(), f"{seconds:g}s"), None, None)
 
