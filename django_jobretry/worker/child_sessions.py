@@ -11,6 +11,10 @@ No other session has that name, so a backend pid reused meanwhile is never
 hit. A transaction-pooled alias (pooling.py) is left alone: its server
 sessions are shared by other clients, and ending them is the pooler's
 business (PgBouncer's ``query_timeout``).
+
+The runner thread that ends them waits like the worker's own threads do
+(worker/watchdog.py): a partition must not keep a killed child's slot, or a
+shutdown, waiting.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from django.db import DatabaseError, InterfaceError, connections
 
 from django_jobretry.conf.pooling import transaction_pooled
 from django_jobretry.services.sql import loggable
+from django_jobretry.worker import probe, watchdog
+from django_jobretry.worker.session import bound_connects
 
 logger = logging.getLogger("django_jobretry")
 
@@ -51,8 +57,10 @@ def end_sessions(token: str, child_pid: int | None) -> int:
     for alias in _ended_aliases():
         connection = connections[alias]
         opened_here = connection.connection is None
+        bound_connects(connection)
         try:
             with connection.cursor() as cursor:
+                watchdog.guard(connection.connection, alias)
                 cursor.execute(
                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, %s)) FROM pg_stat_activity "
                     "WHERE starts_with(application_name, %s) AND pid <> pg_backend_pid()",
@@ -61,14 +69,21 @@ def end_sessions(token: str, child_pid: int | None) -> int:
                 ended += cursor.fetchone()[0]
         except (DatabaseError, InterfaceError) as exc:
             fields = loggable(exc)
+            place = probe.where(alias, connection.connection)
             logger.warning(
-                "could not end the database sessions of job process %s on %r (%s, SQLSTATE %s): "
+                "could not end the database sessions of job process %s on %s (%s, SQLSTATE %s): "
                 "a statement it ran may go on until it ends",
                 child_pid,
-                alias,
+                place,
                 fields["error_class"],
                 fields["sqlstate"],
-                extra={"outcome": "child_sessions_left", "child_pid": child_pid, "database": alias, **fields},
+                extra={
+                    "outcome": "child_sessions_left",
+                    "child_pid": child_pid,
+                    "database": alias,
+                    "where": place,
+                    **fields,
+                },
             )
         finally:
             if opened_here:

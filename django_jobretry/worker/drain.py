@@ -21,7 +21,7 @@ from typing import Protocol
 
 from django.db import DatabaseError, InterfaceError
 
-from django_jobretry.services.claimed import ClaimedJob
+from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
 from django_jobretry.worker import watchdog
 from django_jobretry.worker.session import RECONNECT_CAP, Backoff, drop_connection, log_database_error
 from django_jobretry.worker.shutdown import release, take_unstarted
@@ -40,7 +40,9 @@ class Draining(Protocol):
 
     id: str
     lease: float
+    backoff: Backoff  # the main loop's
     inbox: queue.Queue[ClaimedJob | None]
+    outbox: queue.Queue[Succeeded | Failed]
     running: dict[int, ClaimedJob]
     time_limits: TimeLimits
     wake: threading.Event
@@ -57,15 +59,16 @@ def drain(worker: Draining, grace_ends: float) -> list[int]:
     watchdog.give_up_at(grace_ends + DRAIN_MARGIN)
     backoff = Backoff(cap=RECONNECT_CAP)
     unreleased = take_unstarted(worker.inbox, worker.running)
-    answering = True
+    answering = worker.backoff.failing_since is None  # as the main loop left it
     while True:
+        writes = bool(unreleased) or worker.unrecorded() or not worker.outbox.empty()
         try:
             if unreleased:
                 release(unreleased)
                 unreleased = []
             worker.record_outcomes()
             worker.time_limits.end_overdue()
-            answering = True
+            answering = answering or writes  # it answered, if anything was asked of it
             backoff.succeeded()
             pause = 0.1
         except (DatabaseError, InterfaceError) as exc:
@@ -78,7 +81,7 @@ def drain(worker: Draining, grace_ends: float) -> list[int]:
             break
         worker.wake.wait(min(pause, remaining))
         worker.wake.clear()
-    if answering:  # a database that failed all along would only cost another connect_timeout
+    if answering:  # a database that fails now would only cost another connect_timeout past the grace
         try:
             worker.record_outcomes()
             worker.time_limits.end_at_shutdown(worker.lease)
@@ -88,10 +91,11 @@ def drain(worker: Draining, grace_ends: float) -> list[int]:
     left = sorted({job.id for job in [*unreleased, *worker.time_limits.alive(), *worker.unrecorded_jobs()]})
     if left:
         logger.warning(
-            "worker %s stops without recording the outcome of %d jobs (%s): they are left to their "
-            "leases and recovered by other workers when those expire",
+            "worker %s stops without recording the outcome of %d %s (%s): left to their leases, "
+            "they are recovered by other workers when those expire",
             worker.id,
             len(left),
+            "job" if len(left) == 1 else "jobs",
             ", ".join(map(str, left)),
             extra={"worker": worker.id, "outcome": "left_to_lease", "job_ids": left},
         )

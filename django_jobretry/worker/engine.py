@@ -67,6 +67,7 @@ class Worker:
         )
         self.stopping = threading.Event()
         self.grace_ends: float | None = None  # time.monotonic() when the drain's grace period is over
+        self.backoff = Backoff()  # the main loop's: failing_since says whether the database fails now
         self.heartbeat_stop = threading.Event()
         self.wake = threading.Event()
         self.inbox: queue.Queue[ClaimedJob | None] = queue.Queue()
@@ -137,7 +138,7 @@ class Worker:
             unmark_bookkeeping_thread()
             drop_connection()
             # It removes the worker's row as it stops; not past the grace period and its margin.
-            last = (self.grace_ends or time.monotonic()) + DRAIN_MARGIN + 0.5
+            last = (self.grace_ends or time.monotonic()) + DRAIN_MARGIN + watchdog.LAST_CALL + 0.5
             heartbeat.join(timeout=min(GOODBYE_SECONDS, max(last - time.monotonic(), 0)))
             watchdog.stop()
         announce.stopped(self.id, self.finished_total)
@@ -159,7 +160,7 @@ class Worker:
     # -- main loop ---------------------------------------------------------------------
 
     def _loop(self) -> None:
-        backoff = Backoff()
+        backoff = self.backoff
         schedule = ClaimSchedule(jobretry_settings.poll_seconds, self.recorder.retries_due)
         woken = True
         while not self.stopping.is_set():

@@ -33,21 +33,25 @@ _bookkeeping_threads: set[int] = set()
 def mark_bookkeeping_thread() -> None:
     """Give this thread's (next) connection the worker session settings (docs/design.md#rule-8)."""
     _bookkeeping_threads.add(threading.get_ident())
-    _bound_connects(connection)
+    bound_connects(connection)
     if connection.connection is not None:
         watchdog.guard(connection.connection, connection.alias)
         apply_timeouts(connection)
 
 
-def _bound_connects(wrapper: Any) -> None:
-    """This thread's connects give up after ``connect_timeout``, unless OPTIONS sets it (psycopg: 130 s)."""
+def bound_connects(wrapper: Any) -> None:
+    """This thread's connects give up after ``connect_timeout``: OPTIONS', else 4 s (psycopg's is 130 s).
+
+    A stopping worker's connects also give up when its grace period is over.
+    """
     if getattr(wrapper, "_jobretry_bounded", False):
         return
     params = wrapper.get_connection_params
 
     def bounded() -> dict[str, Any]:
         conn_params: dict[str, Any] = params()
-        conn_params.setdefault("connect_timeout", watchdog.connect_timeout())
+        configured = int(float(conn_params.get("connect_timeout", probe.CONNECT_TIMEOUT)))
+        conn_params["connect_timeout"] = watchdog.connect_timeout(configured)
         return conn_params
 
     wrapper.get_connection_params = bounded

@@ -38,7 +38,6 @@ from django.db import connections
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.worker.probe import (
-    CONNECT_TIMEOUT,
     address_of,
     lost,
     probe_params,
@@ -55,6 +54,8 @@ SLOW_AFTER = 2.0
 NO_ANSWER_MARGIN = 2.0
 #: How often the watchdog looks at the calls waiting.
 TICK = 0.25
+#: Once a stopping worker's grace is over, how long one more call may wait (its goodbye, say).
+LAST_CALL = 0.5
 
 
 @dataclass(eq=False)
@@ -118,7 +119,7 @@ class Watchdog(threading.Thread):
         with self._lock:
             for call in list(self._calls):
                 waited = now - call.started
-                if give_up_at is not None and now >= give_up_at:
+                if give_up_at is not None and now - max(call.started, give_up_at) >= LAST_CALL:
                     self._cut(call, waited, "the worker's grace period is over")
                 elif waited >= self.no_answer_after:
                     why = f"the server would have cancelled it after {self.no_answer_after:g}s"
@@ -139,10 +140,13 @@ class Watchdog(threading.Thread):
         """
         with self._lock:
             waiting = [call for call in self._calls if call.key() == key and call.started <= started]
-        pooled = bool(connections.settings.get(key[0], {}).get("DISABLE_SERVER_SIDE_CURSORS"))
-        states = server_states(probe_params(*key), [] if pooled else [c.backend_pid for c in waiting])
+        try:
+            pooled = bool(connections.settings.get(key[0], {}).get("DISABLE_SERVER_SIDE_CURSORS"))
+            states = server_states(probe_params(*key), [] if pooled else [c.backend_pid for c in waiting])
+        finally:
+            with self._lock:
+                del self._probes[key]
         with self._lock:
-            del self._probes[key]
             for call in waiting:
                 if call not in self._calls:
                     continue  # it came back meanwhile
@@ -197,13 +201,14 @@ def stop() -> None:
         dog.stop()
 
 
-def connect_timeout() -> int:
-    """CONNECT_TIMEOUT, or less when a stopping worker's grace ends sooner (libpq's least is 2 s)."""
+def connect_timeout(configured: int) -> int:
+    """``configured`` (0: no limit), or less when a stopping worker's grace ends sooner (at least 2 s)."""
     dog = _installed.dog
     when = None if dog is None else dog.giving_up_at()
     if when is None:
-        return CONNECT_TIMEOUT
-    return max(2, min(CONNECT_TIMEOUT, math.ceil(when - time.monotonic())))
+        return configured
+    left = max(2, math.ceil(when - time.monotonic()))
+    return left if configured <= 0 else min(configured, left)
 
 
 def give_up_at(when: float) -> None:
