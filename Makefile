@@ -36,6 +36,7 @@ help:
 	@echo "make bench-django-q2  django-q2 with and without the adapter (docs/performance.md; ~3 min)"
 	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
 	@echo "make pgbouncer  install Debian's pgbouncer for tests/integration/test_pgbouncer.py (apt-get)"
+	@echo "make chaos-ci / chaos / chaos-partition / chaos-netns  the chaos harness (docs/reliability.md)"
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python >= 3.12 found; install one or pass PYTHON=..." >&2; exit 1; }
@@ -171,11 +172,20 @@ clean:
 	rm -rf .venv .venv-django* .nox .site mutants .pgdata .mutmut-results.txt .coverage .coverage.*
 
 # Chaos harness (docs/reliability.md), not part of make test: workers under SIGKILL, SIGSTOP, killed
-# sessions, a database restart and more, then SQL invariants. It starts its own embedded PostgreSQL
-# when DATABASE_URL is unset (and then restarts it as a fault); CHAOS_ARGS e.g. "--seed 3 --logs DIR".
-.PHONY: chaos chaos-ci
+# sessions, a database restart, partitions and more, then SQL invariants. It starts its own embedded
+# PostgreSQL when DATABASE_URL is unset (and then restarts it as a fault); CHAOS_ARGS e.g. "--seed 3 --logs DIR".
+.PHONY: chaos chaos-ci chaos-partition chaos-netns
 chaos: $(STAMP)
 	$(BIN)/python -m chaos --size soak $(CHAOS_ARGS)
 
 chaos-ci: $(STAMP)
 	$(BIN)/python -m chaos --size ci $(CHAOS_ARGS)
+
+# Partition faults through a relay per worker (no root needed; about 1.5 minutes).
+chaos-partition: $(STAMP)
+	$(BIN)/python -m chaos --size partition $(CHAOS_ARGS)
+
+# The same with each worker in a network namespace of its own, cut off by the kernel (chaos/netns.py):
+# needs root and ip (iproute2); says why and exits 2 where they are missing. Not part of make test.
+chaos-netns: $(STAMP)
+	$(BIN)/python -m chaos --size partition --netns $(CHAOS_ARGS)

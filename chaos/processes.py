@@ -39,6 +39,7 @@ class Slot:
 
     name: str
     command: list[str]
+    env: dict[str, str] | None = None  # the pool's when None (a worker behind a relay has its own URL)
     process: subprocess.Popen[bytes] | None = None
     killed: bool = False  # the harness sent SIGKILL to the current process
     starts: int = 0
@@ -56,8 +57,11 @@ class Pool:
     stopping: threading.Event = field(default_factory=threading.Event)
     restart_delay: float = 0.5
 
-    def add(self, name: str, *args: str) -> Slot:
-        slot = Slot(name, [sys.executable, *args])
+    def add(
+        self, name: str, *args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None
+    ) -> Slot:
+        """``prefix`` runs the process elsewhere (``ip netns exec NS``, which execs: the pid is Python's)."""
+        slot = Slot(name, [*(prefix or []), sys.executable, *args], env)
         with self.lock:
             self.slots.append(slot)
             self._start(slot)
@@ -67,7 +71,7 @@ class Pool:
         slot.starts += 1
         log = (self.log_dir / f"{slot.name}.log").open("ab")
         slot.process = subprocess.Popen(  # noqa: S603
-            slot.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            slot.command, cwd=ROOT, env=slot.env or self.env, stdout=log, stderr=subprocess.STDOUT
         )
         log.close()
         slot.killed = False
@@ -95,6 +99,18 @@ class Pool:
                 s.process.pid
                 for s in self.slots
                 if s.name.startswith(prefix) and s.process is not None and s.process.poll() is None
+            ]
+
+    def live_slots(self, prefix: str) -> list[tuple[str, int]]:
+        """(slot name, pid) of each live process named ``prefix*``, not one just sent SIGKILL."""
+        with self.lock:
+            return [
+                (s.name, s.process.pid)
+                for s in self.slots
+                if s.name.startswith(prefix)
+                and s.process is not None
+                and not s.killed
+                and s.process.poll() is None
             ]
 
     def sigkill(self, pid: int) -> bool:

@@ -23,10 +23,17 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import django
 
+from chaos import netns
+from chaos.processes import Pool
+from chaos.relay import Relay
 from chaos.sizes import SIZES, Size
+
+if TYPE_CHECKING:  # chaos.partition needs Django set up
+    from chaos.partition import Link
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -36,11 +43,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--size", choices=sorted(SIZES), default="ci")
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--logs", type=Path, help="keep worker logs here (default: a temporary folder)")
+    parser.add_argument(
+        "--netns",
+        action="store_true",
+        help="workers in network namespaces, cut by the kernel (root and ip; chaos/netns.py)",
+    )
     return parser.parse_args(argv)
 
 
-def schedule(size: Size, rng: random.Random, can_restart: bool) -> list[str]:
-    """The fault events in a seeded random order; the restart is never first nor last."""
+def schedule(size: Size, rng: random.Random, can_restart: bool, kernel_cuts: bool = False) -> list[str]:
+    """The fault events in a seeded random order; the restart is never first nor last.
+
+    With ``kernel_cuts`` (--netns) a cut cannot reset connections nor add latency: those are left out.
+    """
     events = (
         ["sigkill"] * size.kills
         + ["sigstop"] * size.pauses
@@ -49,6 +64,10 @@ def schedule(size: Size, rng: random.Random, can_restart: bool) -> list[str]:
         + ["lock_table"] * size.locks
         + ["poison"] * size.poison
         + ["retry_storm"] * size.storms
+        + ["partition"] * size.partitions
+        + ["partition_reset"] * (0 if kernel_cuts else size.partition_resets)
+        + ["flapping"] * size.flaps
+        + ["latency_loss"] * (0 if kernel_cuts else size.slowdowns)
         + ["hostile_rows", "stubborn_child"]
     )
     rng.shuffle(events)
@@ -58,29 +77,79 @@ def schedule(size: Size, rng: random.Random, can_restart: bool) -> list[str]:
     return events
 
 
+def start_processes(
+    pool: Pool, size: Size, url: str, seed: int, network: netns.Network | None
+) -> tuple[dict[str, Link], list[Relay]]:
+    """The workers, the operators and the pruner, under the supervisor; the workers' links, the relays.
+
+    Each worker reaches the database through a relay of its own, which partition
+    faults cut; with ``network``, from a namespace of its own through one relay
+    in pass mode on the host, and the faults cut its namespace off instead.
+    """
+    manage = str(Path(__file__).resolve().parents[1] / "manage.py")
+    if network is None:
+        relays = [Relay.to(url, seed=seed + i).start() for i in range(size.workers)]
+        links: list[Link] = list(relays)
+    else:
+        relays = [Relay.to(url, bind=netns.HOST_ADDRESS).start()] * size.workers
+        links = [network.link(i) for i in range(size.workers)]
+    for i in range(size.workers):
+        # Not the "stubborn" queue: the stubborn_child fault's own worker's (chaos/stubborn.py).
+        pool.add(
+            f"worker-{i}",
+            manage,
+            *("runworker", "-v", "1", "--concurrency", str(size.concurrency), "--queue", "default"),
+            env={**pool.env, "DATABASE_URL": relays[i].url_for(url)},
+            prefix=None if network is None else network.prefix(i),
+        )
+    for name in ("operator-a", "operator-b"):
+        pool.add(name, "-m", "chaos.sidecars", "operator", name)
+    pool.add("pruner", "-m", "chaos.sidecars", "pruner")
+    threading.Thread(target=pool.supervise, name="chaos-supervisor", daemon=True).start()
+    return {f"worker-{i}": link for i, link in enumerate(links)}, list(dict.fromkeys(relays))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     size = SIZES[args.size]
+    network = None
+    if args.netns:
+        if reason := netns.unavailable():
+            print(f"chaos --netns: {reason}; `make chaos-partition` needs neither", file=sys.stderr)
+            return 2
+        network = netns.Network(size.workers)
+        try:
+            network.up()
+        except OSError as exc:
+            print(f"chaos --netns: could not build the namespaces: {exc}", file=sys.stderr)
+            return 2
     from chaos.server import open_database
 
     db = open_database()
     try:
-        return _run(args, size, db.url, db.version, db.restart)
+        return _run(args, size, db.url, db.version, db.restart, network=network)
     finally:
         db.close()
+        if network is not None:
+            network.down()
 
 
 def _run(
-    args: argparse.Namespace, size: Size, url: str, version: str, restart: Callable[[], None] | None
+    args: argparse.Namespace,
+    size: Size,
+    url: str,
+    version: str,
+    restart: Callable[[], None] | None,
+    *,
+    network: netns.Network | None,
 ) -> int:
     os.environ["DATABASE_URL"] = url
     os.environ["DJANGO_SETTINGS_MODULE"] = "chaos.settings"
     django.setup()
     from django.core.management import call_command
 
-    from chaos import report, schema, workload
+    from chaos import partition, report, schema, workload
     from chaos.faults import Fault, Injector
-    from chaos.processes import Pool
     from chaos.settings import LEASE_SECONDS
 
     call_command("migrate", verbosity=0)
@@ -92,36 +161,18 @@ def _run(
         print("chaos: DATABASE_URL is someone else's server: the pg_restart fault is skipped", flush=True)
 
     rng = random.Random(args.seed)
-    events = schedule(size, rng, restart is not None)
+    events = schedule(size, rng, restart is not None, kernel_cuts=network is not None)
     hostile = len(workload.HOSTILE)
     fed = size.jobs - size.storms * size.storm_jobs - size.poison - hostile
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    pool = Pool(env, log_dir)
-    manage = str(Path(__file__).resolve().parents[1] / "manage.py")
-    for i in range(size.workers):
-        # Not the "stubborn" queue: the stubborn_child fault's own worker's (chaos/stubborn.py).
-        pool.add(
-            f"worker-{i}",
-            manage,
-            "runworker",
-            "-v",
-            "1",
-            "--concurrency",
-            str(size.concurrency),
-            "--queue",
-            "default",
-        )
-    for name in ("operator-a", "operator-b"):
-        pool.add(name, "-m", "chaos.sidecars", "operator", name)
-    pool.add("pruner", "-m", "chaos.sidecars", "pruner")
-    supervisor = threading.Thread(target=pool.supervise, name="chaos-supervisor", daemon=True)
-    supervisor.start()
+    pool = Pool({**os.environ, "PYTHONUNBUFFERED": "1"}, log_dir)
+    links, relays = start_processes(pool, size, url, args.seed, network)
 
     started = time.monotonic()
     deadline = started + size.fault_seconds + size.drain_seconds + 120
     gate = threading.Lock()
     faults: list[Fault] = []
     injector = Injector(pool, url, LEASE_SECONDS, rng, gate, restart, faults)
+    partitioner = partition.Partitioner(pool, links, url, rng, faults)
     feeder = workload.Feeder(fed, size.fault_seconds, args.seed, gate, deadline)
     feeder.start()
     actions: dict[str, Callable[[], None]] = {
@@ -135,6 +186,10 @@ def _run(
         "retry_storm": lambda: workload.retry_storm(f"storm-{rng.random():.6f}", size.storm_jobs, deadline),
         "hostile_rows": lambda: workload.insert_hostile(deadline, workload.HOSTILE),
         "stubborn_child": injector.stubborn_child,
+        "partition": lambda: partitioner.cut(size.partition_seconds),
+        "partition_reset": lambda: partitioner.cut(size.partition_seconds, reset=True),
+        "flapping": lambda: partitioner.flap(size.flap_cycles, phase=1.5),
+        "latency_loss": lambda: partitioner.slow(size.partition_seconds),
     }
     interval = size.fault_seconds / (len(events) + 1)
     for i, event in enumerate(events):
@@ -148,9 +203,14 @@ def _run(
     for prefix in ("operator", "pruner", "worker"):
         pool.stop(prefix, timeout=20)
     pool.shutdown(timeout=5)
+    for relay in relays:
+        relay.close()
     report.save_faults(faults)
 
     checks, figures = report.evaluate(pool, feeder, drained, timedelta(seconds=LEASE_SECONDS + 2), log_dir)
+    if partitioner.episodes:
+        host = "127.0.0.1" if network is None else netns.HOST_ADDRESS
+        checks.append(partition.measure(partitioner.episodes, log_dir, host))
     figures.update(
         {
             "size": args.size,
@@ -162,6 +222,8 @@ def _run(
         }
     )
     report.print_table(checks, figures)
+    if partitioner.episodes:
+        partition.print_episodes(partitioner.episodes)
     if not drained:
         return 2
     return 0 if all(check.ok for check in checks) else 1

@@ -158,3 +158,14 @@ def install() -> None:
         raise RuntimeError("the product's table names changed; update chaos/schema.py")
     with connection.cursor() as cursor:
         cursor.execute(DDL)
+
+
+def uninstall() -> None:
+    """Drop what install() made (the triggers go with their functions): for tests sharing a database."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "DROP VIEW IF EXISTS chaos_entry, chaos_history; "
+            "DROP FUNCTION IF EXISTS chaos_audit_job, chaos_audit_dead CASCADE; "
+            "DROP TABLE IF EXISTS chaos_attempt, chaos_audit, chaos_enqueued, chaos_intent, chaos_cancel, "
+            "chaos_fault"
+        )

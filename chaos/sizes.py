@@ -1,4 +1,6 @@
-"""The two sizes of a run: `make chaos-ci` (about a minute) and `make chaos` (the soak, 8 to 9 minutes)."""
+"""The sizes of a run: `make chaos-ci` (about a minute), `make chaos` (the soak, 8 to 9 minutes),
+and `make chaos-partition` (partition faults only, about two minutes).
+"""
 
 from __future__ import annotations
 
@@ -23,6 +25,13 @@ class Size:
     storms: int
     storm_jobs: int
     drain_seconds: float  # after the fault phase, every job must be finished within this
+    # Partition faults through the workers' relays (chaos/partition.py).
+    partitions: int = 0  # one worker blackholed for partition_seconds, then healed
+    partition_resets: int = 0  # the same, its connections reset at the heal
+    flaps: int = 0  # one worker's link down and up flap_cycles times
+    slowdowns: int = 0  # every link slow and stalling for partition_seconds
+    partition_seconds: float = 12.0  # longer than the lease and than the time a worker has to notice
+    flap_cycles: int = 4
 
 
 SIZES = {
@@ -57,5 +66,30 @@ SIZES = {
         storms=3,
         storm_jobs=150,
         drain_seconds=240,
+        partitions=3,
+        partition_resets=2,
+        flaps=3,
+        slowdowns=2,
+    ),
+    # Every partition fault, with SIGKILLs and killed sessions between them, and nothing else.
+    "partition": Size(
+        jobs=250,
+        workers=2,
+        concurrency=4,
+        fault_seconds=55,
+        kills=1,
+        pauses=0,
+        terminations=1,
+        restarts=0,
+        locks=0,
+        lock_seconds=0,
+        poison=0,
+        storms=0,
+        storm_jobs=0,
+        drain_seconds=60,
+        partitions=1,
+        partition_resets=1,
+        flaps=1,
+        slowdowns=1,
     ),
 }

@@ -21,6 +21,7 @@ import pytest
 from django.db import connection
 from django.db.models.functions import Now
 
+from devtools import pgembed
 from django_jobretry.models import Job, JobStatus
 from tests.jobs_app.models import Execution
 
@@ -57,6 +58,26 @@ def run_bench(*args: str, timeout: float) -> str:
     )
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     return result.stdout
+
+
+def chaos_environment() -> dict[str, str]:
+    """The environment of a `python -m chaos` run: a private server when there are binaries for one.
+
+    With PostgreSQL binaries on the machine the harness starts a server it
+    may restart; without them it uses a scratch database on DATABASE_URL's.
+    """
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    try:
+        pgembed._find_binaries()
+    except pgembed.NoPostgres:
+        if not env.get("DATABASE_URL"):
+            pytest.fail(
+                "the chaos harness needs PostgreSQL binaries (pgserver, from `make test`) or DATABASE_URL"
+            )
+    else:
+        env.pop("DATABASE_URL", None)  # a private server, so the restart fault runs too
+    return env
 
 
 def spawn_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

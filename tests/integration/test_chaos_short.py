@@ -9,36 +9,19 @@ scratch database on DATABASE_URL's server and skips the restart fault.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from devtools import pgembed
-from tests.processes import ROOT
+from tests.processes import ROOT, chaos_environment
 
 #: The harness itself gives up after its fault phase plus its drain deadline (about 3 minutes).
 DEADLINE_SECONDS = 420
 
 #: The table row of chaos/stale.py's invariant: how many attempt ends it checked, how many violated it.
 STALE_ROW = re.compile(r"^\| stale completions accepted +\| +(\d+) \| +(\d+) \| (\w+) +\|$", re.MULTILINE)
-
-
-def _environment() -> dict[str, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    try:
-        pgembed._find_binaries()
-    except pgembed.NoPostgres:
-        if not env.get("DATABASE_URL"):
-            pytest.fail(
-                "the chaos harness needs PostgreSQL binaries (pgserver, from `make test`) or DATABASE_URL"
-            )
-    else:
-        env.pop("DATABASE_URL", None)  # a private server, so the restart fault runs too
-    return env
 
 
 @pytest.mark.timeout(DEADLINE_SECONDS + 30)
@@ -48,7 +31,7 @@ def test_short_chaos_run_keeps_every_invariant() -> None:
             [sys.executable, "-m", "chaos", "--size", "ci"],
             check=False,
             cwd=ROOT,
-            env=_environment(),
+            env=chaos_environment(),
             capture_output=True,
             text=True,
             timeout=DEADLINE_SECONDS,
