@@ -29,8 +29,9 @@ from django_jobretry.admin.base import NoWritesAdmin, warn_ignored
 from django_jobretry.admin.pause_form import PauseForm
 from django_jobretry.admin.selection import actor
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
+from django_jobretry.models.job_states import held_filter
 from django_jobretry.services import circuits, holds
-from django_jobretry.services.console.status_holds import held, held_by_breaker, held_by_pause
+from django_jobretry.services.console.status_holds import held_by_breaker, held_by_pause
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     from django.http.request import _ImmutableQueryDict
@@ -57,7 +58,7 @@ class HeldFilter(admin.SimpleListFilter):
             return queryset
         if self.value() != "yes":
             raise IncorrectLookupParameters(f"held is 'yes' or absent, not {self.value()!r}")
-        return queryset.filter(held())
+        return queryset.filter(held_filter())
 
 
 class PauseAdmin(_PauseBase):

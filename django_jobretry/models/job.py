@@ -10,6 +10,7 @@ from django.db.models.functions import Now
 
 from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_shapes
 from django_jobretry.models.instants import holdable_times
+from django_jobretry.models.job_states import JobSubStates
 from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
 
 #: The id of the first job of a requeue chain, for rows that were requeued
@@ -52,8 +53,8 @@ ACTOR_MAX_LENGTH = 150
 LANE_MAX_LENGTH = 210
 
 
-class JobQuerySet(models.QuerySet["Job"]):
-    """Named states, so "what counts as live" is written once."""
+class JobQuerySet(JobSubStates["Job"]):
+    """Named states, so "what counts as live" is written once; sub-states in models/job_states.py."""
 
     def live(self) -> JobQuerySet:
         """Ready or running: not finished, not dead."""

@@ -16,7 +16,7 @@ from django.db import connection
 from django_jobretry import CircuitOpen, FatalError, RetryPolicy, Snooze, job
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus, Pause
 from django_jobretry.services import circuits, holds, transitions
-from django_jobretry.services.console.status_holds import held, holds_report
+from django_jobretry.services.console.status_holds import holds_report
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +92,7 @@ class TestPause:
             list(Job.objects.filter(pk__in=[j.id for j in jobs]).values_list("attempts", flat=True))
             == [0] * 3
         )
-        assert Job.objects.filter(held()).count() == 3
+        assert Job.objects.held().count() == 3
         DOWN["partner"] = False
         ended = holds.resume(task=call_partner.name, actor="bob")
         assert ended is not None
@@ -349,7 +349,7 @@ class TestSnooze:
 def test_enqueue_is_not_refused_while_held() -> None:
     holds.pause(task=call_partner.name, actor="alice")
     call_partner.enqueue(1)
-    assert Job.objects.filter(held()).count() == 1
+    assert Job.objects.held().count() == 1
 
 
 def test_run_jobs_does_not_bring_held_jobs_forward() -> None:
@@ -368,6 +368,6 @@ def test_an_open_breaker_parks_its_jobs_at_its_end_and_still_counts_them_held() 
     parked = Job.objects.filter(task_name=call_partner.name)
     assert set(parked.values_list("run_at", flat=True)) == {row.open_until}
     assert all(job.held_seconds > 500 for job in parked if job.first_attempt_at is not None)
-    assert Job.objects.filter(held()).count() == 6
+    assert Job.objects.held().count() == 6
     assert holds_report().circuits[0].held == 6
     assert claim_ids() == {other_job.id}

@@ -16,13 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 from django.db.models.functions import Now
 
 from django_jobretry.models import Circuit, CircuitState, Job, JobStatus, Pause
-
-#: A pause in force: no ``until``, or one still ahead.
-IN_FORCE = Q(until__isnull=True) | Q(until__gt=Now())
+from django_jobretry.models.job_states import DUE, PAUSE_IN_FORCE
 
 
 @dataclass(frozen=True)
@@ -60,30 +58,6 @@ class HoldsReport:
     circuits: list[CircuitLine]
 
 
-def due() -> Q:
-    """Ready jobs whose time has come: what a hold keeps from the claim."""
-    return Q(status=JobStatus.READY, run_at__lte=Now())
-
-
-def held() -> Q:
-    """The jobs held now: paused and due, or behind a breaker that is not their probe.
-
-    A breaker's held jobs are due or parked at its end (services/circuits.py):
-    ready, with ``run_at`` at the latest its ``open_until``.
-    """
-    paused = Pause.objects.filter(IN_FORCE).filter(
-        Q(queue_name=OuterRef("queue_name")) | Q(task_name=OuterRef("task_name"))
-    )
-    breaker = (
-        Circuit.objects.filter(task_name=OuterRef("task_name"))
-        .exclude(state=CircuitState.CLOSED)
-        .exclude(probe_job_id=OuterRef("pk"))
-    )
-    parked = breaker.filter(open_until__gte=OuterRef("run_at"))
-    held_now = due() & (Q(Exists(paused)) | Q(Exists(breaker)))
-    return held_now | (Q(status=JobStatus.READY) & Q(Exists(parked)))
-
-
 def anything_held() -> bool:
     """Whether a pause is in force or a breaker is not closed, in one query: pages show the report then."""
     pauses, breakers = Pause._meta.db_table, Circuit._meta.db_table
@@ -108,7 +82,7 @@ def holds_report() -> HoldsReport:
             held_by_pause(*_target(row)),
             row.pk,
         )
-        for row in Pause.objects.filter(IN_FORCE).order_by("task_name", "queue_name")
+        for row in Pause.objects.filter(PAUSE_IN_FORCE).order_by("task_name", "queue_name")
     ]
     circuits = [
         CircuitLine(
@@ -134,7 +108,7 @@ def held_by_pause(kind: str, name: str) -> int:
     due later is not held yet (it is once due, if the pause is still in
     force), and a running job finishes.
     """
-    return Job.objects.filter(due(), **{f"{kind}_name": name}).count()
+    return Job.objects.filter(DUE, **{f"{kind}_name": name}).count()
 
 
 def held_by_breaker(row: Circuit) -> int:
@@ -159,10 +133,10 @@ def _target(row: Pause) -> tuple[str, str]:
 
 def why_held(job: Job) -> str:
     """What holds ``job`` now, in words, or "" when nothing does."""
-    if not Job.objects.filter(held(), pk=job.pk).exists():
+    if not Job.objects.held().filter(pk=job.pk).exists():
         return ""
     pause = (
-        Pause.objects.filter(IN_FORCE)
+        Pause.objects.filter(PAUSE_IN_FORCE)
         .filter(Q(queue_name=job.queue_name) | Q(task_name=job.task_name))
         .first()
     )

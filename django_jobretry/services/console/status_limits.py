@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.db.models import Count, Min, Q
-from django.db.models.functions import Now
 
 from django_jobretry.conf.limits import queue_limits, task_limits
 from django_jobretry.models import Job, JobStatus
+from django_jobretry.models.job_states import WAITING_FOR_SLOT
 from django_jobretry.policy.limits import PERIODS, Limit
 
 #: Keys named per per-key limit: the ones with the most due jobs waiting.
@@ -65,7 +65,7 @@ def limits_report() -> list[LimitLine]:
 def _line(kind: str, name: str, limit: Limit, scope: Q) -> LimitLine:
     jobs = Job.objects.filter(scope)
     running = jobs.filter(status=JobStatus.RUNNING)
-    waiting = jobs.filter(status=JobStatus.READY, run_at__lte=Now(), limit_lane__isnull=False)
+    waiting = jobs.filter(WAITING_FOR_SLOT)
     line = LimitLine(
         kind, name, limit.concurrency, limit.concurrency_key is not None, _rate(limit), running.count(), 0
     )
