@@ -180,10 +180,6 @@ def test_imports_only_point_down_the_layers() -> None:
     assert upward_imports(import_graph(ROOT, features.FEATURES)) == []
 
 
-def test_every_part_of_every_capability_has_its_reader() -> None:
-    assert set(READERS) == {name for name in Feature.__dataclass_fields__ if name != "name"}
-
-
 #: Loose modules at the package's top level (``__init__`` included): the public faces
 #: (``@job``, the dead-letter API, signals, exceptions, testing helpers, the backend's
 #: path), the core helpers and features.py, the one list of capabilities; everything else
@@ -284,48 +280,12 @@ def test_a_planted_type_only_upward_import_is_found(tmp_path: Path) -> None:
     ]
 
 
-def test_a_capability_path_above_its_reader_is_an_upward_import(tmp_path: Path) -> None:
-    root = _plant(
-        tmp_path,
-        {"worker/__init__.py": "", "worker/duties.py": "", "admin/__init__.py": "", "admin/holds.py": ""},
-    )
-    planted = Feature("planted", duty=f"{PACKAGE}.admin.holds.PauseAdmin")
-    assert upward_imports(import_graph(root, (planted,))) == [
-        "django_jobretry.worker.duties (worker) imports django_jobretry.admin.holds (adapters)"
-    ]
-    assert upward_imports(import_graph(root)) == []
-
-
-def test_a_capability_path_closing_a_cycle_is_found(tmp_path: Path) -> None:
-    root = _plant(
-        tmp_path,
-        {
-            "metrics/__init__.py": "",
-            "metrics/collector.py": "",
-            "metrics/planted.py": "from django_jobretry.metrics import collector\n",
-        },
-    )
-    planted = Feature("planted", collect=f"{PACKAGE}.metrics.planted.collect")
-    assert find_cycle(import_graph(root, (planted,))) == [
-        "django_jobretry.metrics.collector",
-        "django_jobretry.metrics.planted",
-        "django_jobretry.metrics.collector",
-    ]
-    assert find_cycle(import_graph(root)) is None
-
-
-def test_a_capability_path_to_no_module_fails(tmp_path: Path) -> None:
-    root = _plant(tmp_path, {"admin/__init__.py": ""})
-    planted = Feature("planted", panel=Panel("planted", "nowhere.panel", "planted.html"))
-    with pytest.raises(AssertionError, match=r"planted.panel: nowhere.panel names no module"):
-        import_graph(root, (planted,))
-
-
 @pytest.mark.parametrize(
     ("module", "layer"),
     [
         ("django_jobretry.policy.retry", 1),
         ("django_jobretry.models.job", 2),
+        ("django_jobretry.features", 2),
         ("django_jobretry.services.transitions", 3),
         ("django_jobretry.worker.engine", 4),
         ("django_jobretry.admin.dead_letters", 5),
