@@ -1,20 +1,21 @@
-"""The operator's overview: what is dying, what is held, each queue's backlog, schedules, limits, workers.
+"""The operator's overview: what is dying, each capability's panel, each queue's backlog, workers.
 
-One page answers the first questions of an incident before anyone opens a
-list: which tasks are dying and of what error (admin/dying.py), what is
-held back since when and by whom, with its Resume or Close beside it, which
-schedules are late, failing or paused, which limits are full
-(admin/dashboard_panels.py), what is retrying, how late is each queue, what
-runs longest, which workers are alive. It must stay cheap when the tables hold millions of rows (it is
-opened exactly then), so every figure is an index walk (services/console/status.py,
-services/console/deaths.py): counts stop at COUNT_LIMIT ("10,000+"; a chart bar at
-BAR_LIMIT), and nothing counts succeeded jobs per queue. Deaths are counted
-as they happen, so a requeue or a discard never lowers an hour's count. The
-retrying and dead jobs over time come from the samples the workers take once
-a minute (services/console/status_samples.py): the highest sample of each hour, an
-hour without one drawn as a gap, never as a zero. The charts are inline SVG
-drawn server-side (admin/charts.py): no JavaScript, no CDN, nothing for a CSP to block. An
-optional ``?refresh=N`` reloads the page every N seconds.
+One page answers the first questions of an incident before anyone opens a list:
+which tasks are dying and of what error (admin/dying.py), what each capability
+of features.py shows (what is held back since when and by whom, with its Resume
+or Close beside it, which scheduled work is late, which declared limit is full:
+admin/dashboard_panels.py), what is retrying, how late is each queue, what runs
+longest, which workers are alive. It must stay cheap when the tables hold
+millions of rows (it is opened exactly then), so every figure is an index walk
+(services/console/status.py, services/console/deaths.py): counts stop at
+COUNT_LIMIT ("10,000+"; a chart bar at BAR_LIMIT), and nothing counts succeeded
+jobs per queue. Deaths are counted as they happen, so a requeue or a discard
+never lowers an hour's count. The retrying and dead jobs over time come from
+the samples the workers take once a minute
+(services/console/status_samples.py): the highest sample of each hour, an hour
+without one drawn as a gap, never as a zero. The charts are inline SVG drawn
+server-side (admin/charts.py): no JavaScript, no CDN, nothing for a CSP to
+block. An optional ``?refresh=N`` reloads the page every N seconds.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
+from django_jobretry import features
 from django_jobretry.admin import charts, dashboard_panels, dying, failure_groups
 from django_jobretry.admin.base import holds
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
-from django_jobretry.services.console import deaths, status, status_limits, status_samples, workers
+from django_jobretry.services.console import deaths, status, status_samples, workers
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Base = admin.ModelAdmin[DeadLetter]
@@ -145,6 +147,21 @@ def worker_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:
     }
 
 
+def capability_panels(page: dashboard_panels.Page) -> dict[str, Any]:
+    """Each capability's panel by its key (None: not shown), and the includes of those shown, in two rows."""
+    built = [
+        (feature.panel, features.load(feature.panel.build)(page))
+        for feature in features.FEATURES
+        if feature.panel is not None
+    ]
+    shown = [panel for panel, found in built if found is not None]
+    return {
+        **{panel.key: found for panel, found in built},
+        "first_panels": [panel.template for panel in shown if panel.first],
+        "row_panels": [panel.template for panel in shown if not panel.first],
+    }
+
+
 def refresh_seconds(request: HttpRequest) -> int | None:
     """``?refresh=N`` for one of the offered periods; anything else (absent, "abc", "1") is off."""
     value = request.GET.get("refresh", "")
@@ -177,7 +194,6 @@ class DashboardPage(_Base):
         now = figures["now"]
         refresh = refresh_seconds(request)
         hourly, daily, found = deaths_read(now)
-        limits = status_limits.limits_report()
         context = {
             **self.admin_site.each_context(request),
             **figures,
@@ -187,9 +203,7 @@ class DashboardPage(_Base):
             "changelist_url": reverse(f"{site}:{self.opts.app_label}_{self.opts.model_name}_changelist"),
             "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
             "workers": worker_panel(request, site),
-            "held": dashboard_panels.held_panel(request, site, now, limits),
-            "schedules": dashboard_panels.schedules_panel(request, site),
-            "limits": dashboard_panels.limits_panel(request, limits),
+            **capability_panels(dashboard_panels.Page(request, site, now)),
             "dying": dying.panel(found, site=site, now=now),
             "groups": failure_groups.top_groups(site),
             "groups_url": reverse(f"{site}:django_jobretry_deadletter_groups") + "?since=24h",

@@ -9,17 +9,19 @@ button that posts to the Pauses or Circuit breakers page's own action
 you sure?" before it changes anything. The buttons are shown only to users
 holding that permission; nothing here changes state on a GET.
 
-Each panel is one function returning its include's context (None: the panel
-is not shown) and one template include, so the dashboard can later build its
-panels from one list. The figures come from the read models `jobstatus` uses
-(services/console/status_holds.py, status_schedules.py, status_limits.py).
+Each panel is one function of the :class:`Page` returning its include's
+context (None: the panel is not shown) and one template include; the
+dashboard builds them from features.py's list. The figures come from the
+read models `jobstatus` uses (services/console/status_holds.py,
+status_schedules.py, status_limits.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from django.contrib.admin.utils import quote
 from django.http import HttpRequest
@@ -34,8 +36,26 @@ from django_jobretry.models import Circuit, CircuitState, Pause, Schedule
 from django_jobretry.services.console import status_limits, status_schedules
 from django_jobretry.services.console.status_holds import CircuitLine, PauseLine, anything_held, holds_report
 
+_T = TypeVar("_T")
+
 #: What Resume and Close need, with the view permission of their page (admin/holds.py checks both).
 PAUSE_WORK = "django_jobretry.pause_work"
+
+
+@dataclass
+class Page:
+    """What a panel is built for: the request, the admin site's name, the database's now."""
+
+    request: HttpRequest
+    site: str
+    now: datetime
+    _reads: dict[Callable[[], object], object] = field(default_factory=dict)
+
+    def read(self, reader: Callable[[], _T]) -> _T:
+        """``reader()``, once per page: panels showing the same report share one read of it."""
+        if reader not in self._reads:
+            self._reads[reader] = reader()
+        return cast(_T, self._reads[reader])
 
 
 @dataclass(frozen=True)
@@ -115,11 +135,10 @@ def _limit_row(line: status_limits.LimitLine, now: datetime) -> HeldRow:
     )
 
 
-def held_panel(
-    request: HttpRequest, site: str, now: datetime, limits: list[status_limits.LimitLine]
-) -> dict[str, Any] | None:
+def held_panel(page: Page) -> dict[str, Any] | None:
     """Pauses in force, breakers not closed, limits holding due jobs; None when nothing is held."""
-    waiting = [line for line in limits if line.held]
+    request, site, now = page.request, page.site, page.now
+    waiting = [line for line in page.read(status_limits.limits_report) if line.held]
     if not waiting and not anything_held():
         return None
     report = holds_report()
@@ -158,9 +177,10 @@ def _may_act(request: HttpRequest, model: type[Pause] | type[Circuit]) -> bool:
     return request.user.has_perm(PAUSE_WORK) and may(request, model._meta, "view")
 
 
-def schedules_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:
+def schedules_panel(page: Page) -> dict[str, Any] | None:
     """Schedules that are late, failing or paused, for users who may view schedules; None otherwise."""
-    if not may(request, Schedule._meta, "view"):
+    site = page.site
+    if not may(page.request, Schedule._meta, "view"):
         return None
     now, states = status_schedules.listing()
     rows = []
@@ -194,19 +214,20 @@ def _success(state: status_schedules.ScheduleState, now: datetime) -> SafeString
     return format_html("{} ({} ago)", moment, age)
 
 
-def limits_panel(request: HttpRequest, limits: list[status_limits.LimitLine]) -> dict[str, Any] | None:
+def limits_panel(page: Page) -> dict[str, Any] | None:
     """Every declared limit: running / limit, keys at their limit, jobs waiting; None without limits.
 
     A key is made of a job's arguments (``concurrency_key="tenant:{tenant_id}"``),
     so the busiest keys are named only to holders of ``view_job_payload``.
     """
+    limits = page.read(status_limits.limits_report)
     if not limits:
         return None
     return {
         "rows": [{"line": line, "limit": _limit_text(line)} for line in limits],
         "full": sum(1 for line in limits if line.full),
         "waiting": sum(line.held for line in limits),
-        "show_keys": request.user.has_perm(rendering.PAYLOAD_PERMISSION),
+        "show_keys": page.request.user.has_perm(rendering.PAYLOAD_PERMISSION),
     }
 
 

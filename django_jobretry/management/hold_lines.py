@@ -53,7 +53,9 @@ def as_json(report: HoldsReport) -> dict[str, Any]:
 
 
 def status_lines(report: HoldsReport) -> list[str]:
-    """The Held section: one row per pause ("paused by, why, until") and per breaker not closed."""
+    """The Held section: a row per pause ("paused by, why, until") and per breaker not closed, or none."""
+    if not report.pauses and not report.circuits:
+        return []
     rows = [
         (
             f"{line.kind} {line.name}",

@@ -9,6 +9,9 @@ from django_jobretry.services.console.status_limits import LimitLine
 
 
 def status_lines(lines: list[LimitLine]) -> list[str]:
+    """The Limits section, one line per declared limit; none when no limit is declared."""
+    if not lines:
+        return []
     out = ["Limits (running / limit, due jobs held):"]
     for line in lines:
         name = printable(line.name, one_line=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.management.status_report import table
+from django_jobretry.services.console import status_schedules
 from django_jobretry.services.console.status_schedules import ScheduleState, utc, zoned
 
 NOT_DECLARED = "not declared in this deploy"
@@ -27,6 +28,16 @@ def _time(value: datetime | None) -> str | None:
 
 def _seconds(value: timedelta | None) -> float | None:
     return None if value is None else round(value.total_seconds(), 3)
+
+
+def read() -> list[ScheduleState]:
+    """`jobstatus`' read: every schedule row and declaration (features.py)."""
+    return status_schedules.listing()[1]
+
+
+def list_json(states: list[ScheduleState]) -> list[dict[str, Any]]:
+    """`jobstatus --json`'s "schedules": a list, empty when there are none (a script need not test for it)."""
+    return [as_json(state) for state in states]
 
 
 def as_json(state: ScheduleState) -> dict[str, Any]:
@@ -107,7 +118,9 @@ def paused_cell(state: ScheduleState) -> str:
 
 
 def status_lines(states: list[ScheduleState]) -> list[str]:
-    """`jobstatus`' Schedules section: per schedule its next slot, last success, counts and pause."""
+    """`jobstatus`' Schedules section: each one's next slot, last success, counts and pause, or none."""
+    if not states:
+        return []
     paused = sum(1 for state in states if state.paused_at is not None)
     header = ("schedule", "next slot", "last success", "runs", "skipped", "missed", "paused")
     rows = [

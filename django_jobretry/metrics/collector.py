@@ -5,9 +5,8 @@ up the events of every process and survive restarts. Gauges come from the
 same index walks as the dashboard (services/console/status.py), so a scrape costs
 what a dashboard view costs, whatever the backlog: counts stop at
 ``status.COUNT_LIMIT``, and a ready count that cannot be made cheaply is
-left out rather than guessed. The schedules' figures come from their rows,
-in one query for all of them (metrics/schedules.py); pauses and breakers
-from theirs (metrics/holds.py).
+left out rather than guessed. Then each capability of features.py adds the
+figures of its own ``collect``, in that list's order.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from django.db.models import Count
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from django_jobretry.metrics import holds, limits, schedules
+from django_jobretry import features
 from django_jobretry.models import CounterEvent, WorkerProcess
 from django_jobretry.models.worker_process import LIVE
 from django_jobretry.services.console import counters, status
@@ -42,9 +41,9 @@ class JobRetryCollector(Collector):
         yield from self._counters()
         yield from self._queues()
         yield self._workers()
-        yield from schedules.collect()
-        yield from holds.collect()
-        yield from limits.collect()
+        for feature in features.FEATURES:
+            if feature.collect is not None:
+                yield from features.load(feature.collect)()
 
     def _counters(self) -> Iterator[Metric]:
         families = {

@@ -4,8 +4,8 @@ The heartbeat thread (worker/heartbeat.py) extends leases first, then runs
 each duty in turn, once at start and once a beat. None of these duties can
 cost a lease: a duty that fails is logged (once per failing stretch, then at
 DEBUG: a table not migrated yet would warn every beat), its connection is
-dropped, and the beat goes on. A periodic duty of a later capability joins
-this list rather than the lease loop.
+dropped, and the beat goes on. A capability's periodic duty is named by its
+entry in features.py, and runs between the worker's own duties below.
 
 - :class:`WorkerRow` keeps the worker's row in the workers table
   (services/console/workers.py): registered at once, refreshed with each beat (one
@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django_jobretry import features
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.services import circuits, holds
 from django_jobretry.services.console import counters, status_samples, workers
@@ -131,5 +132,6 @@ class StatusSample(Duty):
 
 
 def console(registration: workers.Registration) -> list[Duty]:
-    """The duties of a registered worker, in the order each beat runs them."""
-    return [WorkerRow(registration), EventCounts(), Holds(), StatusSample()]
+    """A registered worker's duties, in the order each beat runs them: its own, and each capability's."""
+    found: list[Duty] = [features.load(feature.duty)() for feature in features.FEATURES if feature.duty]
+    return [WorkerRow(registration), EventCounts(), *found, StatusSample()]

@@ -7,7 +7,9 @@ module may import its own layer or any layer below it. The graph is built
 from the source with ``ast``: every import counts, at the top, inside a
 function or under ``if TYPE_CHECKING:``. A cycle closed by a type-only
 import still marks a type living in the wrong module, and an upward
-type-only import still ties a lower layer to a higher one.
+type-only import still ties a lower layer to a higher one. The dotted paths
+of features.py count too: each is an import, made when used, by the face
+that uses that part of a capability (``READERS``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from django_jobretry import features
+from django_jobretry.features import Feature, Panel, Section
 
 PACKAGE = "django_jobretry"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
@@ -32,6 +37,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.context": 2,
     f"{PACKAGE}.display": 2,  # durations and counts in words, redacted payloads
     f"{PACKAGE}.registry": 2,
+    f"{PACKAGE}.features": 2,  # the list of capabilities: dotted paths only, each placed by READERS
     f"{PACKAGE}.models": 2,
     f"{PACKAGE}.migrations": 2,
     f"{PACKAGE}.services": 3,
@@ -89,10 +95,48 @@ def imported_modules(path: Path, module: str, known: set[str]) -> set[str]:
     return found
 
 
-def import_graph(root: Path) -> dict[str, set[str]]:
+def import_graph(root: Path, capabilities: tuple[Feature, ...] = ()) -> dict[str, set[str]]:
+    """Each module's imports, with the dotted paths of ``capabilities`` as imports of their readers."""
     paths = {module_name(path, root): path for path in root.rglob("*.py")}
     known = set(paths)
-    return {module: imported_modules(path, module, known) for module, path in sorted(paths.items())}
+    graph = {module: imported_modules(path, module, known) for module, path in sorted(paths.items())}
+    for reader, targets in feature_imports(capabilities, known).items():
+        graph.setdefault(reader, set()).update(targets - {reader})
+    return graph
+
+
+#: The face that imports each part of a Feature when it uses it.
+READERS = {
+    "duty": f"{PACKAGE}.worker.duties",
+    "status": f"{PACKAGE}.management.commands.jobstatus",
+    "collect": f"{PACKAGE}.metrics.collector",
+    "panel": f"{PACKAGE}.admin.dashboard",
+    "admins": f"{PACKAGE}.admin",
+}
+
+
+def _paths(part: str | Section | Panel | tuple[tuple[str, str], ...] | None) -> list[str]:
+    if part is None:
+        return []
+    if isinstance(part, str):
+        return [part]
+    if isinstance(part, Section):
+        return [part.read, part.as_json, part.lines]
+    if isinstance(part, Panel):
+        return [part.build]
+    return [path for pair in part for path in pair]
+
+
+def feature_imports(capabilities: tuple[Feature, ...], known: set[str]) -> dict[str, set[str]]:
+    """Reader module -> the modules its capabilities' dotted paths import (the longest known prefix)."""
+    found: dict[str, set[str]] = {}
+    for feature in capabilities:
+        for part, reader in READERS.items():
+            for path in _paths(getattr(feature, part)):
+                module = max((m for m in known if path.startswith(m + ".")), key=len, default=None)
+                assert module is not None, f"{feature.name}.{part}: {path} names no module of {PACKAGE}"
+                found.setdefault(reader, set()).add(module)
+    return found
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -128,18 +172,19 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_package_has_no_import_cycle() -> None:
-    cycle = find_cycle(import_graph(ROOT))
+    cycle = find_cycle(import_graph(ROOT, features.FEATURES))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
 def test_imports_only_point_down_the_layers() -> None:
-    assert upward_imports(import_graph(ROOT)) == []
+    assert upward_imports(import_graph(ROOT, features.FEATURES)) == []
 
 
 #: Loose modules at the package's top level (``__init__`` included): the public faces
 #: (``@job``, the dead-letter API, signals, exceptions, testing helpers, the backend's
-#: path) and the core helpers; everything else lives in a room of its own.
-LOOSE_MODULES_AT_MOST = 12
+#: path), the core helpers and features.py, the one list of capabilities; everything else
+#: lives in a room of its own.
+LOOSE_MODULES_AT_MOST = 13
 
 
 def test_the_top_level_holds_few_loose_modules() -> None:
@@ -240,6 +285,7 @@ def test_a_planted_type_only_upward_import_is_found(tmp_path: Path) -> None:
     [
         ("django_jobretry.policy.retry", 1),
         ("django_jobretry.models.job", 2),
+        ("django_jobretry.features", 2),
         ("django_jobretry.services.transitions", 3),
         ("django_jobretry.worker.engine", 4),
         ("django_jobretry.admin.dead_letters", 5),

@@ -1,0 +1,129 @@
+"""FEATURES: the one list of capabilities, and what each adds to the faces every capability shares.
+
+Schedules, holds (pauses and circuit breakers) and limits work differently
+(a row insert, a per-row predicate, a lane walk), so they share no base
+class. What they share is their outward shape: a periodic duty on each
+worker's heartbeat, a `jobstatus` section with its JSON, metrics, a dashboard
+panel and admin pages. Each face iterates :data:`FEATURES` for its part, so
+a new capability adds its own modules and one :class:`Feature` here; no face
+names a capability.
+
+Every part is a dotted path, imported by the face that uses it when it uses
+it: this module imports nothing of the package, so the worker never imports
+an admin page through it, nor settings a service. Each path stays within its
+face's layer; tests/unit/test_import_graph.py checks that, and counts each
+path as an import of the face for its cycle check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+
+@dataclass(frozen=True)
+class Section:
+    """A capability's part of `jobstatus`: one JSON key, and a text section when it has something to show."""
+
+    #: The JSON key, always present (an empty list or object when nothing is there): scripts read it.
+    key: str
+    #: ``() -> report``: one read of the capability's state.
+    read: str
+    #: ``(report) -> JSON value``.
+    as_json: str
+    #: ``(report) -> list[str]``: the text section; an empty list shows none.
+    lines: str
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A capability's panel on the admin dashboard."""
+
+    #: Its name in the dashboard's template context (None there when the panel is not shown).
+    key: str
+    #: ``(page: admin.dashboard_panels.Page) -> dict | None``: the include's context; None hides it.
+    build: str
+    #: The template included with the page's context.
+    template: str
+    #: Shown above the dying tasks (what holds work back now), not in the row of panels below them.
+    first: bool = False
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One capability's faces; each part is optional and names what the face imports and calls."""
+
+    name: str
+    #: A ``worker.duties.Duty`` class, built without arguments for each heartbeat and run every beat.
+    duty: str | None = None
+    status: Section | None = None
+    #: ``() -> Iterator[prometheus_client Metric]``, called at each scrape.
+    collect: str | None = None
+    panel: Panel | None = None
+    #: ``(model, ModelAdmin)`` pairs that ``admin/__init__.py`` registers on Django's admin site.
+    admins: tuple[tuple[str, str], ...] = ()
+
+
+def load(path: str) -> Any:
+    """The object at a dotted path of a :class:`Feature` (imported now, on first use by a face)."""
+    return import_string(path)
+
+
+#: Every capability, in the order each face shows them (jobstatus' sections and JSON keys, metrics,
+#: the heartbeat's duties, the dashboard's panels).
+FEATURES: tuple[Feature, ...] = (
+    Feature(
+        "schedules",
+        status=Section(
+            "schedules",
+            "django_jobretry.management.schedule_lines.read",
+            "django_jobretry.management.schedule_lines.list_json",
+            "django_jobretry.management.schedule_lines.status_lines",
+        ),
+        collect="django_jobretry.metrics.schedules.collect",
+        panel=Panel(
+            "schedules",
+            "django_jobretry.admin.dashboard_panels.schedules_panel",
+            "admin/django_jobretry/includes/panel_schedules.html",
+        ),
+        admins=(("django_jobretry.models.Schedule", "django_jobretry.admin.schedules.ScheduleAdmin"),),
+    ),
+    Feature(
+        "holds",
+        duty="django_jobretry.worker.duties.Holds",
+        status=Section(
+            "held",
+            "django_jobretry.services.console.status_holds.holds_report",
+            "django_jobretry.management.hold_lines.as_json",
+            "django_jobretry.management.hold_lines.status_lines",
+        ),
+        collect="django_jobretry.metrics.holds.collect",
+        panel=Panel(
+            "held",
+            "django_jobretry.admin.dashboard_panels.held_panel",
+            "admin/django_jobretry/includes/panel_held.html",
+            first=True,
+        ),
+        admins=(
+            ("django_jobretry.models.Pause", "django_jobretry.admin.holds.PauseAdmin"),
+            ("django_jobretry.models.Circuit", "django_jobretry.admin.holds.CircuitAdmin"),
+        ),
+    ),
+    Feature(
+        "limits",
+        status=Section(
+            "limits",
+            "django_jobretry.services.console.status_limits.limits_report",
+            "django_jobretry.management.limit_lines.as_json",
+            "django_jobretry.management.limit_lines.status_lines",
+        ),
+        collect="django_jobretry.metrics.limits.collect",
+        panel=Panel(
+            "limits",
+            "django_jobretry.admin.dashboard_panels.limits_panel",
+            "admin/django_jobretry/includes/panel_limits.html",
+        ),
+    ),
+)
