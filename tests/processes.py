@@ -220,5 +220,6 @@ class Running:
             reader.join(timeout=30)
             if process.stdout is not None:
                 process.stdout.close()
-            assert code in (0, -signal.SIGKILL), "".join(self.lines)
+            said = "".join(self.lines)
+            assert code in (0, -signal.SIGKILL), f"worker {process.pid} exited {code}:\n{said}"
         return "".join(self.lines)

@@ -27,9 +27,13 @@ from django_jobretry.management.interruption import EXIT_INTERRUPTED
 from tests.blackhole import Blackhole, Forwarder
 from tests.processes import ROOT, test_database_url, wait_until
 
-#: Acceptance deadlines: the notice comes after about 2 s, a stop within about 2 s.
+#: Acceptance deadlines, counted from the command's first connection: the notice comes after
+#: about 2 s, a stop within about 2 s.
 NOTICE_DEADLINE = 15
 STOP_DEADLINE = 5
+#: How long a command may take to start and reach the database: Django's start in a subprocess
+#: under coverage, beside other test processes on a loaded machine, takes seconds; it is not timed.
+STARTUP_DEADLINE = 90
 
 
 class Command:
@@ -59,7 +63,9 @@ class Command:
         assert self.process.stderr is not None
         self.stderr.extend(self.process.stderr)
 
-    def wait_for_line(self, start: str) -> None:
+    def wait_for_line(self, start: str, listener: Blackhole) -> None:
+        """The line, within the notice deadline of the command's first connection to ``listener``."""
+        wait_until(lambda: bool(listener.accepted), timeout=STARTUP_DEADLINE, what="the command to connect")
         wait_until(
             lambda: any(line.startswith(start) for line in self.stderr),
             timeout=NOTICE_DEADLINE,
@@ -94,7 +100,7 @@ def url_at(port: int) -> str:
 def test_a_command_says_it_waits_and_ctrl_c_ends_it(blackhole: Blackhole) -> None:
     command = Command("jobstatus", url=url_at(blackhole.port), options={"connect_timeout": 60})
     try:
-        command.wait_for_line(f"waiting for the database 'default' at 127.0.0.1:{blackhole.port}")
+        command.wait_for_line(f"waiting for the database 'default' at 127.0.0.1:{blackhole.port}", blackhole)
         command.process.send_signal(signal.SIGINT)
         code = command.end(timeout=STOP_DEADLINE)
     finally:
@@ -109,7 +115,7 @@ def test_a_connect_nobody_answers_fails_after_connect_timeout(blackhole: Blackho
     """The default connect_timeout (5 s) ends it: exit 4, the waiting line and the error, no traceback."""
     command = Command("canceljobs", "1", url=url_at(blackhole.port))
     try:
-        code = command.end(timeout=30)
+        code = command.end(timeout=STARTUP_DEADLINE + 30)
     finally:
         command.kill()
     assert code == EXIT_UNREACHABLE
@@ -125,7 +131,7 @@ def test_a_starting_worker_says_it_waits_and_stops_at_sigterm(blackhole: Blackho
     """Before it runs, a worker has claimed nothing: a stop request ends it at once, with code 0."""
     command = Command("runworker", url=url_at(blackhole.port), options={"connect_timeout": 60})
     try:
-        command.wait_for_line(f"waiting for the database 'default' at 127.0.0.1:{blackhole.port}")
+        command.wait_for_line(f"waiting for the database 'default' at 127.0.0.1:{blackhole.port}", blackhole)
         command.process.send_signal(signal.SIGTERM)
         code = command.end(timeout=STOP_DEADLINE)
     finally:
@@ -146,7 +152,7 @@ def test_ctrl_c_in_a_query_the_partition_swallowed_ends_the_command_all_the_same
         options = {"tcp_user_timeout": 0, "keepalives": 0, "application_name": APPLICATION_NAME}
         command = Command("jobstatus", url=url, options=options)
         try:
-            wait_until(proxy.frozen.is_set, timeout=NOTICE_DEADLINE, what="the command's query on the jobs")
+            wait_until(proxy.frozen.is_set, timeout=STARTUP_DEADLINE, what="the command's query on the jobs")
             command.process.send_signal(signal.SIGINT)
             code = command.end(timeout=STOP_DEADLINE)
         finally:
