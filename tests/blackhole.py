@@ -70,7 +70,8 @@ class Blackhole:
 class Forwarder(Blackhole):
     """Forwards to ``target`` until a client sends ``marker``; silent for every connection after that."""
 
-    def __init__(self, target: tuple[str, int], marker: bytes) -> None:
+    def __init__(self, target: tuple[str, int] | str, marker: bytes) -> None:
+        """``target``: a (host, port), or the path of a Unix socket (an embedded server's)."""
         super().__init__()
         self.target, self.marker = target, marker
         self.frozen.clear()
@@ -79,7 +80,11 @@ class Forwarder(Blackhole):
         if self.frozen.is_set():
             super().serve(client)
             return
-        upstream = socket.create_connection(self.target)
+        if isinstance(self.target, str):
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(self.target)
+        else:
+            upstream = socket.create_connection(self.target)
         self.accepted.append(upstream)
         threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
         threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()

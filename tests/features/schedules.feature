@@ -36,7 +36,7 @@ Feature: Periodic schedules: one run per slot, counted catch-up and overlap, run
     Given a schedule every 366 days of a task that always fails
     And no worker looked at it for 1 slots
     And a worker looked at its schedules
-    And its run may retry for half a second more
+    And its run may retry for five seconds more
     When workers run every due job until none is live
     Then the run is a dead letter with reason "deadline" that names its schedule and slot
     And it was attempted more than once

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -144,11 +144,13 @@ def test_a_starting_worker_says_it_waits_and_stops_at_sigterm(blackhole: Blackho
 @pytest.mark.django_db(transaction=True)
 def test_ctrl_c_in_a_query_the_partition_swallowed_ends_the_command_all_the_same() -> None:
     """psycopg answers Ctrl-C with a cancel request over a new connection: the partition swallows it too."""
-    database = urlsplit(test_database_url())
-    with Forwarder(
-        (database.hostname or "127.0.0.1", database.port or 5432), b"django_jobretry_job"
-    ) as proxy:
-        url = database._replace(netloc=f"{database.username}@127.0.0.1:{proxy.port}").geturl()
+    settings = connection.settings_dict
+    host, port = settings["HOST"] or "127.0.0.1", int(settings["PORT"] or 5432)
+    # The embedded server of `make test` listens on a Unix socket only: forward to it there.
+    target = f"{host}/.s.PGSQL.{port}" if host.startswith("/") else (host, port)
+    with Forwarder(target, b"django_jobretry_job") as proxy:
+        password = f":{quote(settings['PASSWORD'])}" if settings["PASSWORD"] else ""
+        url = f"postgresql://{quote(settings['USER'])}{password}@127.0.0.1:{proxy.port}/{settings['NAME']}"
         options = {"tcp_user_timeout": 0, "keepalives": 0, "application_name": APPLICATION_NAME}
         command = Command("jobstatus", url=url, options=options)
         try:

@@ -17,23 +17,26 @@ runs new jobs within 10 s.
 
 from __future__ import annotations
 
+import importlib
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 import pytest
 from django.db import connection
 
-from chaos import jobs as chaos_jobs
 from chaos import schema
-from chaos.partition import is_partition_warning
 from chaos.relay import Relay
 from chaos.settings import JOBRETRY as CHAOS_JOBRETRY
 from chaos.stale import stale_completions
+from django_jobretry.decorators import JobDefinition
 from django_jobretry.models import Job, JobStatus
+from django_jobretry.registry import registry
+from tests.declarations import forgotten_afterwards
 from tests.processes import Workers, spawn, test_database_url, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,6 +108,22 @@ def audit(settings: Any) -> Iterator[None]:
 
 
 @pytest.fixture
+def chaos_jobs() -> Iterator[ModuleType]:
+    """The harness's tasks, registered for this test only.
+
+    Imported when the test module is collected they would stay registered in
+    every test process, for every later test: the check tests would find
+    their policies missing (E009) from the test settings.
+    """
+    with forgotten_afterwards():
+        module = importlib.import_module("chaos.jobs")
+        for definition in vars(module).values():
+            if isinstance(definition, JobDefinition):
+                registry.register(definition)  # again, when an earlier test imported the module
+        yield module
+
+
+@pytest.fixture
 def relay() -> Iterator[Relay]:
     relay = Relay.to(test_database_url()).start()
     yield relay
@@ -159,11 +178,14 @@ def running_on(worker: Watched, count: int) -> Callable[[], bool]:
 
 def warns_of_the_relay(line: str) -> bool:
     """The harness's test: a WARNING naming the alias ``default`` and the host, the relay's 127.0.0.1."""
+    # Imported here: chaos.partition imports the harness's tasks (chaos.faults), see chaos_jobs.
+    from chaos.partition import is_partition_warning
+
     return is_partition_warning(line, "127.0.0.1")
 
 
 def test_a_blackholed_worker_warns_loses_its_jobs_exits_on_sigterm_and_resumes_after_the_heal(
-    watch: Callable[[str], Watched], audit: None, relay: Relay
+    watch: Callable[[str], Watched], audit: None, relay: Relay, chaos_jobs: ModuleType
 ) -> None:
     a = watch(relay.url_for(test_database_url()))
     held = [chaos_jobs.sleepy.enqueue(f"held-{n}", 3.0).id for n in range(2)]
