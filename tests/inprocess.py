@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,10 +58,18 @@ def run_burst(**options: Any) -> list[str]:
     return [" ".join(q["sql"].split()) for q in captured.captured_queries]
 
 
-def run_until_settled(rounds: int = 40, **options: Any) -> None:
-    """Bursts until no job is live: retries are due a few milliseconds after a burst may end."""
-    for _ in range(rounds):
+def run_until_settled(rounds: int = 40, within: float | None = None, **options: Any) -> None:
+    """Bursts until no job is live: retries are due a few milliseconds after a burst may end.
+
+    ``within`` (seconds) bounds the bursts by a deadline instead of a count,
+    for jobs whose retries keep coming for a while (a burst ends as soon as
+    nothing is due, so a count of bursts would run out while they wait).
+    """
+    deadline = None if within is None else time.monotonic() + within
+    burst = 0
+    while (burst < rounds) if deadline is None else (time.monotonic() < deadline):
+        burst += 1
         run_burst(**options)
         if not Job.objects.live().exists():
             return
-    raise AssertionError(f"jobs still live after {rounds} bursts: {list(Job.objects.live().values())}")
+    raise AssertionError(f"jobs still live after {burst} bursts: {list(Job.objects.live().values())}")

@@ -85,7 +85,7 @@ def short_window() -> None:
 
 @when("workers run every due job until none is live")
 def run_all() -> None:
-    run_until_settled(rounds=200, concurrency=1)
+    run_until_settled(within=120, concurrency=1)
 
 
 @then(parsers.parse("the schedule made {runs:d} runs, of the newest slots"))
