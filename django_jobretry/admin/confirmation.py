@@ -21,7 +21,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import ngettext
 
 from django_jobretry import deadletters
-from django_jobretry.admin import audit, rendering, timestamps
+from django_jobretry.admin import audit, rendering
 from django_jobretry.models import DeadLetter, DeadLetterSource
 
 #: Dead letters listed by name on the page; the rest are counted.
@@ -129,7 +129,7 @@ def page(
         "items": [
             (
                 dead,
-                timestamps.text(dead.dead_at),
+                rendering.time_text(dead.dead_at),
                 rendering.error_summary(dead.last_error_class, dead.last_error),
             )
             for dead in shown
