@@ -25,9 +25,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, hold_confirmation, rendering
+from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import NoWritesAdmin, warn_ignored
 from django_jobretry.admin.pause_form import PauseForm
-from django_jobretry.admin.selection import actor
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from django_jobretry.models.job_states import held_filter
 from django_jobretry.services import circuits, holds

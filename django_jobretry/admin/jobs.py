@@ -221,7 +221,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
             message = f"More than {CANCEL_LIMIT:,} jobs selected: nothing was done. Narrow the list."
             self.message_user(request, message, messages.ERROR)
             return
-        result = cancel_jobs([row.pk for row in rows], actor=request.user.get_username())
+        result = cancel_jobs([row.pk for row in rows], actor=audit.actor(request))
         audit.log(
             request,
             [
