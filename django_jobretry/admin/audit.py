@@ -14,6 +14,9 @@ lives on as a job, and a CHANGE entry links to the dead letter's URL, which
 leads to that job (admin/fate.py). A discard is a DELETION. The messages are
 also read back by admin/fate.py, to tell an operator following an old link
 what became of a dead letter: :func:`read` is the one parser of them.
+
+The same user is the "by" the services record (requeue provenance, a pause's
+or a schedule's actor, their logs): :func:`actor` names them for every page.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ _RESUBMITTED = re.compile(r"Resubmitted to (?P<source>\S+) as task (?P<task>\S+)
 # Written by versions before this one: "Requeued as django_q2 task <id>."
 _RESUBMITTED_BEFORE = re.compile(r"Requeued as (?P<source>\S+) task (?P<task>\S+)\.")
 DISCARDED = "Discarded."
+
+
+def actor(request: HttpRequest) -> str:
+    """The name recorded as "by" in requeue provenance and the service's logs."""
+    return request.user.get_username()
 
 
 def log(request: HttpRequest, rows: Iterable[Row]) -> None:

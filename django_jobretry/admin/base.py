@@ -29,7 +29,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
-from django_jobretry.admin import rendering, timestamps, trace_links
+from django_jobretry.admin import rendering
 from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList
 from django_jobretry.admin.fate import Fate
 from django_jobretry.models import DeadLetter, Job
@@ -127,15 +127,15 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
 
     @admin.display(description="enqueued in trace")
     def enqueue_trace(self, obj: Job | DeadLetter) -> SafeString | str:
-        return trace_links.enqueue_trace(obj)
+        return rendering.enqueue_trace(obj)
 
     @admin.display(description="requeues")
     def requeue_history_table(self, obj: Job | DeadLetter) -> SafeString:
         return rendering.requeue_history(obj.requeue_history)
 
     # Timestamps are read through a guard: 'infinity' in a row must not break its page.
-    enqueued_at_shown = timestamps.column("enqueued_at")
-    first_attempt_at_shown = timestamps.column("first_attempt_at")
+    enqueued_at_shown = rendering.time_column("enqueued_at")
+    first_attempt_at_shown = rendering.time_column("first_attempt_at")
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return LightChangeList
@@ -223,7 +223,7 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> type[ModelForm[Any]]:
         # The timestamps shown to the second keep the help texts of the fields they stand for.
-        kwargs["help_texts"] = {**timestamps.help_texts(self.model), **kwargs.get("help_texts", {})}
+        kwargs["help_texts"] = {**rendering.time_help_texts(self.model), **kwargs.get("help_texts", {})}
         return super().get_form(request, obj, change, **kwargs)
 
 

@@ -16,6 +16,14 @@ the samples the workers take once a minute
 without one drawn as a gap, never as a zero. The charts are inline SVG drawn
 server-side (admin/charts.py): no JavaScript, no CDN, nothing for a CSP to
 block. An optional ``?refresh=N`` reloads the page every N seconds.
+
+Django's admin index lists registered models only, so the dashboard, a page
+of the dead-letter admin, reaches the index and the sidebar through the
+``Dashboard`` proxy (models/dashboard.py): :class:`DashboardLinkAdmin` puts
+a "Dashboard: what is dying" row under "Jobs and dead letters", for the
+users who may view dead letters, and its list redirects to the dashboard.
+The app's own index page (templates/admin/django_jobretry/app_index.html)
+adds what is dying now.
 """
 
 from __future__ import annotations
@@ -25,14 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from django_jobretry import features
 from django_jobretry.admin import charts, dashboard_panels, dying, failure_groups
-from django_jobretry.admin.base import holds
+from django_jobretry.admin.base import NoWritesAdmin, holds
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
 from django_jobretry.services.console import deaths, status, status_samples, workers
@@ -218,3 +226,22 @@ class DashboardPage(_Base):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/django_jobretry/deadletter/dashboard.html", context)
+
+
+class DashboardLinkAdmin(NoWritesAdmin):
+    """Only a list URL, which leads to the dashboard; visible to those who may view dead letters."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return holds(request, DeadLetter._meta, "view")
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        view = self.admin_site.admin_view(self.changelist_view)
+        return [path("", view, name="{}_{}_changelist".format(*info))]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:django_jobretry_deadletter_dashboard"))

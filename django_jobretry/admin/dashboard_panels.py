@@ -29,7 +29,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import rendering, timestamps
+from django_jobretry.admin import rendering
 from django_jobretry.admin.base import holds as may
 from django_jobretry.display.humanize import humanize_age
 from django_jobretry.models import Circuit, CircuitState, Pause, Schedule
@@ -88,7 +88,7 @@ def since(moment: datetime | None, now: datetime) -> tuple[SafeString | str, str
     """A time to the second (wrapping between date and time only) and its age ("1h04m05s"); "" for None."""
     if moment is None:
         return "", ""
-    return timestamps.html(moment), humanize_age(max(now - moment, timedelta(0)))
+    return rendering.time_html(moment), humanize_age(max(now - moment, timedelta(0)))
 
 
 def _pause_row(line: PauseLine, now: datetime, action: Action | None) -> HeldRow:
@@ -99,7 +99,7 @@ def _pause_row(line: PauseLine, now: datetime, action: Action | None) -> HeldRow
         *since(line.paused_at, now),
         line.paused_by,
         line.reason or "no reason given",
-        timestamps.html(line.until) if line.until else "resumed",
+        rendering.time_html(line.until) if line.until else "resumed",
         line.held,
         action,
     )
@@ -116,7 +116,7 @@ def _breaker_row(line: CircuitLine, now: datetime, action: Action | None) -> Hel
         line.reason,
         f"probe job {line.probe_job_id} succeeds"
         if half_open
-        else format_html("{} (opening {})", timestamps.html(line.open_until), line.opens),
+        else format_html("{} (opening {})", rendering.time_html(line.open_until), line.opens),
         line.held,
         action,
     )

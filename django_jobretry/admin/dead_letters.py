@@ -18,7 +18,7 @@ from django.urls import URLPattern
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, fate, rendering, timestamps, trace_links
+from django_jobretry.admin import audit, fate, rendering
 from django_jobretry.admin.argument_search import ArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
 from django_jobretry.admin.changelist import ErrorClassFilter, QueueFilter, TaskFilter
@@ -68,7 +68,7 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
 
     # -- list columns and detail renderings ---------------------------------------
 
-    dead_at_shown = timestamps.column("dead_at")
+    dead_at_shown = rendering.time_column("dead_at")
 
     @admin.display(description="reason", ordering="reason")
     def reason_code(self, obj: DeadLetter) -> SafeString:
@@ -83,7 +83,7 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
     @admin.display(description="dead at", ordering="dead_at")
     def died(self, obj: DeadLetter) -> SafeString | str:
         # To the second: operators line this up with logs.
-        return timestamps.html(obj.dead_at)
+        return rendering.time_html(obj.dead_at)
 
     @admin.display(description="last error")
     def last_error_line(self, obj: DeadLetter) -> SafeString:
@@ -141,10 +141,10 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
             "policy": dead.policy_name,
             "reason": dead.get_reason_display(),
             "rule": rendering.last_rule(dead.errors),
-            "enqueue_trace": trace_links.enqueue_trace(dead),
+            "enqueue_trace": rendering.enqueue_trace(dead),
             "attempts": self.attempts_display(dead),
             "requeues": requeued_times(dead.requeue_count) if dead.requeue_count else "",
-            "died": timestamps.html(dead.dead_at),
+            "died": rendering.time_html(dead.dead_at),
             "error_class": error_class,
             "error_name": error_class.rsplit(".", 1)[-1],
             "message": dead.last_error,

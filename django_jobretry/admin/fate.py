@@ -26,7 +26,7 @@ from django.contrib import messages
 from django.db.models import QuerySet
 from django.urls import reverse
 
-from django_jobretry.admin import audit, timestamps
+from django_jobretry.admin import audit, rendering
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 
 #: Columns read from a row found here: ids only, so no JSON and no timestamp is loaded.
@@ -81,7 +81,7 @@ def _logged(pk: int) -> Fate | None:
     recorded = audit.last_recorded(pk)
     if recorded is None:
         return None
-    by = f"by {recorded.entry.user.get_username()} at {timestamps.text(recorded.entry.action_time)}"
+    by = f"by {recorded.entry.user.get_username()} at {rendering.time_text(recorded.entry.action_time)}"
     if recorded.what == "discarded":
         return Fate(f"Dead letter {pk} was discarded {by}.", messages.WARNING)
     if recorded.what == "resubmitted":

@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from django_jobretry.admin import timestamps
+from django_jobretry.admin import rendering
 from django_jobretry.display.humanize import count_of
 from django_jobretry.models import Circuit, CircuitState, Pause
 from django_jobretry.services.console.status_holds import holds_report
@@ -48,10 +48,10 @@ def resume_page(model_admin: Any, request: HttpRequest, queryset: QuerySet[Pause
             {
                 "pk": row.pk,
                 "what": str(row),
-                "since": timestamps.text(row.paused_at),
+                "since": rendering.time_text(row.paused_at),
                 "by": row.paused_by,
                 "why": row.reason or "no reason given",
-                "until": timestamps.text(row.until) if row.until else "resumed",
+                "until": rendering.time_text(row.until) if row.until else "resumed",
                 "held": line.held if line else 0,
             }
         )
@@ -69,12 +69,12 @@ def close_page(model_admin: Any, request: HttpRequest, queryset: QuerySet[Circui
             {
                 "pk": row.task_name,
                 "what": f"task {row.task_name}",
-                "since": "" if closed else timestamps.text(row.opened_at),
+                "since": "" if closed else rendering.time_text(row.opened_at),
                 "by": "closed already: nothing to do"
                 if closed
                 else f"the breaker ({row.get_state_display()})",
                 "why": row.reason,
-                "until": "" if closed else timestamps.text(row.open_until),
+                "until": "" if closed else rendering.time_text(row.open_until),
                 "held": line.held if line else 0,
             }
         )

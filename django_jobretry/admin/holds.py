@@ -24,10 +24,10 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, hold_confirmation, timestamps
+from django_jobretry.admin import audit, hold_confirmation, rendering
+from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import NoWritesAdmin, warn_ignored
 from django_jobretry.admin.pause_form import PauseForm
-from django_jobretry.admin.selection import actor
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from django_jobretry.models.job_states import held_filter
 from django_jobretry.services import circuits, holds
@@ -72,8 +72,8 @@ class PauseAdmin(_PauseBase):
     class Media:
         css = {"all": ("django_jobretry/admin.css",)}
 
-    until_shown = timestamps.column("until")
-    paused_at_shown = timestamps.column("paused_at")
+    until_shown = rendering.time_column("until")
+    paused_at_shown = rendering.time_column("paused_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Pause]:
         return super().get_queryset(request).annotate(jobretry_now=Now())
@@ -103,7 +103,7 @@ class PauseAdmin(_PauseBase):
 
     @admin.display(description="held since", ordering="paused_at")
     def held_since(self, obj: Pause) -> SafeString | str:
-        return timestamps.since_html(obj.paused_at, obj.jobretry_now)  # type: ignore[attr-defined]
+        return rendering.since_html(obj.paused_at, obj.jobretry_now)  # type: ignore[attr-defined]
 
     @admin.display(description="due jobs held")
     def held_jobs(self, obj: Pause) -> int:
@@ -162,10 +162,10 @@ class CircuitAdmin(NoWritesAdmin):
     class Media:
         css = {"all": ("django_jobretry/admin.css",)}
 
-    opened_at_shown = timestamps.column("opened_at")
-    open_until_shown = timestamps.column("open_until")
-    window_started_at_shown = timestamps.column("window_started_at")
-    updated_at_shown = timestamps.column("updated_at")
+    opened_at_shown = rendering.time_column("opened_at")
+    open_until_shown = rendering.time_column("open_until")
+    window_started_at_shown = rendering.time_column("window_started_at")
+    updated_at_shown = rendering.time_column("updated_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Circuit]:
         rows: QuerySet[Circuit] = super().get_queryset(request)
@@ -186,7 +186,7 @@ class CircuitAdmin(NoWritesAdmin):
     def held_since(self, obj: Circuit) -> SafeString | str:
         if obj.state == CircuitState.CLOSED:
             return "-"
-        return timestamps.since_html(obj.opened_at, obj.jobretry_now)  # type: ignore[attr-defined]
+        return rendering.since_html(obj.opened_at, obj.jobretry_now)  # type: ignore[attr-defined]
 
     @admin.display(description="until", ordering="open_until")
     def until(self, obj: Circuit) -> SafeString | str:
@@ -196,7 +196,7 @@ class CircuitAdmin(NoWritesAdmin):
         if obj.state == CircuitState.HALF_OPEN:
             return f"probe job {obj.probe_job_id} succeeds"
         return format_html(
-            '{}<span class="jobretry-quiet">opening {}</span>', timestamps.html(obj.open_until), obj.opens
+            '{}<span class="jobretry-quiet">opening {}</span>', rendering.time_html(obj.open_until), obj.opens
         )
 
     def has_pause_work_permission(self, request: HttpRequest) -> bool:

@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, fate, rendering, timestamps, trace_links
+from django_jobretry.admin import audit, fate, rendering
 from django_jobretry.admin.argument_search import RetryingArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
@@ -78,7 +78,7 @@ class StatusFilter(admin.SimpleListFilter):
 def state_words(job: Job) -> tuple[str, str]:
     """The status as an operator reads it, and its detail: a ready job that failed before is retrying."""
     if job.status == JobStatus.READY and job.attempts > 0:
-        when = timestamps.clock(job.run_at)
+        when = rendering.clock(job.run_at)
         return "retrying", f"attempt {job.attempts + 1} of {job.max_attempts}, next at {when}"
     if job.status == JobStatus.READY or not job.attempts:
         return job.status, ""
@@ -135,11 +135,11 @@ class JobAdmin(ReadOnlyRecordAdmin):
     readonly_fields = flatten_fieldsets(fieldsets)
     change_form_template = "admin/django_jobretry/job/change_form.html"
 
-    # Timestamps to the second (admin/timestamps.py).
-    run_at_shown = timestamps.column("run_at", sortable=True)
-    lease_expires_at_shown = timestamps.column("lease_expires_at")
-    started_at_shown = timestamps.column("started_at")
-    finished_at_shown = timestamps.column("finished_at")
+    # Timestamps to the second (admin/rendering.py).
+    run_at_shown = rendering.time_column("run_at", sortable=True)
+    lease_expires_at_shown = rendering.time_column("lease_expires_at")
+    started_at_shown = rendering.time_column("started_at")
+    finished_at_shown = rendering.time_column("finished_at")
 
     @admin.display(description="held")
     def held_because(self, obj: Job) -> str:
@@ -173,7 +173,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
     def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
         """The enqueue's trace only on a job that has one (docs/tracing.md): most jobs are not traced."""
         fieldsets = super().get_fieldsets(request, obj)
-        if obj is not None and trace_links.enqueue_trace(obj):
+        if obj is not None and rendering.enqueue_trace(obj):
             return fieldsets
         return [
             (name, {**options, "fields": [f for f in options["fields"] if f != "enqueue_trace"]})
@@ -221,7 +221,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
             message = f"More than {CANCEL_LIMIT:,} jobs selected: nothing was done. Narrow the list."
             self.message_user(request, message, messages.ERROR)
             return
-        result = cancel_jobs([row.pk for row in rows], actor=request.user.get_username())
+        result = cancel_jobs([row.pk for row in rows], actor=audit.actor(request))
         audit.log(
             request,
             [

@@ -32,7 +32,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 
-from django_jobretry.admin import confirmation, selection
+from django_jobretry.admin import confirmation
 from django_jobretry.admin.base import parse_id
 from django_jobretry.admin.operations import VERBS, DeadLetterActions
 from django_jobretry.models import DeadLetter
@@ -120,11 +120,11 @@ class MatchingActions(DeadLetterActions):
             return HttpResponseRedirect(f"{back}?{ERROR_FLAG}=1")  # as the list answers them
         if request.method == "POST":
             return self._act_on_matching(request, verb, matching, back_to_list)
-        ids = list(matching.values_list("pk", flat=True)[: selection.BULK_LIMIT + 1])
+        ids = list(matching.values_list("pk", flat=True)[: confirmation.BULK_LIMIT + 1])
         refused = ""
-        if len(ids) > selection.BULK_LIMIT:
+        if len(ids) > confirmation.BULK_LIMIT:
             refused = (
-                f"More than {selection.BULK_LIMIT:,} dead letters match this list: too many for one admin "
+                f"More than {confirmation.BULK_LIMIT:,} dead letters match this list: too many for one admin "
                 f"request, so nothing can be done here. Narrow the list, or run `{command(verb, filters)}` "
                 "(add --rate to pace it)."
             )
@@ -169,7 +169,9 @@ class MatchingActions(DeadLetterActions):
                 messages.ERROR,
             )
             return HttpResponseRedirect(back)
-        ids = sorted(matching.filter(pk__lte=upto).values_list("pk", flat=True)[: selection.BULK_LIMIT + 1])
+        ids = sorted(
+            matching.filter(pk__lte=upto).values_list("pk", flat=True)[: confirmation.BULK_LIMIT + 1]
+        )
         if not self.too_many(request, ids):
             self.act(request, verb, ids, vanished=max(counted - len(ids), 0))
         return HttpResponseRedirect(back)

@@ -24,9 +24,9 @@ from django.urls import URLPattern, path, reverse
 from django.utils.translation import ngettext
 
 from django_jobretry import deadletters
-from django_jobretry.admin import audit, confirmation, selection
+from django_jobretry.admin import audit, confirmation
 from django_jobretry.admin.base import holds, parse_id, warn_ignored
-from django_jobretry.admin.selection import PINNED_FIELD, actor, summaries, target_ids
+from django_jobretry.admin.confirmation import PINNED_FIELD, summaries, target_ids
 from django_jobretry.exceptions import CannotResubmit, RequeueConflict
 from django_jobretry.models import DeadLetter
 
@@ -101,7 +101,7 @@ class DeadLetterActions(_Base):
 
     def too_many(self, request: HttpRequest, ids: list[int]) -> bool:
         """Whether ``ids`` are more than one request may act on; if so, the operator is told."""
-        if len(ids) <= selection.BULK_LIMIT:
+        if len(ids) <= confirmation.BULK_LIMIT:
             return False
         self.message_user(request, too_many_text(), messages.ERROR)
         return True
@@ -115,12 +115,12 @@ class DeadLetterActions(_Base):
         """
         before = summaries(ids)
         if verb == "requeue":
-            result = deadletters.requeue_many(ids, actor=actor(request))
+            result = deadletters.requeue_many(ids, actor=audit.actor(request))
             # requeue_many appends to done and jobs together: they pair up in order.
             pairs = zip(result.done, result.jobs, strict=True)
             audit.log(request, [row for pk, job in pairs for row in audit.requeued(before[pk], job)])
         else:
-            result = deadletters.discard_many(ids, actor=actor(request))
+            result = deadletters.discard_many(ids, actor=audit.actor(request))
             audit.log(request, [row for pk in result.done for row in audit.discarded(before[pk])])
         self._report(request, verb=verb, result=result, vanished=vanished)
 
@@ -214,7 +214,7 @@ class DeadLetterActions(_Base):
         pk = _post_with(request, self.has_requeue_permission(request), object_id)
         dead = summaries([pk]).get(pk)
         try:
-            job = deadletters.requeue(pk, actor=actor(request))
+            job = deadletters.requeue(pk, actor=audit.actor(request))
         except deadletters.NotDead:
             return self._already_handled(request, pk)
         except CannotResubmit as exc:
@@ -247,7 +247,7 @@ class DeadLetterActions(_Base):
                 cancel_url=back,
             )
         try:
-            deadletters.discard(pk, actor=actor(request))
+            deadletters.discard(pk, actor=audit.actor(request))
         except deadletters.NotDead:
             return self._already_handled(request, pk)
         if dead is not None:
@@ -271,6 +271,6 @@ def refusals_text(refusals: list[RequeueConflict]) -> str:
 
 def too_many_text() -> str:
     return (
-        f"More than {selection.BULK_LIMIT:,} dead letters selected: nothing was done. Narrow the list with "
-        "the filters, or use `manage.py deadletters`, which paces bulk work."
+        f"More than {confirmation.BULK_LIMIT:,} dead letters selected: nothing was done. Narrow the list "
+        "with the filters, or use `manage.py deadletters`, which paces bulk work."
     )

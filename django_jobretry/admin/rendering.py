@@ -1,17 +1,35 @@
-"""HTML renderings shared by the job and dead-letter detail pages.
+"""HTML renderings shared by the admin's pages: histories, arguments, times, trace ids.
 
 Histories are stored as JSON lists; shown raw they are unreadable at 3 a.m.,
 so they become tables. Arguments may hold personal data: they are shown only
 to holders of ``view_job_payload`` and always pass the project's redactor
 (django_jobretry.display.redaction).
+
+Times are shown in local time to the second: the precision of the worker's
+log lines an operator lines a row up with (Django's default DATETIME_FORMAT
+stops at the minute). Every stored time is one Python can hold: the tables
+refuse any other (models/instants.py), so the admin reads the columns as
+they are.
+
+Trace ids are linked to ``JOBRETRY["TRACE_URL"]`` (docs/tracing.md). Two
+kinds: each failed attempt's, from its history entry, and the enqueue's,
+parsed from the W3C ``traceparent`` stored on the job (and carried into its
+dead letter and requeued jobs). A row may hold anything: only a well-formed
+trace id is shown or put in a URL; anything else a row holds is shown as
+nothing, never echoed. Trace ids are no payload: whoever may view the row
+sees them.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import re
+from collections.abc import Callable, Mapping
+from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.contrib import admin
+from django.db import models
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -19,12 +37,12 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import timestamps, trace_links
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display.humanize import humanize_age, humanize_delay
 from django_jobretry.display.redaction import redacted_payload
-from django_jobretry.models import Job
+from django_jobretry.models import DeadLetter, Job
 from django_jobretry.models.instants import EARLIEST, LATEST
+from django_jobretry.services.tracing import stored_context
 
 #: "app_label.codename" of the right to see arguments (Job.Meta.permissions).
 PAYLOAD_PERMISSION = "django_jobretry.view_job_payload"
@@ -33,6 +51,15 @@ VIEW_JOB = "django_jobretry.view_job"
 VIEW_DEAD_LETTER = "django_jobretry.view_deadletter"
 #: The permission's human name, so the hint always matches what the user admin shows.
 PAYLOAD_PERMISSION_NAME = dict(Job._meta.permissions)["view_job_payload"]
+#: A trace id as OpenTelemetry writes it: 32 lowercase hex digits.
+TRACE_ID = re.compile(r"[0-9a-f]{32}")
+#: A W3C ``traceparent`` of version 00: version, trace id, parent (span) id, flags; lowercase hex only.
+TRACEPARENT = re.compile(r"00-(?P<trace_id>[0-9a-f]{32})-(?P<span_id>[0-9a-f]{16})-(?P<flags>[0-9a-f]{2})")
+#: All zeros: the W3C's invalid trace id and span id, which no tracer writes.
+INVALID_TRACE_ID = "0" * 32
+INVALID_SPAN_ID = "0" * 16
+#: The W3C flags' "sampled" bit: the enqueuing process recorded that trace.
+SAMPLED = 0x01
 
 
 def first_line(text: str, limit: int = 120) -> str:
@@ -92,7 +119,7 @@ def _when(value: Any) -> Any:
         return parsed.strftime("%Y-%m-%d %H:%M:%S")
     if not EARLIEST <= parsed <= LATEST:
         return value
-    return timestamps.text(parsed)
+    return time_text(parsed)
 
 
 def _delay(value: Any) -> str:
@@ -136,7 +163,7 @@ def attempt_history(errors: Any, attempts: int) -> SafeString:
             "traceback": entry.get("traceback", ""),
             "delay": _delay(entry.get("delay")),
             "worker": breakable(_text(entry.get("worker")), ":"),
-            **trace_links.link(entry.get("trace_id")),
+            **trace_link(entry.get("trace_id")),
         }
         for entry in (errors if isinstance(errors, list) else [])
         if isinstance(entry, dict)
@@ -199,3 +226,105 @@ def payload(request: HttpRequest, task_name: str, args: Any, kwargs: Any) -> Saf
     context["kwargs"] = json.dumps(shown.kwargs, indent=2, ensure_ascii=False, default=str, sort_keys=True)
     context["redacted"] = shown.redacted
     return render_to_string("admin/django_jobretry/includes/payload.html", context)
+
+
+# --- times, to the second ---------------------------------------------------------------------------
+
+
+def time_text(value: datetime | None) -> str:
+    """A time as text: local time to the second; "" for None."""
+    return "" if value is None else timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def time_html(value: datetime | None) -> SafeString | str:
+    """:func:`time_text`, marked up so a narrow column may wrap between date and time, never inside."""
+    if value is None:
+        return ""
+    day, time = time_text(value).split(" ")
+    return format_html(
+        '<span class="jobretry-date">{}</span> <span class="jobretry-time">{}</span>', day, time
+    )
+
+
+def clock(value: datetime | None, *, today: date | None = None) -> str:
+    """The time alone when ``value`` falls on ``today`` (local), else the full :func:`time_text`."""
+    if value is not None and timezone.localtime(value).date() == (today or timezone.localdate()):
+        return timezone.localtime(value).strftime("%H:%M:%S")
+    return time_text(value)
+
+
+def time_column(name: str, *, sortable: bool = False) -> Callable[[Any, models.Model], SafeString | str]:
+    """An admin column or detail field showing ``name`` to the second, labelled like the field."""
+
+    def show(model_admin: Any, obj: models.Model) -> SafeString | str:
+        return time_html(getattr(obj, name))
+
+    show.__name__ = f"{name}_shown"
+    return admin.display(description=name.replace("_", " "), ordering=name if sortable else None)(show)
+
+
+def time_help_texts(model: type[models.Model]) -> dict[str, str]:
+    """The fields' help texts, keyed by the names of their :func:`time_column` stand-ins."""
+    return {
+        f"{field.name}_shown": str(field.help_text)
+        for field in model._meta.concrete_fields
+        if isinstance(field, models.DateTimeField) and field.help_text
+    }
+
+
+def since_html(moment: datetime | None, now: datetime) -> SafeString | str:
+    """:func:`time_html` with its age below it ("1h04m05s ago"): since when a thing is held; "-" for None."""
+    if moment is None:
+        return "-"
+    age = humanize_age(max(now - moment, timedelta(0)))
+    return format_html('{}<span class="jobretry-quiet">{} ago</span>', time_html(moment), age)
+
+
+# --- trace ids ----------------------------------------------------------------------------------------
+
+
+def trace_link(value: Any) -> dict[str, str]:
+    """A trace id and its page at TRACE_URL (or "" when none is set); {} when ``value`` is no trace id."""
+    if not isinstance(value, str) or not TRACE_ID.fullmatch(value) or value == INVALID_TRACE_ID:
+        return {}
+    url = jobretry_settings.trace_url
+    return {"trace_id": value, "trace_url": url.format(trace_id=value) if url else ""}
+
+
+def enqueue_trace_id(stored: Any) -> str:
+    """The trace id of a stored trace context's ``traceparent``, or "" when it is not a well-formed one."""
+    found = _traceparent(stored)
+    return found["trace_id"] if found else ""
+
+
+def enqueue_trace(row: Job | DeadLetter) -> SafeString | str:
+    """The enqueue's trace id, linked when TRACE_URL is set, and what it is the trace of; "" without one.
+
+    A requeue copies the stored context (services/sql.py CARRIED_COLUMNS):
+    a requeued job's is its first enqueue's, never the requeue's. An
+    enqueue made in a span its process did not sample stores a context
+    all the same (flags 00): its backend most likely holds none of it.
+    """
+    found = _traceparent(row.trace_context)
+    if found is None:
+        return ""
+    context = {
+        **trace_link(found["trace_id"]),
+        "requeued": bool(row.requeue_count),
+        "sampled": bool(int(found["flags"], 16) & SAMPLED),
+    }
+    return render_to_string("admin/django_jobretry/includes/enqueue_trace.html", context)
+
+
+def _traceparent(stored: Any) -> re.Match[str] | None:
+    """A stored context's well-formed version-00 ``traceparent``, or None.
+
+    Read as the worker reads it (services/tracing.py: a small object of
+    strings), but only from an object: a string here is a JSON string or
+    the text of a value too deep to decode, neither of them a context.
+    """
+    headers = stored_context(stored) if isinstance(stored, Mapping) else None
+    found = TRACEPARENT.fullmatch(headers["traceparent"]) if headers else None
+    if found is None or found["trace_id"] == INVALID_TRACE_ID or found["span_id"] == INVALID_SPAN_ID:
+        return None
+    return found

@@ -27,8 +27,8 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
 from django_jobretry.admin import audit, rendering
+from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import holds, parse_id
-from django_jobretry.admin.selection import actor
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob, NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadLetterSource

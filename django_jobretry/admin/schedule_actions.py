@@ -24,8 +24,8 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from django_jobretry.admin import audit
+from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import holds
-from django_jobretry.admin.selection import actor
 from django_jobretry.conf.schedules import declared
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job, Schedule

@@ -29,7 +29,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import rendering, timestamps
+from django_jobretry.admin import rendering
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.admin.schedule_actions import ScheduleActions
 from django_jobretry.conf.schedules import ScheduleSpec, declared
@@ -93,7 +93,7 @@ class ScheduleAdmin(ScheduleActions, NoWritesAdmin):
     class Media:
         css = {"all": ("django_jobretry/admin.css",)}
 
-    declared_at_shown = timestamps.column("declared_at")
+    declared_at_shown = rendering.time_column("declared_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         """The rows with their last run, the database's now, and whether this user may open the run.
@@ -183,7 +183,7 @@ class ScheduleAdmin(ScheduleActions, NoWritesAdmin):
             url = reverse(f"admin:django_jobretry_{model}_change", args=[pk])
             label = format_html('<a href="{}">{}</a>', url, label)
         return format_html(
-            '{}<span class="jobretry-quiet">{}: {}</span>', timestamps.html(run.slot), label, str(run)
+            '{}<span class="jobretry-quiet">{}: {}</span>', rendering.time_html(run.slot), label, str(run)
         )
 
     @admin.display(description="last success")
@@ -193,7 +193,7 @@ class ScheduleAdmin(ScheduleActions, NoWritesAdmin):
         age = max(obj.jobretry_now - obj.last_success_at, timedelta(0))  # type: ignore[attr-defined]
         return format_html(
             '{}<span class="jobretry-quiet">{} ago</span>',
-            timestamps.html(obj.last_success_at),
+            rendering.time_html(obj.last_success_at),
             humanize_delay(age),
         )
 
@@ -211,7 +211,7 @@ class ScheduleAdmin(ScheduleActions, NoWritesAdmin):
             '<span class="jobretry-quiet">{}</span><span class="jobretry-quiet">since {}</span>',
             obj.paused_by or "?",
             obj.pause_reason or "no reason given",
-            timestamps.html(obj.paused_at),
+            rendering.time_html(obj.paused_at),
         )
 
     @admin.display(description="declaration")

@@ -22,7 +22,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import rendering, timestamps
+from django_jobretry.admin import rendering
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import WorkerProcess
@@ -84,8 +84,8 @@ class WorkerProcessAdmin(NoWritesAdmin):
     class Media:
         css = {"all": ("django_jobretry/admin.css",)}
 
-    started_at_shown = timestamps.column("started_at")
-    last_heartbeat_at_shown = timestamps.column("last_heartbeat_at")
+    started_at_shown = rendering.time_column("started_at")
+    last_heartbeat_at_shown = rendering.time_column("last_heartbeat_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WorkerProcess]:
         # Annotated before the ordering applies: the order is by ``live``.

@@ -6,7 +6,7 @@ from django_jobretry.models.dead_letter import DeadLetter
 
 
 class Dashboard(DeadLetter):
-    """No table of its own: the admin index's and sidebar's entry for the dashboard (admin/index_link.py).
+    """No table of its own: the admin index's and sidebar's entry for the dashboard (admin/dashboard.py).
 
     The admin lists models only, so the dashboard, a page of the dead-letter
     admin, is reachable from the index through this proxy, whose list

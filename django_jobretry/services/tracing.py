@@ -16,7 +16,7 @@ API's no-op tracer makes the spans cost next to nothing.
   kind (retryable or fatal). Its trace id is written into the attempt's
   history entry, from which the job and dead-letter pages link to a trace
   backend (``JOBRETRY["TRACE_URL"]``), as they link the stored context's
-  (django_jobretry/admin/trace_links.py).
+  (django_jobretry/admin/rendering.py).
 
 A stored context is read as untrusted input: anything but a small object
 of strings is ignored, and the W3C parser refuses a malformed header.

@@ -20,7 +20,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import Page, expect
 
-from django_jobretry.admin import timestamps
+from django_jobretry.admin import rendering
 from django_jobretry.models import Circuit, CircuitState, Pause
 from django_jobretry.services import circuits, holds
 from tests.browser.fit import overflow
@@ -74,8 +74,8 @@ def test_the_dashboard_shows_held_since_and_resume_and_close_which_ask_first(
     waiting = JobFactory.create(task_name=jobs.record.name)
     holds.pause(queue="mail", actor="alice", reason="smtp relay down")
     circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=waiting.pk)
-    paused_at = timestamps.text(Pause.objects.get().paused_at)
-    opened_at = timestamps.text(Circuit.objects.get().opened_at)
+    paused_at = rendering.time_text(Pause.objects.get().paused_at)
+    opened_at = rendering.time_text(Circuit.objects.get().opened_at)
 
     log_in(page, OPERATOR)
     page.goto(reverse("admin:django_jobretry_deadletter_dashboard"))

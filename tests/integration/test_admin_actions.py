@@ -16,7 +16,7 @@ from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.urls import reverse
 
 from django_jobretry import deadletters as service
-from django_jobretry.admin import selection
+from django_jobretry.admin import confirmation
 from django_jobretry.models import DeadLetter, Job
 from tests.factories import DeadLetterFactory, JobFactory
 from tests.integration.conftest import (
@@ -114,7 +114,7 @@ class TestRequeueAction:
     def test_too_large_a_selection_is_refused_whole(
         self, superuser: Operator, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(selection, "BULK_LIMIT", 2)
+        monkeypatch.setattr(confirmation, "BULK_LIMIT", 2)
         dead = DeadLetterFactory.create_batch(3)
         data = {"action": "requeue_selected", "_selected_action": [str(dead[0].pk)], "index": "0"}
         response = superuser.post(reverse(CHANGELIST), {**data, "select_across": "1"}, follow=True)

@@ -17,7 +17,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.urls import reverse
 
 from django_jobretry import deadletters as service
-from django_jobretry.admin import selection
+from django_jobretry.admin import confirmation
 from django_jobretry.models import DeadLetter, Job
 from tests.factories import DeadLetterFactory, JobFactory
 from tests.integration.conftest import CHANGELIST, Operator, hidden_inputs, messages_of
@@ -144,7 +144,7 @@ class TestAllMatching:
     def test_too_many_for_one_request_names_the_command(
         self, superuser: Operator, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(selection, "BULK_LIMIT", 2)
+        monkeypatch.setattr(confirmation, "BULK_LIMIT", 2)
         DeadLetterFactory.create_batch(3, queue_name="mail", reason="exhausted", attempts=3)
         url = matching_url("requeue", "queue_name=mail&reason=exhausted")
         page = superuser.get(url)
@@ -162,7 +162,7 @@ class TestAllMatching:
     def test_a_search_the_command_cannot_take_gets_the_general_hint(
         self, superuser: Operator, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(selection, "BULK_LIMIT", 1)
+        monkeypatch.setattr(confirmation, "BULK_LIMIT", 1)
         DeadLetterFactory.create_batch(2, last_error="smtp refused")
         text = " ".join(superuser.get(matching_url("discard", "q=smtp")).text.split())
         assert (

@@ -15,7 +15,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from django_jobretry.admin import timestamps
+from django_jobretry.admin import rendering
 from django_jobretry.models import Circuit, CircuitState, Pause, Schedule
 from django_jobretry.services import circuits, holds, transitions
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
@@ -63,7 +63,7 @@ class TestHeld:
         held = panel(pauser.get(DASHBOARD).content.decode(), "held")
         assert "Held: 1 paused, 1 circuit breaker open, 0 limits full" in held
         for moment in (pause.paused_at, breaker.opened_at):
-            day, clock = timestamps.text(moment).split(" ")
+            day, clock = rendering.time_text(moment).split(" ")
             assert (
                 f'<span class="jobretry-date">{day}</span> <span class="jobretry-time">{clock}</span>' in held
             )

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_jobretry.admin import timestamps
+from django_jobretry.admin import rendering
 from django_jobretry.models import Job
 from tests.factories import JobFactory, history_entry
 from tests.integration.conftest import Operator, change_url
@@ -60,7 +60,7 @@ class TestRetrying:
         later = timezone.now() + timedelta(days=2)
         JobFactory.create(retrying=True, run_at=later)
         html = viewer.get(reverse(JOBS)).text
-        assert f"next at {timestamps.text(later)})" in html
+        assert f"next at {rendering.time_text(later)})" in html
 
     @pytest.mark.parametrize("state", ["ready", "retrying", "running", "succeeded"])
     def test_the_status_filter_tells_retrying_from_ready(
@@ -133,14 +133,14 @@ class TestTimesToTheSecond:
             pk=JobFactory.create(running=True, errors=[history_entry(1, "fatal", last=True)]).pk
         )
         listing = viewer.get(reverse(JOBS)).text
-        assert timestamps.text(job.run_at) in listing.replace(SPLIT, " ")
+        assert rendering.time_text(job.run_at) in listing.replace(SPLIT, " ")
         detail = viewer.get(change_url(job)).text
         for moment in (job.run_at, job.enqueued_at, job.started_at, job.lease_expires_at):
             assert moment is not None
-            assert timestamps.text(moment) in detail.replace(SPLIT, " ")
+            assert rendering.time_text(moment) in detail.replace(SPLIT, " ")
         # The attempt history's times too (stored as ISO text in the JSON).
         at = datetime.fromisoformat(job.errors[0]["at"])
-        assert f'<span class="nowrap">{timestamps.text(at)}</span>' in detail
+        assert f'<span class="nowrap">{rendering.time_text(at)}</span>' in detail
         assert not re.search(r"\b(a\.m\.|p\.m\.)", detail)  # never Django's minute-precision format
 
     def test_the_heading_names_the_job(self, viewer: Operator) -> None:

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
-from django_jobretry.admin import timestamps
+from django_jobretry.admin import rendering
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.attempts import fail_attempt, kill
 from tests.factories import DeadLetterFactory, JobFactory, error_history
@@ -117,7 +117,7 @@ class TestDeadLetterPages:
         assert f" | Dead letter {dead.pk} | " in html.split("</title>")[0]  # the browser tab too
         shown = html.replace('</span> <span class="jobretry-time">', " ")
         for moment in (dead.dead_at, dead.enqueued_at):
-            assert timestamps.text(moment) in shown
+            assert rendering.time_text(moment) in shown
         q2 = DeadLetterFactory.create(source="django_q2", job_id=0, external_id="abc")
         assert (
             f"<h2>{q2.task_name} · django-q2 task abc · Fatal error</h2>" in viewer.get(change_url(q2)).text

@@ -17,7 +17,7 @@ from django.test import override_settings
 from opentelemetry import trace
 
 from django_jobretry import deadletters
-from django_jobretry.admin import trace_links
+from django_jobretry.admin import rendering
 from django_jobretry.models import DeadLetter, Job
 from django_jobretry.testing import run_jobs
 from tests.integration.conftest import Operator, change_url
@@ -177,14 +177,14 @@ def test_a_forged_traceparent_shows_nothing(superuser: Operator, stored: Any) ->
 )
 def test_a_nul_in_the_traceparent_gives_no_id(traceparent: str) -> None:
     """PostgreSQL's jsonb refuses a NUL, so no row holds one: the parser refuses it all the same."""
-    assert trace_links.enqueue_trace_id({"traceparent": traceparent}) == ""
+    assert rendering.enqueue_trace_id({"traceparent": traceparent}) == ""
 
 
 def test_the_parser_takes_a_well_formed_traceparent() -> None:
-    assert trace_links.enqueue_trace_id({"traceparent": GOOD}) == "0af7651916cd43dd8448eb211c80319c"
-    assert trace_links.enqueue_trace_id({"traceparent": GOOD, "tracestate": "a=b"}) != ""
-    assert trace_links.enqueue_trace_id(json.dumps({"traceparent": GOOD})) == ""  # text is not a context
-    assert trace_links.enqueue_trace_id(None) == ""
+    assert rendering.enqueue_trace_id({"traceparent": GOOD}) == "0af7651916cd43dd8448eb211c80319c"
+    assert rendering.enqueue_trace_id({"traceparent": GOOD, "tracestate": "a=b"}) != ""
+    assert rendering.enqueue_trace_id(json.dumps({"traceparent": GOOD})) == ""  # text is not a context
+    assert rendering.enqueue_trace_id(None) == ""
 
 
 @pytest.mark.usefixtures("trace_url")

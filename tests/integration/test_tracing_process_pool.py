@@ -12,7 +12,7 @@ import pytest
 from django.urls import reverse
 from opentelemetry import trace
 
-from django_jobretry.admin.trace_links import TRACE_ID
+from django_jobretry.admin.rendering import TRACE_ID
 from django_jobretry.models import DeadLetter
 from tests.integration.conftest import Operator
 from tests.jobs_app import jobs
