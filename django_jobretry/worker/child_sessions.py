@@ -26,7 +26,7 @@ from django.db import DatabaseError, InterfaceError, connections
 
 from django_jobretry.conf.pooling import transaction_pooled
 from django_jobretry.services.sql import loggable
-from django_jobretry.worker import probe, watchdog
+from django_jobretry.worker import watchdog
 from django_jobretry.worker.session import bound_connects
 
 logger = logging.getLogger("django_jobretry")
@@ -69,7 +69,7 @@ def end_sessions(token: str, child_pid: int | None) -> int:
                 ended += cursor.fetchone()[0]
         except (DatabaseError, InterfaceError) as exc:
             fields = loggable(exc)
-            place = probe.where(alias, connection.connection)
+            place = watchdog.where(alias, connection.connection)
             logger.warning(
                 "could not end the database sessions of job process %s on %s (%s, SQLSTATE %s): "
                 "a statement it ran may go on until it ends",
