@@ -26,13 +26,19 @@ from django_jobretry.conf.schedules import declared as declared_schedules
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
 from django_jobretry.services.outcomes import Recorder
-from django_jobretry.worker import announce, watchdog
+from django_jobretry.worker import lifecycle, watchdog
 from django_jobretry.worker.child import PoolOptions
-from django_jobretry.worker.drain import DRAIN_MARGIN, EXIT_UNRECORDED, drain
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
+from django_jobretry.worker.lifecycle import (
+    DRAIN_MARGIN,
+    EXIT_UNRECORDED,
+    STOP_REQUESTED,
+    WorkerOptions,
+    drain,
+    install_stop_handlers,
+)
 from django_jobretry.worker.limited import LimitedClaims
 from django_jobretry.worker.listener import Listener
-from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.process_pool import ChildSlot
 from django_jobretry.worker.runner import Runner
 from django_jobretry.worker.scheduler import Scheduler
@@ -44,7 +50,6 @@ from django_jobretry.worker.session import (
     pause_after,
     unmark_bookkeeping_thread,
 )
-from django_jobretry.worker.startup import STOP_REQUESTED, install_stop_handlers
 from django_jobretry.worker.time_limits import TimeLimits
 
 logger = logging.getLogger("django_jobretry")
@@ -99,7 +104,7 @@ class Worker:
         self.wake.set()
 
     def run(self) -> int:
-        """Run until done; returns the process exit code: 0, or EXIT_UNRECORDED (worker/drain.py)."""
+        """Run until done; returns the process exit code: 0, or EXIT_UNRECORDED (worker/lifecycle.py)."""
         install_stop_handlers(self.stop, self.stopping, lambda: len(self.running), self.id)
         if STOP_REQUESTED.is_set():
             logger.info("stop requested while starting: exiting before claiming anything")
@@ -124,7 +129,7 @@ class Worker:
             threads.append(Scheduler(self.id, declared_schedules, self.stopping))
         for thread in threads:
             thread.start()
-        announce.started(self.id, self.options)
+        lifecycle.started(self.id, self.options)
         try:
             self._loop()
             if self.grace_ends is None:  # burst or max_jobs: no signal started the grace period
@@ -141,7 +146,7 @@ class Worker:
             last = (self.grace_ends or time.monotonic()) + DRAIN_MARGIN + watchdog.LAST_CALL + 0.5
             heartbeat.join(timeout=min(GOODBYE_SECONDS, max(last - time.monotonic(), 0)))
             watchdog.stop()
-        announce.stopped(self.id, self.finished_total)
+        lifecycle.stopped(self.id, self.finished_total)
         return EXIT_UNRECORDED if left else 0
 
     def _runner(self, index: int) -> Runner:

@@ -26,7 +26,7 @@ from django_jobretry.services.console import workers
 from django_jobretry.services.job_lines import log_extra
 from django_jobretry.worker import duties as duty_list
 from django_jobretry.worker.duties import Duty
-from django_jobretry.worker.options import WorkerOptions
+from django_jobretry.worker.lifecycle import WorkerOptions
 from django_jobretry.worker.session import (
     RECONNECT_CAP,
     Backoff,
