@@ -11,7 +11,7 @@ entry in features.py, and runs between the worker's own duties below.
   (services/console/workers.py): registered at once, refreshed with each beat (one
   statement, whatever the number of jobs), deleted after the drain.
 - :class:`EventCounts` writes the process's event counts for the metrics
-  (worker/counting.py) with one statement a beat and once more at a clean
+  (worker/runner.py) with one statement a beat and once more at a clean
   exit; a failed write keeps the counts for the next beat.
 - :class:`Holds` ends the pauses whose ``until`` passed and moves the
   breakers on (services/holds.py, services/circuits.py): a probe once a
@@ -32,7 +32,7 @@ from django_jobretry import features
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.services import circuits, holds
 from django_jobretry.services.console import counters, status_samples, workers
-from django_jobretry.worker import counting
+from django_jobretry.worker import runner
 
 logger = logging.getLogger("django_jobretry")
 
@@ -91,21 +91,21 @@ class EventCounts(Duty):
     failure = "write the event counters"
 
     def start(self) -> None:
-        counting.begin()
+        runner.begin_counting()
 
     def beat(self, running: int) -> None:
-        taken = counting.TALLY.take()
+        taken = runner.TALLY.take()
         try:
             counters.flush(taken)
         except BaseException:
-            counting.TALLY.put_back(taken)
+            runner.TALLY.put_back(taken)
             raise
 
     def finish(self) -> None:
         self.beat(0)
 
     def close(self) -> None:
-        counting.end()
+        runner.end_counting()
 
 
 class Holds(Duty):
