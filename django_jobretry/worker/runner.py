@@ -11,7 +11,7 @@ start, success, retry or death is already announced by a signal after its
 transition commits (docs/worker.md#signals), on whichever thread made it;
 the receivers here only add one to the process's :data:`TALLY`, so the
 claim and record statements stay as they are (their query budgets are
-tested). The heartbeat thread writes the tally (worker/duties.py) with one
+tested). The heartbeat thread writes the tally (worker/heartbeat.py) with one
 statement a beat and once more at a clean exit
 (services/console/counters.py): a worker that crashes loses at most one
 heartbeat period of counts.
