@@ -15,7 +15,7 @@ from chaos.faults import Fault
 from chaos.invariants import Check
 from chaos.processes import Pool
 from chaos.workload import Feeder
-from django_jobretry.worker.drain import EXIT_UNRECORDED
+from django_jobretry.worker.lifecycle import EXIT_UNRECORDED
 
 PENDING = """
 SELECT (SELECT count(*) FROM django_jobretry_job WHERE status IN ('ready', 'running')),

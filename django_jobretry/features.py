@@ -56,7 +56,7 @@ class Feature:
     """One capability's faces; each part is optional and names what the face imports and calls."""
 
     name: str
-    #: A ``worker.duties.Duty`` class, built without arguments for each heartbeat and run every beat.
+    #: A ``worker.heartbeat.Duty`` class, built without arguments for each heartbeat and run every beat.
     duty: str | None = None
     status: Section | None = None
     #: ``() -> Iterator[prometheus_client Metric]``, called at each scrape.
@@ -92,7 +92,7 @@ FEATURES: tuple[Feature, ...] = (
     ),
     Feature(
         "holds",
-        duty="django_jobretry.worker.duties.Holds",
+        duty="django_jobretry.worker.heartbeat.Holds",
         status=Section(
             "held",
             "django_jobretry.services.console.status_holds.holds_report",

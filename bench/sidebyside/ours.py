@@ -27,7 +27,7 @@ class Ours:
     missing: dict[str, str] = {}
 
     def __init__(self) -> None:
-        from django_jobretry.worker.options import WorkerOptions
+        from django_jobretry.worker.lifecycle import WorkerOptions
 
         self.default_concurrency = WorkerOptions.concurrency
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS}

@@ -20,7 +20,7 @@ from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.models.storable import is_text
 from django_jobretry.services.failure_groups import MAX_GROUPS
 from django_jobretry.validation import check_queue_name
-from django_jobretry.worker.options import (
+from django_jobretry.worker.lifecycle import (
     CONCURRENCY_RANGE,
     DEFAULT_CONCURRENCY,
     MAX_CONCURRENCY,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from django_jobretry.worker.engine import Worker
-    from django_jobretry.worker.options import WorkerOptions
+    from django_jobretry.worker.lifecycle import WorkerOptions
 
 __all__ = ["Worker", "WorkerOptions"]
 
@@ -19,7 +19,7 @@ def __getattr__(name: str) -> object:
 
         return Worker
     if name == "WorkerOptions":
-        from django_jobretry.worker.options import WorkerOptions
+        from django_jobretry.worker.lifecycle import WorkerOptions
 
         return WorkerOptions
     raise AttributeError(f"module 'django_jobretry.worker' has no attribute {name!r}")

@@ -9,6 +9,7 @@ state, on connections with worker timeouts.
 from __future__ import annotations
 
 import functools
+import heapq
 import logging
 import os
 import queue
@@ -25,14 +26,19 @@ from django_jobretry.conf.schedules import declared as declared_schedules
 from django_jobretry.services import recovery, transitions
 from django_jobretry.services.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
 from django_jobretry.services.outcomes import Recorder
-from django_jobretry.worker import announce, watchdog
+from django_jobretry.worker import lifecycle, watchdog
 from django_jobretry.worker.child import PoolOptions
-from django_jobretry.worker.claim_schedule import ClaimSchedule
-from django_jobretry.worker.drain import DRAIN_MARGIN, EXIT_UNRECORDED, drain
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
+from django_jobretry.worker.lifecycle import (
+    DRAIN_MARGIN,
+    EXIT_UNRECORDED,
+    STOP_REQUESTED,
+    WorkerOptions,
+    drain,
+    install_stop_handlers,
+)
 from django_jobretry.worker.limited import LimitedClaims
 from django_jobretry.worker.listener import Listener
-from django_jobretry.worker.options import WorkerOptions
 from django_jobretry.worker.process_pool import ChildSlot
 from django_jobretry.worker.runner import Runner
 from django_jobretry.worker.scheduler import Scheduler
@@ -44,7 +50,6 @@ from django_jobretry.worker.session import (
     pause_after,
     unmark_bookkeeping_thread,
 )
-from django_jobretry.worker.startup import STOP_REQUESTED, install_stop_handlers
 from django_jobretry.worker.time_limits import TimeLimits
 
 logger = logging.getLogger("django_jobretry")
@@ -99,7 +104,7 @@ class Worker:
         self.wake.set()
 
     def run(self) -> int:
-        """Run until done; returns the process exit code: 0, or EXIT_UNRECORDED (worker/drain.py)."""
+        """Run until done; returns the process exit code: 0, or EXIT_UNRECORDED (worker/lifecycle.py)."""
         install_stop_handlers(self.stop, self.stopping, lambda: len(self.running), self.id)
         if STOP_REQUESTED.is_set():
             logger.info("stop requested while starting: exiting before claiming anything")
@@ -124,7 +129,7 @@ class Worker:
             threads.append(Scheduler(self.id, declared_schedules, self.stopping))
         for thread in threads:
             thread.start()
-        announce.started(self.id, self.options)
+        lifecycle.started(self.id, self.options)
         try:
             self._loop()
             if self.grace_ends is None:  # burst or max_jobs: no signal started the grace period
@@ -141,7 +146,7 @@ class Worker:
             last = (self.grace_ends or time.monotonic()) + DRAIN_MARGIN + watchdog.LAST_CALL + 0.5
             heartbeat.join(timeout=min(GOODBYE_SECONDS, max(last - time.monotonic(), 0)))
             watchdog.stop()
-        announce.stopped(self.id, self.finished_total)
+        lifecycle.stopped(self.id, self.finished_total)
         return EXIT_UNRECORDED if left else 0
 
     def _runner(self, index: int) -> Runner:
@@ -171,7 +176,7 @@ class Worker:
                 self.time_limits.end_overdue()
                 self.time_limits.end_cancelled(self.cancel_requests)
                 self._maybe_recover()
-                # Claim when woken or when due (worker/claim_schedule.py); waking only
+                # Claim when woken or when due (ClaimSchedule below); waking only
                 # to recover leases does not claim. The claim rides on the statement
                 # that records the successes, if any.
                 started = time.monotonic()
@@ -291,3 +296,33 @@ class Worker:
         self._last_recovery = now
         for item in recovery.recover_expired(100, jobretry_settings.error_history_limit):
             recovery.announce(item, self.recorder.sender)
+
+
+class ClaimSchedule:
+    """When the main loop claims: when woken, when its poll is due, or when a retry it scheduled is.
+
+    A LISTEN notification or a finished job wakes the loop at once. Jobs that
+    become due later send nothing, so an idle worker finds them by polling every
+    POLL_SECONDS (docs/design.md#rule-9). Its own retries are the exception it
+    can foresee: the Recorder remembers when each comes due (``retries_due``, a
+    heap of time.monotonic() values), and the loop claims then, so a retry after
+    1 ms does not wait a whole poll interval.
+    """
+
+    def __init__(self, poll_seconds: float, retries_due: list[float]) -> None:
+        self.poll_seconds = poll_seconds
+        self.retries_due = retries_due
+        self.next_poll = 0.0  # claim at once on start
+
+    def next_at(self) -> float:
+        """The monotonic time of the next claim, unless something wakes the loop first."""
+        return min(self.next_poll, self.retries_due[0]) if self.retries_due else self.next_poll
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_at()
+
+    def claimed(self, started: float) -> None:
+        """A claim ran at ``started``: poll again in POLL_SECONDS; the retries due by then were claimable."""
+        self.next_poll = started + self.poll_seconds
+        while self.retries_due and self.retries_due[0] <= started:
+            heapq.heappop(self.retries_due)

@@ -25,7 +25,7 @@ from django.db import DEFAULT_DB_ALIAS
 
 from django_jobretry.conf.pooling import listen_alias
 from django_jobretry.services.enqueue import CHANNEL
-from django_jobretry.worker import probe, watchdog
+from django_jobretry.worker import watchdog
 from django_jobretry.worker.session import RECONNECT_CAP, Backoff
 
 logger = logging.getLogger("django_jobretry")
@@ -41,7 +41,7 @@ class Listener(threading.Thread):
         super().__init__(name="jobretry-listener", daemon=True)
         self.wake, self.stop, self.queues = wake, stop, set(queues or [])
         self.alias = listen_alias() or DEFAULT_DB_ALIAS
-        self.params = probe.probe_params(self.alias)
+        self.params = watchdog.probe_params(self.alias)
         self.listening = threading.Event()
 
     def run(self) -> None:
@@ -59,7 +59,7 @@ class Listener(threading.Thread):
             except psycopg.Error as exc:
                 self.listening.clear()
                 delay = backoff.failed()
-                place = probe.where(self.alias)
+                place = watchdog.where(self.alias)
                 logger.warning(
                     "LISTEN connection lost (%s); polling until it is back, reconnecting in %.1fs",
                     place,

@@ -12,7 +12,7 @@ exception object stays there) and sends back only plain values.
 A child's end is seen by its process (a pidfd on Linux), not by the end of
 its pipe: a helper process the handler started may hold the pipe open long
 after the child died. A killed child's database sessions are ended too
-(worker/child_sessions.py), and after the grace period of a shutdown the
+(worker/child.py), and after the grace period of a shutdown the
 worker kills the children still running a job, so none outlives it
 (:meth:`ChildSlot.interrupt`).
 """
@@ -34,8 +34,7 @@ from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import time_limit
 from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
 from django_jobretry.services.history import AttemptEnd, RenderedError, render_error
-from django_jobretry.worker.child import PoolOptions, Reply, child_main
-from django_jobretry.worker.child_sessions import end_sessions
+from django_jobretry.worker.child import PoolOptions, Reply, child_main, end_sessions
 
 logger = logging.getLogger("django_jobretry")
 

@@ -23,7 +23,7 @@ from django.dispatch import receiver
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.services.sql import loggable
-from django_jobretry.worker import probe, watchdog
+from django_jobretry.worker import watchdog
 
 logger = logging.getLogger("django_jobretry")
 
@@ -50,7 +50,7 @@ def bound_connects(wrapper: Any) -> None:
 
     def bounded() -> dict[str, Any]:
         conn_params: dict[str, Any] = params()
-        configured = int(float(conn_params.get("connect_timeout", probe.CONNECT_TIMEOUT)))
+        configured = int(float(conn_params.get("connect_timeout", watchdog.CONNECT_TIMEOUT)))
         conn_params["connect_timeout"] = watchdog.connect_timeout(configured)
         return conn_params
 
@@ -141,7 +141,7 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
     delay = backoff.failed()
     if isinstance(exc, CONNECTION_ERRORS):
         delay = min(delay, RECONNECT_CAP)
-        place = probe.where(connection.alias, connection.connection)
+        place = watchdog.where(connection.alias, connection.connection)
         logger.warning(
             "database unavailable; reconnecting in %.1fs (%s, worker %s)",
             delay,
@@ -160,7 +160,7 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
 def log_database_error(level: int, what: str, exc: BaseException, worker_id: str) -> None:
     """``what``, where, and the error's class and SQLSTATE - never its message (services.sql.loggable)."""
     fields = loggable(exc)
-    place = probe.where(connection.alias, connection.connection)
+    place = watchdog.where(connection.alias, connection.connection)
     logger.log(
         level,
         "%s (%s, SQLSTATE %s; %s, worker %s)",
@@ -177,7 +177,7 @@ def log_back(down: float | None, worker_id: str, thread: str) -> None:
     """After ``down`` seconds of failures (Backoff.succeeded()), say that the database answers again."""
     if down is None:
         return
-    place = probe.where(connection.alias, connection.connection)
+    place = watchdog.where(connection.alias, connection.connection)
     logger.info(
         "%s answers %s of worker %s again, after %.1fs",
         place,

@@ -15,7 +15,7 @@ from django_jobretry.management.commands.showpolicies import describe, render_ru
 from django_jobretry.models import Job, WorkerProcess
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.worker import WorkerOptions
-from django_jobretry.worker.options import MAX_CONCURRENCY
+from django_jobretry.worker.lifecycle import MAX_CONCURRENCY
 from tests.jobs_app import jobs
 
 

@@ -32,7 +32,7 @@ from django_jobretry.metrics.collector import JobRetryCollector
 from django_jobretry.models import Circuit, Job, Pause, Schedule
 from django_jobretry.services.console import status_limits
 from django_jobretry.services.console.workers import Registration
-from django_jobretry.worker import duties
+from django_jobretry.worker import heartbeat
 from tests.integration.conftest import Operator
 
 HERE = __name__
@@ -40,7 +40,7 @@ DASHBOARD = reverse("admin:django_jobretry_deadletter_dashboard")
 CAPABILITY_KEYS = {"schedules", "held", "limits"}
 
 
-class PlantedDuty(duties.Duty):
+class PlantedDuty(heartbeat.Duty):
     failure = "do the planted duty"
 
 
@@ -117,19 +117,19 @@ def test_every_path_of_every_capability_imports() -> None:
 
 
 def test_the_heartbeat_runs_each_capabilitys_duty_between_the_workers_own() -> None:
-    kinds = [type(duty).__name__ for duty in duties.console(registration())]
+    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(registration())]
     assert kinds == ["WorkerRow", "EventCounts", "Holds", "StatusSample"]
 
 
 @pytest.mark.usefixtures("planted")
 def test_a_planted_capabilitys_duty_runs_on_the_heartbeat() -> None:
-    kinds = [type(duty).__name__ for duty in duties.console(registration())]
+    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(registration())]
     assert kinds == ["WorkerRow", "EventCounts", "Holds", "PlantedDuty", "StatusSample"]
 
 
 @pytest.mark.usefixtures("emptied")
 def test_without_capabilities_the_heartbeat_runs_only_the_workers_own_duties() -> None:
-    kinds = [type(duty).__name__ for duty in duties.console(registration())]
+    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(registration())]
     assert kinds == ["WorkerRow", "EventCounts", "StatusSample"]
 
 

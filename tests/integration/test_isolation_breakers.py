@@ -19,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 
 from django_jobretry.models import Circuit, CircuitState, Job, JobStatus
 from django_jobretry.services import circuits
-from django_jobretry.worker.duties import Holds
+from django_jobretry.worker.heartbeat import Holds
 from tests.integration.hostile import without_checks
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.db import connection
 
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.services import transitions
-from django_jobretry.worker import startup
+from django_jobretry.worker import lifecycle
 from tests.jobs_app import limited_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,7 +57,7 @@ def test_the_ordinary_claim_leaves_limited_jobs_to_the_limited_claim() -> None:
 def test_a_worker_whose_connection_is_cut_while_starting_starts_again(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real, calls = startup.warn_unknown_queues, []
+    real, calls = lifecycle.warn_unknown_queues, []
 
     def cut_once(queues: Any) -> list[str]:
         calls.append(queues)

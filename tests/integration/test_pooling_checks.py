@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from django_jobretry.conf.checks import check_settings
 from django_jobretry.conf.pooling import check_listen_database, check_transaction_pooling, listen_alias
-from django_jobretry.worker.options import WorkerOptions
+from django_jobretry.worker.lifecycle import WorkerOptions
 from django_jobretry.worker.session import apply_timeouts
 
 DIRECT = {"ENGINE": "django.db.backends.postgresql", "NAME": "app", "HOST": "db.internal", "PORT": "5432"}

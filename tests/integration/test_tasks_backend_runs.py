@@ -252,7 +252,7 @@ class TestSignals:
 
 def test_runworker_knows_the_queue_a_django_tasks_task_declares(monkeypatch: pytest.MonkeyPatch) -> None:
     """`runworker --queue other` is quiet when only an @task declares "other"; a typo gets a hint."""
-    from django_jobretry.worker.startup import warn_unknown_queues
+    from django_jobretry.worker.lifecycle import warn_unknown_queues
 
     name = "tests.jobs_app.tasks.other_queue"
     definition = registry.get(name)

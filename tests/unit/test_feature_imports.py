@@ -24,11 +24,11 @@ def test_every_part_of_every_capability_has_its_reader() -> None:
 def test_a_capability_path_above_its_reader_is_an_upward_import(tmp_path: Path) -> None:
     root = _plant(
         tmp_path,
-        {"worker/__init__.py": "", "worker/duties.py": "", "admin/__init__.py": "", "admin/holds.py": ""},
+        {"worker/__init__.py": "", "worker/heartbeat.py": "", "admin/__init__.py": "", "admin/holds.py": ""},
     )
     planted = Feature("planted", duty=f"{PACKAGE}.admin.holds.PauseAdmin")
     assert upward_imports(import_graph(root, (planted,))) == [
-        "django_jobretry.worker.duties (worker) imports django_jobretry.admin.holds (adapters)"
+        "django_jobretry.worker.heartbeat (worker) imports django_jobretry.admin.holds (adapters)"
     ]
     assert upward_imports(import_graph(root)) == []
 

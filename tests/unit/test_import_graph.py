@@ -107,7 +107,7 @@ def import_graph(root: Path, capabilities: tuple[Feature, ...] = ()) -> dict[str
 
 #: The face that imports each part of a Feature when it uses it.
 READERS = {
-    "duty": f"{PACKAGE}.worker.duties",
+    "duty": f"{PACKAGE}.worker.heartbeat",
     "status": f"{PACKAGE}.management.commands.jobstatus",
     "collect": f"{PACKAGE}.metrics.collector",
     "panel": f"{PACKAGE}.admin.dashboard",

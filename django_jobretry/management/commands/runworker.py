@@ -18,8 +18,8 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.management.arguments import add_runworker_arguments
 from django_jobretry.management.database import DatabaseCommand, LostConnection
 from django_jobretry.worker import Worker, WorkerOptions
+from django_jobretry.worker.lifecycle import warn_unknown_queues
 from django_jobretry.worker.session import Backoff, drop_connection
-from django_jobretry.worker.startup import warn_unknown_queues
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 
