@@ -1,6 +1,6 @@
 """`manage.py jobstatus` output: the operator's first look, as text for people and JSON for scripts.
 
-The figures come from services/console/status.py and services/console/workers.py, the same
+The figures come from console/status.py and console/workers.py, the same
 as the admin dashboard's, so the two never disagree. Nothing here reads or
 prints job arguments.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from django_jobretry.console import status, workers
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.management.terminal_text import printable
-from django_jobretry.services.console import status, workers
 
 COUNTS = ("ready", "retrying", "dead")
 

@@ -5,7 +5,7 @@ after its transition commits (docs/worker.md#signals), on whichever thread
 made it; the receivers here only add one to the process's :data:`TALLY`, so
 the claim and record statements stay as they are (their query budgets are
 tested). The heartbeat thread writes the tally with one statement a beat
-and once more at a clean exit (services/console/counters.py): a worker that crashes
+and once more at a clean exit (console/counters.py): a worker that crashes
 loses at most one heartbeat period of counts.
 
 Receivers are connected only while a worker's heartbeat runs in this
@@ -22,8 +22,8 @@ import threading
 from typing import Any
 
 from django_jobretry import signals
+from django_jobretry.console.counters import Tally
 from django_jobretry.models import CounterEvent
-from django_jobretry.services.console.counters import Tally
 
 #: This process's counts not yet written.
 TALLY = Tally.empty()

@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError
 
+from django_jobretry.console import workers
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.console import workers
 from django_jobretry.services.job_lines import log_extra
 from django_jobretry.worker import duties as duty_list
 from django_jobretry.worker.duties import Duty
