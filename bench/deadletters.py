@@ -280,7 +280,7 @@ def fill_succeeded(rows: int, ago: timedelta = timedelta(0)) -> None:
 
 def fill_samples() -> int:
     """A week of status samples (SAMPLES_KEPT), one a minute, as running workers leave them."""
-    from django_jobretry.services.console import status_samples
+    from django_jobretry.console import status_samples
 
     minutes = int(status_samples.SAMPLES_KEPT.total_seconds() // 60)
     execute(
@@ -297,7 +297,7 @@ def fill_samples() -> int:
 
 def time_sample() -> float:
     """One status sample as a worker's heartbeat takes it, on the filled tables: seconds."""
-    from django_jobretry.services.console import status_samples
+    from django_jobretry.console import status_samples
 
     started = time.perf_counter()
     taken = status_samples.take()

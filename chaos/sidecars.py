@@ -65,7 +65,7 @@ def prune_round() -> None:
     from django.core.management.base import CommandError
     from django.db import OperationalError
 
-    from django_jobretry.management.database import EXIT_UNREACHABLE
+    from django_jobretry.management.cli import EXIT_UNREACHABLE
 
     try:
         call_command("prunejobs", "--older-than", "2s", verbosity=0)

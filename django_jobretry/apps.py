@@ -19,7 +19,7 @@ class JobRetryConfig(AppConfig):
         )
         from django_jobretry.conf.connect_options import apply_connect_defaults
         from django_jobretry.conf.task_modules import import_startup_modules
-        from django_jobretry.management.database import runs_our_command
+        from django_jobretry.management.cli import runs_our_command
         from django_jobretry.worker.lifecycle import is_worker_process, remember_stop_requests
 
         # Before the (possibly slow) jobs.py imports: a SIGTERM meanwhile must

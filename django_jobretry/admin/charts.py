@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from django_jobretry.services.console import status
+from django_jobretry.console import status
 
 #: Plot height of both charts, in SVG user units.
 PLOT_HEIGHT = 120

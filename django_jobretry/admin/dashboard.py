@@ -7,12 +7,12 @@ or Close beside it, which scheduled work is late, which declared limit is full:
 admin/dashboard_panels.py), what is retrying, how late is each queue, what runs
 longest, which workers are alive. It must stay cheap when the tables hold
 millions of rows (it is opened exactly then), so every figure is an index walk
-(services/console/status.py, services/console/deaths.py): counts stop at
+(console/status.py, console/deaths.py): counts stop at
 COUNT_LIMIT ("10,000+"; a chart bar at BAR_LIMIT), and nothing counts succeeded
 jobs per queue. Deaths are counted as they happen, so a requeue or a discard
 never lowers an hour's count. The retrying and dead jobs over time come from
 the samples the workers take once a minute
-(services/console/status_samples.py): the highest sample of each hour, an hour
+(console/status_samples.py): the highest sample of each hour, an hour
 without one drawn as a gap, never as a zero. The charts are inline SVG drawn
 server-side (admin/charts.py): no JavaScript, no CDN, nothing for a CSP to
 block. An optional ``?refresh=N`` reloads the page every N seconds.
@@ -41,9 +41,9 @@ from django.utils import timezone
 from django_jobretry import features
 from django_jobretry.admin import charts, dashboard_panels, dying, failure_groups
 from django_jobretry.admin.base import NoWritesAdmin, holds
+from django_jobretry.console import deaths, status, status_samples, workers
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
-from django_jobretry.services.console import deaths, status, status_samples, workers
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Base = admin.ModelAdmin[DeadLetter]

@@ -1,6 +1,6 @@
 """The dashboard's "What is dying" panel: per task and per error class, each figure a link.
 
-A count is of deaths (services/console/deaths.py); its link opens the dead-letter
+A count is of deaths (console/deaths.py); its link opens the dead-letter
 list filtered the same way (task or error class, died since then), which
 shows the dead letters still kept: those requeued or discarded since are
 counted here but no longer listed there. "Retrying now" opens the job list's
@@ -16,8 +16,8 @@ from typing import Any
 from django.urls import reverse
 from django.utils.http import urlencode
 
-from django_jobretry.services.console import status
-from django_jobretry.services.console.deaths import Deaths, Dying
+from django_jobretry.console import status
+from django_jobretry.console.deaths import Deaths, Dying
 
 #: Rows of each table; the rest are counted in a line below it.
 ROWS_SHOWN = 15

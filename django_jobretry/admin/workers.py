@@ -1,6 +1,6 @@
 """The workers page: every registered `runworker` process, live or lost, read-only.
 
-Rows are written only by the workers' own heartbeats (services/console/workers.py);
+Rows are written only by the workers' own heartbeats (console/workers.py);
 deleting one here would not stop its worker, which would write it back at
 its next beat, so nothing can be added, changed or deleted. Live or lost is
 computed by the database clock in the query, like everywhere else, so the
@@ -24,10 +24,10 @@ from django.utils.safestring import SafeString
 
 from django_jobretry.admin import rendering
 from django_jobretry.admin.base import NoWritesAdmin
+from django_jobretry.console.workers import queue_list
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import WorkerProcess
 from django_jobretry.models.worker_process import IS_LIVE, LIVE
-from django_jobretry.services.console.workers import queue_list
 
 #: The URL filters of the list: the status filter's and the host filter's own parameters.
 FILTER_LOOKUPS = frozenset({"status", "host__exact", "host__isnull"})

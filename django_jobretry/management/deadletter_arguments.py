@@ -1,7 +1,7 @@
 """`manage.py deadletters` options: one subparser per action, the exit codes, Django's options.
 
 import-django-q2's options are here too; its run is management/import_django_q2.py.
-The value validators are shared with the other commands (management/arguments.py).
+The value validators are shared with the other commands (management/cli.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from django.core.management.base import CommandError, CommandParser, DjangoHelpF
 from django.db.models import Q
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.management.arguments import (
+from django_jobretry.display.terminal import printable
+from django_jobretry.management.cli import (
     cursor,
     duration,
     fingerprint,
@@ -29,7 +30,6 @@ from django_jobretry.management.arguments import (
 )
 from django_jobretry.management.deadletter_cli import EXIT_USAGE
 from django_jobretry.management.repair_arguments import add_repair_parser, assignment, json_arguments
-from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import DeadReason
 from django_jobretry.services.argument_search import WHOLE_VALUES, InvalidSearch, containment
 

@@ -20,8 +20,8 @@ from django.utils import timezone
 from django_jobretry.deadletters import filtered
 from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.display.redaction import redacted_payload
+from django_jobretry.display.terminal import printable
 from django_jobretry.management.repair_lines import repair_lines, shown_history
-from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import DeadLetter
 
 EXIT_OK = 0

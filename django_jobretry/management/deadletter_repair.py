@@ -26,10 +26,10 @@ from typing import Any, NoReturn
 from django.core.management.base import BaseCommand, CommandError
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.display.terminal import printable
 from django_jobretry.exceptions import InvalidJob, NotDead, RequeueConflict
 from django_jobretry.management import deadletter_cli as cli
 from django_jobretry.management.repair_lines import change_line
-from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import DeadLetter, DeadLetterSource
 from django_jobretry.services import repairs
 from django_jobretry.services.argument_search import parameter_positions

@@ -14,7 +14,7 @@ from datetime import datetime
 from django.core.management.base import CommandParser
 from django.utils import timezone
 
-from django_jobretry.management.arguments import cancel_actor, duration
+from django_jobretry.management.cli import cancel_actor, duration
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 
 

@@ -2,8 +2,7 @@
 
 The read model is services/console/status_holds.py, the dashboard's and the
 metrics' too. Names and reasons come from rows anyone with database access
-can write: every cell is made printable (management/status_report.py
-``table``).
+can write: every cell is made printable (display/terminal.py ``table``).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django_jobretry.management.status_report import table
+from django_jobretry.display.terminal import table
 from django_jobretry.services.console.status_holds import CircuitLine, HoldsReport, PauseLine
 
 

@@ -14,9 +14,9 @@ from typing import Any
 from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 
+from django_jobretry.display.terminal import printable
 from django_jobretry.management import deadletter_cli as cli
 from django_jobretry.management.deadletter_arguments import IMPORT_ACTION
-from django_jobretry.management.terminal_text import printable
 
 ACTION = IMPORT_ACTION
 ADAPTER = "django_jobretry.contrib.django_q2"

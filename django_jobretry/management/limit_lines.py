@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django_jobretry.management.terminal_text import printable
+from django_jobretry.display.terminal import printable
 from django_jobretry.services.console.status_limits import LimitLine
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.management.arguments import duration, positive_int
+from django_jobretry.management.cli import duration, positive_int
 from django_jobretry.models.storable import check_json
 
 #: ``--set order.id=7``: the name's parts and the value.

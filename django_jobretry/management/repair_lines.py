@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.management.terminal_text import printable
+from django_jobretry.display.terminal import printable
 
 
 def _private() -> bool:

@@ -5,7 +5,7 @@ admin's too, so the three never disagree. A next slot is shown in the
 schedule's own time zone, where its cron is read (an operator thinks "the
 03:00 Berlin run"), and in UTC. Names, tasks and pause reasons come from rows
 anyone with database access can write: every cell is made printable
-(management/status_report.py ``table``). Schedule arguments are never shown.
+(display/terminal.py ``table``). Schedule arguments are never shown.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django_jobretry.display.humanize import humanize_delay
-from django_jobretry.management.status_report import table
+from django_jobretry.display.terminal import table
 from django_jobretry.services.console import status_schedules
 from django_jobretry.services.console.status_schedules import ScheduleState, utc, zoned
 

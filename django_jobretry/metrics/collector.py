@@ -1,8 +1,8 @@
 """The metrics, as a prometheus_client Collector: every figure read from the database at each scrape.
 
-Counters come from the counter table (services/console/counters.py), so they add
+Counters come from the counter table (console/counters.py), so they add
 up the events of every process and survive restarts. Gauges come from the
-same index walks as the dashboard (services/console/status.py), so a scrape costs
+same index walks as the dashboard (console/status.py), so a scrape costs
 what a dashboard view costs, whatever the backlog: counts stop at
 ``status.COUNT_LIMIT``, and a ready count that cannot be made cheaply is
 left out rather than guessed. Then each capability of features.py adds the
@@ -18,9 +18,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from django_jobretry import features
+from django_jobretry.console import counters, status
 from django_jobretry.models import CounterEvent, WorkerProcess
 from django_jobretry.models.worker_process import LIVE
-from django_jobretry.services.console import counters, status
 
 #: HELP text of each counter, jobretry_jobs_<event>_total.
 COUNTER_HELP = {

@@ -7,7 +7,7 @@ sum of its rows: the row of shard 0 is the folded total; a row whose shard
 is NULL is a count appended from inside a caller's transaction and not
 folded yet (a row with another shard, a session's pid, was written
 before migration 0014 and is folded the same way). Why appended, how the
-rows are folded, and why the table stays small: services/console/counters.py and
+rows are folded, and why the table stays small: console/counters.py and
 docs/design.md#counters.
 """
 

@@ -2,7 +2,7 @@
 
 The jobs and dead-letter tables hold only the state now; the dashboard's
 "retrying over time" needs a history. Running workers take one sample a
-minute, all of them together (services/console/status_samples.py): the minute is the
+minute, all of them together (console/status_samples.py): the minute is the
 primary key, so two workers cannot write the same minute twice. Each figure
 is counted like the dashboard's, up to ``count_limit`` (COUNT_LIMIT when
 the sample was taken), one more meaning "more than that": a sample costs the

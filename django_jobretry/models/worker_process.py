@@ -3,7 +3,7 @@
 The jobs table says which worker holds a job (``lease_owner``), not which
 workers exist: an idle worker, or one that died holding nothing, leaves no
 trace there. Each worker therefore keeps a row of its own here, written by
-its heartbeat thread (services/console/workers.py), and deletes it on a clean exit.
+its heartbeat thread (console/workers.py), and deletes it on a clean exit.
 Whether a worker is live or lost is decided by the database's clock
 (docs/design.md#rule-5), never stored: a stored flag would need the dead
 worker to update it.

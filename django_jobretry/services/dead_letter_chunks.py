@@ -18,11 +18,11 @@ from typing import NamedTuple
 
 from django.db import connection, transaction
 
+from django_jobretry.console import counters
 from django_jobretry.exceptions import RequeueConflict
 from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource
 from django_jobretry.registry import policy_for
 from django_jobretry.services import transitions
-from django_jobretry.services.console import counters
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.resubmitters import Resubmitted, resubmitter_for
 from django_jobretry.services.sql import DEAD

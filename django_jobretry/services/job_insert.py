@@ -19,7 +19,7 @@ once per definition, not a new ``Model.__init__``.
   constants, the same ``run_at``).
 
 Each statement also appends the count of its rows to the counters
-(services/console/counters.py) and sends one NOTIFY for the queue. In
+(console/counters.py) and sends one NOTIFY for the queue. In
 autocommit the statement is its own transaction; inside the caller's
 ``transaction.atomic()`` PostgreSQL delivers the NOTIFY only at commit, and
 not at all on rollback. ``pre_save`` and ``post_save`` are not sent, as for
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from django.db import connection
 from django.db.models import Field
 
+from django_jobretry.console.counters import COUNTERS
 from django_jobretry.models import CounterEvent, Job
-from django_jobretry.services.console.counters import COUNTERS
 from django_jobretry.services.job_prototypes import ARGUMENTS, CACHED_DEFINITIONS, Shared, new_jobs, prototype
 from django_jobretry.validation import Arguments
 

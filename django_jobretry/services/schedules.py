@@ -30,11 +30,11 @@ from django.db import connection, transaction
 
 from django_jobretry.conf.schedule_runs import Run, run_columns
 from django_jobretry.conf.schedules import ScheduleSpec
+from django_jobretry.console import counters
 from django_jobretry.exceptions import JobRetryError
 from django_jobretry.models import CounterEvent, Schedule
 from django_jobretry.policy.slots import CatchUp, Overlap, SlotPlan, grace, plan
 from django_jobretry.services import schedule_sql as sql
-from django_jobretry.services.console import counters
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.isolation import Apart, all_or_each
 from django_jobretry.services.sql import named_rows

@@ -17,7 +17,7 @@ capability's periodic duty is named by its entry in features.py, and runs
 between the worker's own duties below.
 
 - :class:`WorkerRow` keeps the worker's row in the workers table
-  (services/console/workers.py): registered at once, refreshed with each beat (one
+  (console/workers.py): registered at once, refreshed with each beat (one
   statement, whatever the number of jobs), deleted after the drain.
 - :class:`EventCounts` writes the process's event counts for the metrics
   (worker/runner.py) with one statement a beat and once more at a clean
@@ -28,7 +28,7 @@ between the worker's own duties below.
   breaker acts up to one beat after its cooldown; every worker takes part,
   each breaker row locked by one of them at a time.
 - :class:`StatusSample` takes the dashboard's sample for the current minute
-  unless another worker already has (services/console/status_samples.py): a missing
+  unless another worker already has (console/status_samples.py): a missing
   sample only leaves a gap in a chart.
 """
 
@@ -43,10 +43,10 @@ from datetime import datetime
 from django.db import DatabaseError
 
 from django_jobretry import features
+from django_jobretry.console import counters, status_samples, workers
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.services import circuits, holds, transitions
 from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.console import counters, status_samples, workers
 from django_jobretry.services.job_lines import log_extra
 from django_jobretry.worker import runner
 from django_jobretry.worker.lifecycle import WorkerOptions

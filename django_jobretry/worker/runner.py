@@ -13,7 +13,7 @@ the receivers here only add one to the process's :data:`TALLY`, so the
 claim and record statements stay as they are (their query budgets are
 tested). The heartbeat thread writes the tally (worker/heartbeat.py) with one
 statement a beat and once more at a clean exit
-(services/console/counters.py): a worker that crashes loses at most one
+(console/counters.py): a worker that crashes loses at most one
 heartbeat period of counts.
 
 Receivers are connected only while a worker's heartbeat runs in this
@@ -38,6 +38,7 @@ from django.db import close_old_connections
 
 from django_jobretry import signals
 from django_jobretry.conf import task_modules
+from django_jobretry.console.counters import Tally
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
 from django_jobretry.models import CounterEvent
@@ -45,7 +46,6 @@ from django_jobretry.policy import CircuitOpen, Classification, ErrorKind, Snooz
 from django_jobretry.registry import policy_for, registry, time_limit
 from django_jobretry.services import tracing
 from django_jobretry.services.claimed import ClaimedJob, Failed, Kept, Succeeded
-from django_jobretry.services.console.counters import Tally
 from django_jobretry.services.decisions import classify_failure
 from django_jobretry.services.deferrals import deferred
 from django_jobretry.services.history import AttemptEnd, render_error

@@ -23,9 +23,9 @@ from django.db import connection, connections
 from django.urls import reverse
 
 from django_jobretry import deadletters as service
+from django_jobretry.console import counters
 from django_jobretry.models import DeadLetter, Job
 from django_jobretry.services import dead_letter_chunks
-from django_jobretry.services.console import counters
 from tests.factories import JobFactory
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
 

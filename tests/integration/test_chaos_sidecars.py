@@ -2,7 +2,7 @@
 
 A restart of the harness's server (the pg_restart fault) may catch the pruner
 inside `manage.py prunejobs`, which reports an unreachable database as a
-CommandError with exit code 4 (django_jobretry/management/database.py), not
+CommandError with exit code 4 (django_jobretry/management/cli.py), not
 as a DatabaseError. The sidecar must go on to its next round, and exit 0 only
 when stopped, or the "processes exit only when killed" invariant fails.
 """

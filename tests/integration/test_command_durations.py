@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models.functions import Now
 
-from django_jobretry.management.arguments import MAX_DURATION_DAYS, duration, since
+from django_jobretry.management.cli import MAX_DURATION_DAYS, duration, since
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.factories import DeadLetterFactory
 from tests.jobs_app import jobs

@@ -22,7 +22,7 @@ from django.core.management.base import CommandError
 from django.db import OperationalError, connection
 
 from django_jobretry.management import commands
-from django_jobretry.management.database import EXIT_UNREACHABLE, DatabaseCommand
+from django_jobretry.management.cli import EXIT_UNREACHABLE, DatabaseCommand
 from tests.manage_py import manage_py
 
 #: Each command of ours with arguments that reach the database (runworker: at start).

@@ -22,8 +22,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from django_jobretry.management.database import EXIT_UNREACHABLE
-from django_jobretry.management.interruption import EXIT_INTERRUPTED
+from django_jobretry.management.cli import EXIT_INTERRUPTED, EXIT_UNREACHABLE
 from tests.blackhole import Blackhole, Forwarder
 from tests.processes import ROOT, test_database_url, wait_until
 

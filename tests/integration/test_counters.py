@@ -16,8 +16,8 @@ import pytest
 from django.db import connections, transaction
 
 from django_jobretry import deadletters
+from django_jobretry.console import counters
 from django_jobretry.models import CounterEvent, EventCounter
-from django_jobretry.services.console import counters
 from tests.factories import DeadLetterFactory
 from tests.jobs_app import jobs
 

@@ -17,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_jobretry.admin.dashboard import _hours
+from django_jobretry.console import status
 from django_jobretry.models import DeadLetter, Death, WorkerProcess
-from django_jobretry.services.console import status
 from tests.factories import (
     DeadLetterFactory,
     JobFactory,

@@ -22,10 +22,10 @@ from django.utils import timezone
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
 from django_jobretry.admin import dying
+from django_jobretry.console import status_samples
 from django_jobretry.models import DeadLetter, DeadReason, Death, Job
 from django_jobretry.services import recovery
 from django_jobretry.services.cancel import cancel_jobs
-from django_jobretry.services.console import status_samples
 from django_jobretry.services.external_dead_letters import (
     ExternalDeadLetter,
     bury_external,

@@ -19,7 +19,7 @@ import pytest
 from django.core.management.base import CommandError
 
 from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management.arguments import rate
+from django_jobretry.management.cli import rate
 from django_jobretry.models import DeadLetter, Job
 from tests.factories import DeadLetterFactory
 from tests.integration.conftest import cli_run, exit_code

@@ -26,12 +26,12 @@ from django_jobretry import features
 from django_jobretry.admin import register_capabilities
 from django_jobretry.admin.holds import CircuitAdmin, PauseAdmin
 from django_jobretry.admin.schedules import ScheduleAdmin
+from django_jobretry.console.workers import Registration
 from django_jobretry.features import FEATURES, Feature, Panel, Section
 from django_jobretry.metrics import holds, limits, schedules
 from django_jobretry.metrics.collector import JobRetryCollector
 from django_jobretry.models import Circuit, Job, Pause, Schedule
 from django_jobretry.services.console import status_limits
-from django_jobretry.services.console.workers import Registration
 from django_jobretry.worker import heartbeat
 from tests.integration.conftest import Operator
 

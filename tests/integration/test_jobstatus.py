@@ -17,8 +17,8 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from django_jobretry.management.terminal_text import UNSAFE
-from django_jobretry.services.console import status
+from django_jobretry.console import status
+from django_jobretry.display.terminal import UNSAFE
 from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory, error_history
 
 pytestmark = pytest.mark.django_db

@@ -18,8 +18,8 @@ import psycopg
 import pytest
 from django.db import connection
 
+from django_jobretry.console import counters
 from django_jobretry.models import CounterEvent, DeadLetter, Job, JobStatus
-from django_jobretry.services.console import counters
 from tests.jobs_app.models import Execution
 from tests.pgbouncer import Bouncer, pgbouncer  # noqa: F401 - the fixture
 from tests.processes import Workers, finish, runs, spawn, wait_until

@@ -1,7 +1,7 @@
 """The dashboard and `manage.py jobstatus` stay index walks that stop early, at any table size.
 
 Their figures are read in an incident, when the jobs table may hold a
-million rows. Each statement of services/console/status.py runs here under
+million rows. Each statement of console/status.py runs here under
 ``EXPLAIN ANALYZE`` on a skewed table - a backlog in one queue, a few jobs
 in another that most of the finished history belongs to, a rare dead-letter
 queue - after ANALYZE, with the count limit lowered to 100: no table is read
@@ -20,8 +20,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from django_jobretry.console import deaths, status, status_samples
 from django_jobretry.models import DeadReason
-from django_jobretry.services.console import deaths, status, status_samples, status_sql
 from django_jobretry.services.sql import DEAD, DEATHS, JOB
 
 pytestmark = pytest.mark.django_db
@@ -100,7 +100,7 @@ def assert_bounded_index_walks(plan: str) -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_the_queue_rows_walk_their_indexes_and_stop() -> None:
-    plan = explain(status_sql.QUEUES_SQL, {"cap": CAP + 1})
+    plan = explain(status.QUEUES_SQL, {"cap": CAP + 1})
     assert_bounded_index_walks(plan)
     for index in (
         "jobretry_job_claim_queue",
@@ -115,7 +115,7 @@ def test_the_queue_rows_walk_their_indexes_and_stop() -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_the_totals_walk_their_indexes_and_stop() -> None:
-    totals = explain(status_sql.TOTALS_SQL, {"cap": CAP + 1, "reasons": list(DeadReason.values)})
+    totals = explain(status.TOTALS_SQL, {"cap": CAP + 1, "reasons": list(DeadReason.values)})
     assert_bounded_index_walks(totals)
     assert "jobretry_dead_reason" in totals
     assert "jobretry_job_finished" in totals

@@ -12,8 +12,8 @@ import socket
 
 import pytest
 
+from django_jobretry.console.workers import package_version
 from django_jobretry.models import Job, JobStatus, WorkerProcess
-from django_jobretry.services.console.workers import package_version
 from tests.jobs_app import jobs
 from tests.processes import Workers, finish, runs, spawn, wait_until
 

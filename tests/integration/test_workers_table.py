@@ -1,4 +1,4 @@
-"""The workers table: registration, heartbeats, clean exits and lost workers (services/console/workers.py).
+"""The workers table: registration, heartbeats, clean exits and lost workers (console/workers.py).
 
 The heartbeat thread runs for real, on its own connection, with a scripted
 number of beats (as in test_heartbeat.py). Real `runworker` processes, and
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from django.db.models.functions import Now
 
+from django_jobretry.console import workers
 from django_jobretry.models import Job, WorkerProcess
-from django_jobretry.services.console import workers
 from django_jobretry.worker import WorkerOptions
 from django_jobretry.worker.heartbeat import Heartbeat, registration
 from tests.attempts import LEASE, OWNER, claim_one

@@ -9,7 +9,7 @@ import pytest
 from django.db.utils import ConnectionHandler
 
 from django_jobretry.conf.connect_options import CONNECT_DEFAULTS, apply_connect_defaults, missing_defaults
-from django_jobretry.management.database import runs_our_command
+from django_jobretry.management.cli import runs_our_command
 
 
 def test_an_alias_without_options_gets_every_default() -> None:

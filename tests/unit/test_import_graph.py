@@ -41,6 +41,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.models": 2,
     f"{PACKAGE}.migrations": 2,
     f"{PACKAGE}.services": 3,
+    f"{PACKAGE}.console": 3,  # what operators read and workers report, beside the services
     f"{PACKAGE}.worker": 4,
     f"{PACKAGE}.admin": 5,
     f"{PACKAGE}.management": 5,

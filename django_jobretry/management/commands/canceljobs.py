@@ -11,9 +11,9 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from django_jobretry.management.arguments import add_canceljobs_arguments
-from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.cli import DatabaseCommand, cancel_actor, positive_int
 from django_jobretry.management.deadletter_cli import default_actor
+from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.services.cancel import cancel_jobs
 
 
@@ -21,7 +21,15 @@ class Command(DatabaseCommand):
     help = "Cancel jobs: ready ones become 'cancelled' dead letters now; their workers stop running ones."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_canceljobs_arguments(parser)
+        parser.add_argument(
+            "ids", nargs="+", type=positive_int, metavar="ID", help="ids of the jobs to cancel"
+        )
+        parser.add_argument(
+            "--actor",
+            type=cancel_actor,
+            help=f"who cancels, recorded with the cancel, at most {ACTOR_MAX_LENGTH} characters "
+            "(default: the OS user)",
+        )
 
     def handle(self, *args: Any, ids: list[int], actor: str | None, **options: Any) -> None:
         result = cancel_jobs(ids, actor=actor or default_actor())

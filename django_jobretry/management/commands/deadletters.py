@@ -2,7 +2,7 @@
 
 Every change goes through django_jobretry.deadletters (guarded compare-and-swap):
 a dead letter someone else handled meanwhile is reported, never silently
-skipped. The exit codes are part of the interface: see management/arguments.py EPILOG.
+skipped. The exit codes are part of the interface: see management/deadletter_arguments.py EPILOG.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.db.models import QuerySet
 from django_jobretry import deadletters as service
 from django_jobretry.management import deadletter_cli as cli
 from django_jobretry.management import deadletter_groups, deadletter_repair, filter_hints, import_django_q2
-from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.cli import DatabaseCommand
 from django_jobretry.management.deadletter_arguments import (
     EPILOG,
     HelpFormatter,

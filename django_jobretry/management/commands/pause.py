@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.cli import DatabaseCommand
 from django_jobretry.management.deadletter_cli import default_actor
 from django_jobretry.management.hold_arguments import add_pause_arguments
 from django_jobretry.services import holds

@@ -13,8 +13,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.management.arguments import add_prunejobs_arguments
-from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.cli import DatabaseCommand, duration
 from django_jobretry.services.retention import prune_dead_letters, prune_succeeded
 
 
@@ -25,7 +24,19 @@ class Command(DatabaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_prunejobs_arguments(parser)
+        parser.add_argument(
+            "--older-than",
+            type=duration,
+            default=None,
+            help="e.g. 7d, 12h (default: JOBRETRY SUCCEEDED_RETENTION_DAYS days)",
+        )
+        parser.add_argument(
+            "--dead-letters-older-than",
+            type=duration,
+            default=None,
+            help="also prune dead letters dead this long (default: DEAD_LETTER_RETENTION_DAYS; unset: keep)",
+        )
+        parser.add_argument("--dry-run", action="store_true", help="count, delete nothing")
 
     def handle(
         self,

@@ -6,6 +6,8 @@ command only turns its options into WorkerOptions and sets up logging.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
 import signal
 import time
@@ -15,10 +17,15 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import connection
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.management.arguments import add_runworker_arguments
-from django_jobretry.management.database import DatabaseCommand, LostConnection
+from django_jobretry.management.cli import DatabaseCommand, LostConnection, integer, positive_int, queue_name
 from django_jobretry.worker import Worker, WorkerOptions
-from django_jobretry.worker.lifecycle import warn_unknown_queues
+from django_jobretry.worker.lifecycle import (
+    CONCURRENCY_RANGE,
+    DEFAULT_CONCURRENCY,
+    MAX_CONCURRENCY,
+    valid_concurrency,
+    warn_unknown_queues,
+)
 from django_jobretry.worker.session import Backoff, drop_connection
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
@@ -26,6 +33,36 @@ _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEB
 
 #: Times a start whose connection is cut (after it reached the database) begins again.
 START_ATTEMPTS = 5
+
+
+def concurrency(text: str) -> int:
+    """``--concurrency``: bounded by the rule of WorkerOptions, refused here as a usage error."""
+    value = integer(text)
+    if not valid_concurrency(value):
+        raise argparse.ArgumentTypeError(f"{value} is invalid: {CONCURRENCY_RANGE}")
+    return value
+
+
+def _number(text: str, allowed: str = "") -> float:
+    with contextlib.suppress(ValueError):
+        return float(text)
+    raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds{allowed}")
+
+
+def seconds(text: str) -> float:
+    """``--shutdown-timeout``: 0 to 86400 seconds."""
+    value = _number(text)
+    if not 0 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 86400 seconds")
+    return value
+
+
+def lease_seconds(text: str) -> float:
+    """``--lease``: 1 to 86400 seconds."""
+    value = _number(text, " from 1 to 86400")
+    if not 1 <= value <= 86_400:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{value:g} is invalid: a lease is 1 to 86400 seconds")
+    return value
 
 
 class Command(DatabaseCommand):
@@ -61,7 +98,58 @@ class Command(DatabaseCommand):
         return None  # pragma: no cover - the last attempt returns or raises
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_runworker_arguments(parser)
+        parser.add_argument(
+            "--queue",
+            action="append",
+            type=queue_name,
+            dest="queues",
+            help="only run jobs of this queue; repeat for several (default: all queues)",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=concurrency,
+            default=DEFAULT_CONCURRENCY,
+            help=f"jobs run at once, each in its own thread, 1-{MAX_CONCURRENCY} (default: %(default)s)",
+        )
+        parser.add_argument("--burst", action="store_true", help="exit 0 once no job is due")
+        parser.add_argument("--max-jobs", type=positive_int, help="exit after running this many jobs")
+        parser.add_argument(
+            "--lease", type=lease_seconds, help="lease in seconds, 1-86400 (default: JOBRETRY LEASE_SECONDS)"
+        )
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=seconds,
+            help="grace period for running jobs on SIGTERM (default: JOBRETRY SHUTDOWN_TIMEOUT_SECONDS)",
+        )
+        parser.add_argument(
+            "--no-listen",
+            action="store_true",
+            help="poll only, without LISTEN/NOTIFY (default: JOBRETRY LISTEN, which is True)",
+        )
+        parser.add_argument(
+            "--no-schedules",
+            action="store_true",
+            help="never insert the runs of periodic schedules (other workers do); --burst never does",
+        )
+        parser.add_argument(
+            "--pool",
+            choices=("thread", "process"),
+            default="thread",
+            help="run handlers in threads, or each runner's jobs in a child process whose time limit "
+            "is enforced by killing it (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--max-jobs-per-child",
+            type=positive_int,
+            metavar="N",
+            help="with --pool process: replace a child process after N jobs (default: never)",
+        )
+        parser.add_argument(
+            "--max-memory-mb",
+            type=positive_int,
+            metavar="MB",
+            help="with --pool process: replace a child whose peak memory passed MB (default: never)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         logger = logging.getLogger("django_jobretry")

@@ -11,7 +11,7 @@ the OS user (or ``--actor``) as who acted, as `deadletters` does.
 Exit codes: 0 done (also when the schedule was already paused or resumed);
 1 ``--check`` found wrong declarations, or a run was refused (overlap) or
 cannot be made here; 2 usage error, such as a name no schedule has; 4 the
-database cannot be reached (management/database.py).
+database cannot be reached (management/cli.py).
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from django.core.checks import CheckMessage, run_checks
 from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.conf.schedules import declared
+from django_jobretry.display.terminal import printable
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.management import schedule_lines
-from django_jobretry.management.arguments import cancel_actor
-from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.cli import DatabaseCommand, cancel_actor
 from django_jobretry.management.deadletter_arguments import HelpFormatter, accept_django_options
 from django_jobretry.management.deadletter_cli import EXIT_PARTIAL, EXIT_USAGE, default_actor
-from django_jobretry.management.terminal_text import printable
 from django_jobretry.models import Schedule
 from django_jobretry.models.storable import is_text
 from django_jobretry.services import schedule_controls

@@ -13,8 +13,7 @@ from django.core.management.base import CommandError, CommandParser
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.exceptions import UnknownPolicy
-from django_jobretry.management.arguments import add_showpolicies_arguments
-from django_jobretry.management.database import DatabaseCommand
+from django_jobretry.management.cli import DatabaseCommand
 from django_jobretry.policy import CircuitBreaker, ErrorKind, RetryPolicy
 from django_jobretry.policy.snoozes import MAX_SNOOZES
 
@@ -26,7 +25,7 @@ class Command(DatabaseCommand):
     uses_database = False
 
     def add_arguments(self, parser: CommandParser) -> None:
-        add_showpolicies_arguments(parser)
+        parser.add_argument("names", nargs="*", metavar="POLICY", help="policies to show (default: all)")
 
     def handle(self, *args: Any, names: list[str], **options: Any) -> None:
         try:

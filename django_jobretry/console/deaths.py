@@ -4,7 +4,7 @@ The dashboard's answer to "what is dying, and why". Deaths are counted from
 the Death rows each burial appends (models/death.py), not from the dead
 letters kept: a requeue or a discard does not bring the dead back to life,
 so an hour's count never falls. Like the rest of the dashboard
-(services/console/status.py), every figure is an index walk that stops early:
+(console/status.py), every figure is an index walk that stops early:
 
 - a bucket counts the ``jobretry_death_at`` range of its hour or day, up to
   BAR_LIMIT + 1 entries;
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django_jobretry.services.console import status
-from django_jobretry.services.console.status_sql import RETRYING
+from django_jobretry.console import status
+from django_jobretry.console.status import RETRYING
 from django_jobretry.services.sql import DEATHS, JOB
 
 #: Deaths with ``starts[i] <= died_at < stops[i]``, each bucket counted up to %(bar)s entries.

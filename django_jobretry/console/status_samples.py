@@ -11,7 +11,7 @@ row is written). The worker that wrote the minute also deletes the samples,
 and the deaths the charts count (models/death.py), older than
 ``SAMPLES_KEPT``, in the same statement.
 
-The counts are the dashboard's index walks (services/console/status_sql.py) over
+The counts are the dashboard's index walks (console/status.py) over
 the whole tables, each stopping after COUNT_LIMIT + 1 rows, so a sample
 costs the same on a million jobs as on ten; it runs with bitmap and
 sequential scans off, as the dashboard's do. Minutes use the database clock
@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django_jobretry.console import status
+from django_jobretry.console.status import RETRYING, counted
 from django_jobretry.models import StatusSample
-from django_jobretry.services.console import status
-from django_jobretry.services.console.status_sql import RETRYING, _capped
 from django_jobretry.services.sql import DEAD, DEATHS, JOB
 
 SAMPLES = StatusSample._meta.db_table
@@ -41,7 +41,7 @@ SAMPLES_KEPT = timedelta(days=7)
 
 #: Ready rows, counted up to twice the cap: less the retrying ones (at most the
 #: cap, or the ready count is unknown anyway), that leaves at least the cap.
-_WAITING = _capped(f"{JOB} AS j WHERE j.status = 'ready'", "j.priority DESC, j.run_at, j.id", "2 * %(cap)s")
+_WAITING = counted(f"{JOB} AS j WHERE j.status = 'ready'", "j.priority DESC, j.run_at, j.id", "2 * %(cap)s")
 
 #: Insert this minute's sample unless a worker already did; if this statement
 #: wrote it, delete the samples older than %(kept)s. The counts are in the
@@ -54,10 +54,10 @@ SAMPLE_SQL = f"""
         WHERE NOT EXISTS (SELECT 1 FROM {SAMPLES} AS s WHERE s.taken_at = m.taken_at)
     ), counted AS MATERIALIZED (  -- each count once, though used twice below
         SELECT due.taken_at,
-               {_capped(f"{JOB} AS j WHERE {RETRYING}", "j.queue_name, j.run_at")} AS retrying,
+               {counted(f"{JOB} AS j WHERE {RETRYING}", "j.queue_name, j.run_at")} AS retrying,
                {_WAITING} AS waiting,
-               {_capped(f"{JOB} AS j WHERE j.status = 'running'", "j.lease_expires_at")} AS running,
-               {_capped(f"{DEAD} AS d", "d.dead_at DESC, d.id DESC")} AS dead
+               {counted(f"{JOB} AS j WHERE j.status = 'running'", "j.lease_expires_at")} AS running,
+               {counted(f"{DEAD} AS d", "d.dead_at DESC, d.id DESC")} AS dead
         FROM due
     ), inserted AS (
         INSERT INTO {SAMPLES} (taken_at, count_limit, ready, retrying, running, dead)
