@@ -21,7 +21,7 @@
 -- breaker's probe at the attempt it was chosen for (a failed probe waits for a heartbeat to
 -- reopen the breaker). PL/pgSQL, so its queries are planned once per session, not in each claim.
 -- Last defined by: 0025_probe_runs_once.
--- Called by: services/hold_sql.py not_held(), in the ordinary claim (services/statements.py
+-- Called by: holds/sql.py not_held(), in the ordinary claim (services/statements.py
 -- pick_sql()) and testing.run_jobs(include_scheduled=True) (services/inline.py); and by
 -- jobretry_pick_limited() below.
 CREATE OR REPLACE FUNCTION jobretry_held(queue text, task text, job bigint, attempts integer)
