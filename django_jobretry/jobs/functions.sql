@@ -83,7 +83,7 @@ $function$;
 -- with a lane, lanes in turn, each while its concurrency slots and rate buckets have room (the
 -- groups locked with pg_try_advisory_xact_lock, never waited for); rows (id, NULL) for the jobs,
 -- locked FOR UPDATE SKIP LOCKED, then (NULL, seconds) until a rate lets the next one start.
--- `limits` is conf/limits.py's JSON: {"tasks"|"queues": {name: {"c", "k", "r", "b"}}}. VOLATILE
+-- `limits` is limits/declare.py's JSON: {"tasks"|"queues": {name: {"c", "k", "r", "b"}}}. VOLATILE
 -- (the default, not printed): it writes the buckets (django_jobretry_ratebucket).
 -- Last defined by: 0026_limits.
 -- Called by: services/limit_sql.py LIMITED_CLAIM, run by services/transitions.py claim_limited().
