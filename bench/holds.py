@@ -14,7 +14,7 @@ round by round so that a noisy neighbour hits all three alike:
 * behind held: ``--held`` jobs of a paused task ahead of the drained ones in
   claim order (higher priority), so each claim's index scan walks past them;
 * behind a breaker: the same jobs held by an open breaker instead, which a
-  heartbeat parks at the breaker's end (services/circuits.py).
+  heartbeat parks at the breaker's end (django_jobretry/holds/breakers.py).
 
 The table gives the median jobs/s of each and its ratio to "none".
 """
@@ -43,23 +43,23 @@ def clear_holds() -> None:
 
 
 def elsewhere() -> None:
-    from django_jobretry.services import circuits, holds
+    from django_jobretry.holds import breakers, pauses
 
     for n in range(20):
-        holds.pause(queue=f"bench-paused-{n}", actor="bench")
+        pauses.pause(queue=f"bench-paused-{n}", actor="bench")
     for n in range(10):
-        circuits.hold_task(f"bench.open_{n}", timedelta(hours=1), None, 0)
+        breakers.hold_task(f"bench.open_{n}", timedelta(hours=1), None, 0)
 
 
 def behind_held(count: int) -> Callable[[], None]:
     def prepare() -> None:
+        from django_jobretry.holds import pauses
         from django_jobretry.models import Job
-        from django_jobretry.services import holds
 
         Job.objects.bulk_create(
             [Job(task_name=HELD_TASK, priority=10, max_attempts=1) for _ in range(count)], batch_size=1000
         )
-        holds.pause(task=HELD_TASK, actor="bench")
+        pauses.pause(task=HELD_TASK, actor="bench")
 
     return prepare
 
@@ -68,14 +68,14 @@ def behind_breaker(count: int) -> Callable[[], None]:
     """``count`` jobs of a task whose breaker is open, parked by one heartbeat's duty."""
 
     def prepare() -> None:
+        from django_jobretry.holds import breakers
         from django_jobretry.models import Job
-        from django_jobretry.services import circuits
 
         Job.objects.bulk_create(
             [Job(task_name=HELD_TASK, priority=10, max_attempts=1) for _ in range(count)], batch_size=1000
         )
-        circuits.hold_task(HELD_TASK, timedelta(hours=1), None, 0)
-        circuits.beat()
+        breakers.hold_task(HELD_TASK, timedelta(hours=1), None, 0)
+        breakers.beat()
 
     return prepare
 

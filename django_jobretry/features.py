@@ -56,7 +56,8 @@ class Feature:
     """One capability's faces; each part is optional and names what the face imports and calls."""
 
     name: str
-    #: A ``worker.heartbeat.Duty`` class, built without arguments for each heartbeat and run every beat.
+    #: A class shaped as a ``worker.heartbeat.Duty`` (``failure`` and its four steps), built without
+    #: arguments for each heartbeat and run every beat; it does not import worker/ (which imports it).
     duty: str | None = None
     status: Section | None = None
     #: ``() -> Iterator[prometheus_client Metric]``, called at each scrape.
@@ -92,37 +93,37 @@ FEATURES: tuple[Feature, ...] = (
     ),
     Feature(
         "holds",
-        duty="django_jobretry.worker.heartbeat.Holds",
+        duty="django_jobretry.holds.pauses.Holds",
         status=Section(
             "held",
-            "django_jobretry.services.console.status_holds.holds_report",
-            "django_jobretry.management.hold_lines.as_json",
-            "django_jobretry.management.hold_lines.status_lines",
+            "django_jobretry.holds.status.holds_report",
+            "django_jobretry.holds.cli.as_json",
+            "django_jobretry.holds.cli.status_lines",
         ),
-        collect="django_jobretry.metrics.holds.collect",
+        collect="django_jobretry.holds.cli.collect",
         panel=Panel(
             "held",
-            "django_jobretry.admin.dashboard_panels.held_panel",
+            "django_jobretry.holds.panel.held_panel",
             "admin/django_jobretry/includes/panel_held.html",
             first=True,
         ),
         admins=(
-            ("django_jobretry.models.Pause", "django_jobretry.admin.holds.PauseAdmin"),
-            ("django_jobretry.models.Circuit", "django_jobretry.admin.holds.CircuitAdmin"),
+            ("django_jobretry.models.Pause", "django_jobretry.holds.admin.PauseAdmin"),
+            ("django_jobretry.models.Circuit", "django_jobretry.holds.admin.CircuitAdmin"),
         ),
     ),
     Feature(
         "limits",
         status=Section(
             "limits",
-            "django_jobretry.services.console.status_limits.limits_report",
-            "django_jobretry.management.limit_lines.as_json",
-            "django_jobretry.management.limit_lines.status_lines",
+            "django_jobretry.limits.status.limits_report",
+            "django_jobretry.limits.faces.as_json",
+            "django_jobretry.limits.faces.status_lines",
         ),
-        collect="django_jobretry.metrics.limits.collect",
+        collect="django_jobretry.limits.faces.collect",
         panel=Panel(
             "limits",
-            "django_jobretry.admin.dashboard_panels.limits_panel",
+            "django_jobretry.limits.faces.limits_panel",
             "admin/django_jobretry/includes/panel_limits.html",
         ),
     ),

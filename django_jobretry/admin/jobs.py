@@ -32,12 +32,12 @@ from django_jobretry.admin import audit, fate, rendering
 from django_jobretry.admin.argument_search import RetryingArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
-from django_jobretry.admin.holds import HeldFilter
 from django_jobretry.admin.repair import recorded_repairs
+from django_jobretry.holds.admin import HeldFilter
+from django_jobretry.holds.status import why_held
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job import RETRYING
 from django_jobretry.services.cancel import cancel_jobs
-from django_jobretry.services.console.status_holds import why_held
 
 #: Most jobs one admin request cancels; beyond, `manage.py canceljobs` takes ids.
 CANCEL_LIMIT = 10_000

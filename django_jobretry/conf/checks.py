@@ -20,13 +20,13 @@ from django_jobretry.conf import (  # noqa: F401
     HEARTBEATS_PER_LEASE,
     database_engine,
     jobretry_settings,
-    limit_checks,
     pooling,
     schedule_checks,
     task_module_checks,
 )
 from django_jobretry.conf.schema import validate
 from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.limits import declare  # noqa: F401
 from django_jobretry.registry import registry
 
 

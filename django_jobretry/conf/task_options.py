@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple, TypedDict
 
-from django_jobretry.conf.limits import declare_limit
 from django_jobretry.conf.uniqueness import OnConflict, Uniqueness
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.limits.declare import declare_limit
 from django_jobretry.policy.limits import Limit
 from django_jobretry.validation import check_timeout
 

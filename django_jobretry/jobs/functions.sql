@@ -21,7 +21,7 @@
 -- breaker's probe at the attempt it was chosen for (a failed probe waits for a heartbeat to
 -- reopen the breaker). PL/pgSQL, so its queries are planned once per session, not in each claim.
 -- Last defined by: 0025_probe_runs_once.
--- Called by: services/hold_sql.py not_held(), in the ordinary claim (services/statements.py
+-- Called by: holds/sql.py not_held(), in the ordinary claim (services/statements.py
 -- pick_sql()) and testing.run_jobs(include_scheduled=True) (services/inline.py); and by
 -- jobretry_pick_limited() below.
 CREATE OR REPLACE FUNCTION jobretry_held(queue text, task text, job bigint, attempts integer)
@@ -83,7 +83,7 @@ $function$;
 -- with a lane, lanes in turn, each while its concurrency slots and rate buckets have room (the
 -- groups locked with pg_try_advisory_xact_lock, never waited for); rows (id, NULL) for the jobs,
 -- locked FOR UPDATE SKIP LOCKED, then (NULL, seconds) until a rate lets the next one start.
--- `limits` is conf/limits.py's JSON: {"tasks"|"queues": {name: {"c", "k", "r", "b"}}}. VOLATILE
+-- `limits` is limits/declare.py's JSON: {"tasks"|"queues": {name: {"c", "k", "r", "b"}}}. VOLATILE
 -- (the default, not printed): it writes the buckets (django_jobretry_ratebucket).
 -- Last defined by: 0026_limits.
 -- Called by: services/limit_sql.py LIMITED_CLAIM, run by services/transitions.py claim_limited().

@@ -27,9 +27,10 @@ from django.db import connection, transaction
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.humanize import count_of, humanize_delay
+from django_jobretry.holds import breakers
+from django_jobretry.holds import sql as hold_sql
 from django_jobretry.policy import CircuitOpen, Classification, Defer, ErrorKind, RetryPolicy, Snooze
 from django_jobretry.policy.durations import to_timedelta
-from django_jobretry.services import circuits, hold_sql
 from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt
 from django_jobretry.services.history import (
     AttemptEnd,
@@ -143,7 +144,7 @@ def write(attempt: FailedAttempt, decision: Defer, history_limit: int) -> set[in
         cursor.execute(hold_sql.snooze_sql(), params)
         kept = {row[0] for row in cursor.fetchall()}
         if kept and attempt.entry["ended"] == AttemptEnd.CIRCUIT_OPEN:
-            circuits.hold_task(job.task_name, decision.delay, attempt.policy.circuit, job.id)
+            breakers.hold_task(job.task_name, decision.delay, attempt.policy.circuit, job.id)
     return kept
 
 

@@ -12,9 +12,9 @@ from django.db import connection
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.conf.limits import lane
 from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.limits.declare import lane
 from django_jobretry.models import Job
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
@@ -170,7 +170,7 @@ def checked_arguments(
 def limit_lane(
     definition: JobSpec | TaskDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> str | None:
-    """The job's limit lane (conf/limits.py), or InvalidJob when its concurrency key cannot be filled in."""
+    """The job's limit lane (limits/declare.py), or InvalidJob when its concurrency key cannot be filled."""
     try:
         return lane(
             definition.name,

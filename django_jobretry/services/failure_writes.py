@@ -23,10 +23,10 @@ from typing import Any
 
 from django.db import DataError, connection, transaction
 
+from django_jobretry.holds.breakers import count_failure
 from django_jobretry.policy import Defer, GiveUp, Retry
 from django_jobretry.services import deferrals, statements, transitions
 from django_jobretry.services.cancel import bury_cancel_requested
-from django_jobretry.services.circuits import count_failure
 from django_jobretry.services.claimed import FailedAttempt
 from django_jobretry.services.decisions import dead_reason, decide
 from django_jobretry.services.history import DEFERRALS, AttemptEntry

@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import connection
 
-from django_jobretry.services.hold_sql import not_held
+from django_jobretry.holds.sql import not_held
 from django_jobretry.services.sql import JOB
 
 logger = logging.getLogger("django_jobretry")

@@ -55,7 +55,7 @@ PER_CALL = ("unique_key", "unique_for", "limit_lane", "trace_context")
 PER_STATEMENT = ("trace_context",)
 #: Bound as JSON text and cast: the arguments and the trace context.
 JSON_COLUMNS = (*ARGUMENTS, *PER_STATEMENT)
-#: Bound per job of the bulk statement as one array each, like the arguments (conf/limits.py).
+#: Bound per job of the bulk statement as one array each, like the arguments (limits/declare.py).
 PER_ROW = ("limit_lane",)
 #: Both take the given start time: ``run_at`` is when the job may run (retries and holds move it),
 #: ``run_after`` keeps what the enqueue gave (NULL: nothing given, where ``run_at`` is now).
@@ -214,7 +214,7 @@ def insert_one(
 
     ``run_at`` is how the job's start time is given (see :data:`RunAt`); the
     time the database stored comes back in the job's ``run_at``. ``lane``:
-    its limit lane (conf/limits.py), None when no limit applies.
+    its limit lane (limits/declare.py), None when no limit applies.
     ``unique_for``: how long ``unique_key`` stays taken after the job succeeds.
     ``trace``: the enqueuer's trace context (services/tracing.py), None without one.
     """

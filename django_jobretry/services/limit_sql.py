@@ -1,6 +1,6 @@
 """The limited claim: jobs with a lane, taken only while their limits have room.
 
-Limits are declared in code and settings (conf/limits.py) and enforced here,
+Limits are declared in code and settings (limits/declare.py) and enforced here,
 in the database, so they hold across any number of workers and hosts.
 ``jobretry_pick_limited()`` (migration 0026) chooses the jobs:
 
@@ -23,7 +23,7 @@ job was held by a rate), so a worker can claim again then.
 
 from __future__ import annotations
 
-from django_jobretry.services.hold_sql import held_seconds
+from django_jobretry.holds.sql import held_seconds
 from django_jobretry.services.statements import claim_picked
 
 #: Time a limited job was due but unclaimed, added as it is claimed.

@@ -48,7 +48,7 @@ ORIGINAL_JOB_ID = (
 )
 
 #: SQL for "time since the job's first attempt", less the time it was held by a pause
-#: or a breaker (hold_sql.held_seconds), never negative; NULL before a first attempt.
+#: or a breaker (holds/sql.held_seconds), never negative; NULL before a first attempt.
 #: The column holds only instants Python can read (the jobretry_job_first_attempt_at_holdable
 #: constraint).
 ELAPSED_SQL = (

@@ -12,7 +12,7 @@ negative control can break it; times are the database's
 
 from __future__ import annotations
 
-from django_jobretry.services.hold_sql import not_held
+from django_jobretry.holds.sql import not_held
 from django_jobretry.services.sql import (
     CLEAR_LEASE,
     ELAPSED_SQL,

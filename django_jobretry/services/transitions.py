@@ -103,7 +103,7 @@ def claim(
 def claim_limited(
     owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None, limits: Mapping[str, Any]
 ) -> tuple[list[ClaimedJob], float | None]:
-    """Claim up to ``limit`` due limited jobs while ``limits`` (conf/limits.claim_limits) have room.
+    """Claim up to ``limit`` due limited jobs while ``limits`` (limits/declare.claim_limits) have room.
 
     Returns the jobs and the seconds until a rate lets the next one start
     (None: no job was held by a rate), services/limit_sql.py.

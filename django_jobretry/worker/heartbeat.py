@@ -22,11 +22,6 @@ between the worker's own duties below.
 - :class:`EventCounts` writes the process's event counts for the metrics
   (worker/runner.py) with one statement a beat and once more at a clean
   exit; a failed write keeps the counts for the next beat.
-- :class:`Holds` ends the pauses whose ``until`` passed and moves the
-  breakers on (services/holds.py, services/circuits.py): a probe once a
-  cooldown ends, a close or a reopening once a probe's fate is known. So a
-  breaker acts up to one beat after its cooldown; every worker takes part,
-  each breaker row locked by one of them at a time.
 - :class:`StatusSample` takes the dashboard's sample for the current minute
   unless another worker already has (console/status_samples.py): a missing
   sample only leaves a gap in a chart.
@@ -45,7 +40,7 @@ from django.db import DatabaseError
 from django_jobretry import features
 from django_jobretry.console import counters, status_samples, workers
 from django_jobretry.display.humanize import humanize_delay
-from django_jobretry.services import circuits, holds, transitions
+from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.services.job_lines import log_extra
 from django_jobretry.worker import runner
@@ -257,20 +252,6 @@ class EventCounts(Duty):
 
     def close(self) -> None:
         runner.end_counting()
-
-
-class Holds(Duty):
-    """Expired pauses ended, breakers moved on."""
-
-    failure = "move the pauses and breakers on"
-
-    def __init__(self) -> None:
-        #: The breakers this heartbeat judges, each alone: which of them failed at the last beat.
-        self.breakers = circuits.breakers()
-
-    def beat(self, running: int) -> None:
-        holds.end_expired()
-        circuits.beat(self.breakers)
 
 
 class StatusSample(Duty):

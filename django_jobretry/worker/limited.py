@@ -1,6 +1,6 @@
 """The worker's side of limits: after the ordinary claim, the limited one, while limits are declared.
 
-With no limit declared anywhere (conf/limits.claim_limits is None) a worker
+With no limit declared anywhere (limits/declare.claim_limits is None) a worker
 runs no extra statement and its ordinary claim has no lane filter: a
 capability not declared costs nothing. Otherwise the ordinary claim leaves
 jobs with a lane alone and this one takes them (services/limit_sql.py).
@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from django_jobretry.conf.limits import claim_limits
+from django_jobretry.limits.declare import claim_limits
 from django_jobretry.services import transitions
 from django_jobretry.services.claimed import ClaimedJob
 

@@ -21,8 +21,8 @@ from django.urls import reverse
 from playwright.sync_api import Page, expect
 
 from django_jobretry.admin import rendering
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit, CircuitState, Pause
-from django_jobretry.services import circuits, holds
 from tests.browser.fit import overflow
 from tests.browser.test_admin_browser import OPERATOR, OPERATOR_PERMISSIONS, log_in, make_staff, rows
 from tests.factories import DeadLetterFactory, JobFactory, StatusSampleFactory, WorkerProcessFactory
@@ -72,8 +72,8 @@ def test_the_dashboard_shows_held_since_and_resume_and_close_which_ask_first(
     )
     JobFactory.create(queue_name="mail", task_name="shop.mail.send")
     waiting = JobFactory.create(task_name=jobs.record.name)
-    holds.pause(queue="mail", actor="alice", reason="smtp relay down")
-    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=waiting.pk)
+    pauses.pause(queue="mail", actor="alice", reason="smtp relay down")
+    breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=waiting.pk)
     paused_at = rendering.time_text(Pause.objects.get().paused_at)
     opened_at = rendering.time_text(Circuit.objects.get().opened_at)
 
@@ -120,7 +120,7 @@ def test_without_pause_work_the_dashboard_shows_what_is_held_but_no_button(
     page: Page, live_server: Any, django_user_model: Any
 ) -> None:
     make_staff(django_user_model, OPERATOR, OPERATOR_PERMISSIONS)
-    holds.pause(queue="mail", actor="alice", undeployed=True)
+    pauses.pause(queue="mail", actor="alice", undeployed=True)
     log_in(page, OPERATOR)
     page.goto(reverse("admin:django_jobretry_deadletter_dashboard"))
     expect(page.locator("#held tbody tr", has_text="queue mail")).to_contain_text("alice")

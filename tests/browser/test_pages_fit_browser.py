@@ -21,8 +21,9 @@ from django.urls import reverse
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Pause
-from django_jobretry.services import circuits, holds, transitions
+from django_jobretry.services import transitions
 from tests.browser.fit import overflow, plant_wide_table
 from tests.browser.test_admin_browser import LONG_ERROR, LONG_TASK, PASSWORD, changelist_url
 from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory
@@ -63,11 +64,11 @@ def populate(settings: Any) -> Rows:
     JobFactory.create(task_name=LONG_TASK, queue_name="partner-sync", running=True)
     worker = WorkerProcessFactory.create(queues=["partner-sync", "default", "mail", "reports"])
     WorkerProcessFactory.create(lost=True)
-    holds.pause(
+    pauses.pause(
         queue="partner-sync", actor=ADMIN, reason=LONG_REASON, until=timezone.now() + timedelta(hours=2)
     )
-    holds.pause(task=LONG_TASK + "_nightly_reconciliation", actor=ADMIN, reason=LONG_REASON, undeployed=True)
-    circuits.hold_task(LONG_TASK, timedelta(hours=1), None, job_id=job.pk)
+    pauses.pause(task=LONG_TASK + "_nightly_reconciliation", actor=ADMIN, reason=LONG_REASON, undeployed=True)
+    breakers.hold_task(LONG_TASK, timedelta(hours=1), None, job_id=job.pk)
     limited_jobs.one_per_tenant.bulk_enqueue([((tenant, 0), {}) for tenant in (1, 1, 1, 2)])
     transitions.claim_limited("w", 10, 30, None, LIMITS)
     return Rows(dead.pk, job.pk, worker.pk, Pause.objects.filter(queue_name="partner-sync").get().pk)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pytest_bdd import given, parsers, scenarios, then, when
 
-from django_jobretry.conf.limits import claim_limits
+from django_jobretry.limits.declare import claim_limits
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.services import transitions
 from tests.jobs_app import limited_jobs

@@ -3,7 +3,7 @@
 Jobs run through ``django_jobretry.testing.run_jobs``, which records each
 outcome with the worker's recorder: failures are counted towards the
 breaker by the same code a worker runs. The breaker moves by its heartbeat
-duty (``circuits.beat``), called by the steps.
+duty (``breakers.beat``), called by the steps.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from django.db.models.functions import Now
 from pytest_bdd import given, parsers, scenarios, then, when
 
 from django_jobretry import RetryPolicy, Snooze, job
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus
-from django_jobretry.services import circuits, holds, transitions
+from django_jobretry.services import transitions
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -65,7 +66,7 @@ def enqueued(story: Story, count: int) -> None:
 
 @given("an operator pauses the task")
 def paused() -> None:
-    holds.pause(task=sync_order.name, actor="alice", reason="partner down")
+    pauses.pause(task=sync_order.name, actor="alice", reason="partner down")
 
 
 @given("a job that snoozes, under a budget of 2 snoozes")
@@ -86,19 +87,19 @@ def run_all() -> None:
 @when("the partner is back and the operator resumes the task")
 def resumed() -> None:
     UP["partner"] = True
-    assert holds.resume(task=sync_order.name, actor="alice") is not None
+    assert pauses.resume(task=sync_order.name, actor="alice") is not None
 
 
 @when("the cooldown ends and the partner is back")
 def cooldown_over() -> None:
     UP["partner"] = True
     Circuit.objects.update(open_until=Now() - timedelta(seconds=1))
-    circuits.beat()
+    breakers.beat()
 
 
 @when("the breaker's next beat comes")
 def next_beat() -> None:
-    circuits.beat()
+    breakers.beat()
 
 
 @when(parsers.parse("it is run {times:d} times"))

@@ -16,8 +16,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_jobretry.admin import rendering
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit, CircuitState, Pause, Schedule
-from django_jobretry.services import circuits, holds, transitions
+from django_jobretry.services import transitions
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
 from tests.integration.schedule_story import story
 from tests.jobs_app import jobs, limited_jobs
@@ -43,8 +44,8 @@ def looker(make_user: Any) -> Operator:
 def held_story() -> tuple[Pause, Circuit]:
     jobs.other_queue.enqueue("k")
     jobs.record.enqueue("k")
-    holds.pause(queue="other", actor="alice", reason="partner down")
-    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=7)
+    pauses.pause(queue="other", actor="alice", reason="partner down")
+    breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=7)
     return Pause.objects.get(), Circuit.objects.get()
 
 

@@ -10,8 +10,9 @@ from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.urls import reverse
 from django.utils import timezone
 
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
-from django_jobretry.services import circuits, holds, transitions
+from django_jobretry.services import transitions
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
 from tests.jobs_app import jobs
 
@@ -104,7 +105,7 @@ def test_not_deployed_yet_pauses_a_name_nothing_knows(pauser: Operator) -> None:
 
 def test_without_pause_work_there_is_no_form_and_no_action(looker: Operator) -> None:
     assert looker.post(ADD, {"queue_name": "other"}).status_code == 403
-    holds.pause(queue="other", actor="alice")
+    pauses.pause(queue="other", actor="alice")
     row = Pause.objects.get()
     response = looker.post(
         PAUSES, {"action": "resume_selected", "_selected_action": [str(row.pk)]}, follow=True
@@ -115,7 +116,7 @@ def test_without_pause_work_there_is_no_form_and_no_action(looker: Operator) -> 
 
 def test_resume_releases_and_is_logged(pauser: Operator) -> None:
     waiting = jobs.other_queue.enqueue("k")
-    holds.pause(queue="other", actor="alice")
+    pauses.pause(queue="other", actor="alice")
     row = Pause.objects.get()
     data = {"action": "resume_selected", "_selected_action": [str(row.pk)], "index": "0"}
     asked = pauser.post(PAUSES, data)
@@ -130,7 +131,7 @@ def test_resume_releases_and_is_logged(pauser: Operator) -> None:
 
 def test_close_now_closes_an_open_breaker(pauser: Operator, looker: Operator) -> None:
     waiting = jobs.record.enqueue("k")
-    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
+    breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
     assert claimed() == set()
     listing = looker.get(BREAKERS).content.decode()
     assert jobs.record.name in listing
@@ -147,7 +148,7 @@ def test_close_now_closes_an_open_breaker(pauser: Operator, looker: Operator) ->
 
 def test_a_paused_jobs_page_says_why_it_waits(pauser: Operator) -> None:
     waiting = jobs.other_queue.enqueue("k")
-    holds.pause(
+    pauses.pause(
         queue="other", actor="alice", reason="partner down", until=timezone.now() + timedelta(hours=1)
     )
     page = pauser.get(reverse("admin:django_jobretry_job_change", args=[waiting.id])).content.decode()
@@ -158,8 +159,8 @@ def test_the_dashboard_shows_what_is_held(pauser: Operator) -> None:
     dashboard = reverse("admin:django_jobretry_deadletter_dashboard")
     assert 'id="held"' not in pauser.get(dashboard).content.decode()
     jobs.other_queue.enqueue("k")
-    holds.pause(queue="other", actor="alice", reason="partner down")
-    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=7)
+    pauses.pause(queue="other", actor="alice", reason="partner down")
+    breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=7)
     page = pauser.get(dashboard).content.decode()
     assert "Held: 1 paused, 1 circuit breaker open, 0 limits full" in page
     assert "partner down" in page
@@ -179,7 +180,7 @@ def test_a_name_no_row_can_have_in_the_url_is_not_found(
 ) -> None:
     """A breaker's (or a schedule's) key is its name: one holding NUL is no row's, not a server error."""
     operator: Operator = request.getfixturevalue(who)
-    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
+    breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
     for key in NO_KEYS:
         response = operator.get(reverse(f"admin:django_jobretry_{model}_{page}", args=[key]), follow=True)
         assert response.status_code in {200, 403}, (key[:20], response.status_code)
@@ -190,7 +191,7 @@ def test_a_name_no_row_can_have_in_the_url_is_not_found(
 
 
 def test_close_now_ignores_a_selected_name_no_row_can_have(pauser: Operator) -> None:
-    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
+    breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
     data = {"action": "close_selected", "_selected_action": ["a\x00b"], "index": "0"}
     response = pauser.post(BREAKERS, data, follow=True)
     assert response.status_code == 200

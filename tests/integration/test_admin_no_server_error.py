@@ -30,10 +30,11 @@ import pytest
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, reverse
 
-from django_jobretry.admin import holds
+from django_jobretry.holds import admin as holds
+from django_jobretry.holds import breakers
+from django_jobretry.holds import pauses as hold_service
 from django_jobretry.models import Circuit, Pause
-from django_jobretry.services import argument_search, circuits
-from django_jobretry.services import holds as hold_service
+from django_jobretry.services import argument_search
 from tests.factories import DeadLetterFactory, JobFactory, ScheduleFactory, WorkerProcessFactory
 from tests.integration.conftest import Operator
 from tests.jobs_app import jobs
@@ -91,7 +92,7 @@ def rows() -> dict[str, str]:
     """One row of each model, so a page with a real id renders and reads its query; model name -> id."""
     job = JobFactory.create(retrying=True, kwargs={"k": 1})
     dead = DeadLetterFactory.create(task_name=jobs.flaky.name, kwargs={"failures": 1})
-    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=job.pk)
+    breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=job.pk)
     hold_service.pause(queue="other", actor="sweep", until=timedelta(hours=1))
     return {
         "job": str(job.pk),

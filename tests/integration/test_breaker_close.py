@@ -1,4 +1,4 @@
-"""Closing a breaker by hand (admin, ``resume --circuit``, ``circuits.close``) releases every job it holds.
+"""Closing a breaker by hand (admin, ``resume --circuit``, ``breakers.close``) releases every job it holds.
 
 Before, only the jobs due at that moment were released: those parked at
 the breaker's end and the job that raised ``CircuitOpen`` stayed where they
@@ -16,8 +16,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from django_jobretry import CircuitOpen, RetryPolicy, job
+from django_jobretry.holds import breakers
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus
-from django_jobretry.services import circuits
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +49,7 @@ class TestClosingByHand:
         run_jobs(max_runs=1)  # job 1 answers CircuitOpen for an hour
         attempted = ids[3]
         Job.objects.filter(pk=attempted).update(first_attempt_at=db_now() - timedelta(minutes=1))
-        circuits.beat()  # the three others are parked at the breaker's end
+        breakers.beat()  # the three others are parked at the breaker's end
         soon = db_now() + timedelta(minutes=50)
         assert Job.objects.filter(pk__in=ids, run_at__gt=soon).count() == 4
         return ids
@@ -72,7 +72,7 @@ class TestClosingByHand:
 
     def test_close_releases_the_job_that_raised_circuit_open_and_those_parked(self) -> None:
         ids = self.hold_for_an_hour()
-        assert circuits.close(answers_503_for_an_hour.name, actor="alice") is True
+        assert breakers.close(answers_503_for_an_hour.name, actor="alice") is True
         assert Circuit.objects.get(task_name=answers_503_for_an_hour.name).state == CircuitState.CLOSED
         self.assert_released_now(ids)
 

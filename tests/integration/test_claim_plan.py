@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Job
-from django_jobretry.services import circuits, holds
 from django_jobretry.services.burial_sql import bury_sql
 from django_jobretry.services.sql import JOB
 from django_jobretry.services.statements import (
@@ -135,9 +135,9 @@ def test_failure_writes_find_their_rows_by_key_or_among_running_ones(
 @pytest.mark.parametrize("filter_queues", [False, True])
 def test_the_claim_keeps_its_index_with_pauses_and_open_breakers(filter_queues: bool) -> None:
     for n in range(5):
-        holds.pause(queue=f"paused-{n}", actor="explain", undeployed=True)
-        holds.pause(task=f"paused.task_{n}", actor="explain", undeployed=True)
-        circuits.hold_task(f"open.task_{n}", timedelta(hours=1), None, job_id=0)
+        pauses.pause(queue=f"paused-{n}", actor="explain", undeployed=True)
+        pauses.pause(task=f"paused.task_{n}", actor="explain", undeployed=True)
+        breakers.hold_task(f"open.task_{n}", timedelta(hours=1), None, job_id=0)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     params = {"queues": ["default"], "limit": 10, "owner": "explain", "lease": 30}

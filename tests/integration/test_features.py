@@ -24,14 +24,16 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 import django_jobretry.admin
 from django_jobretry import features
 from django_jobretry.admin import register_capabilities
-from django_jobretry.admin.holds import CircuitAdmin, PauseAdmin
 from django_jobretry.admin.schedules import ScheduleAdmin
 from django_jobretry.console.workers import Registration
 from django_jobretry.features import FEATURES, Feature, Panel, Section
-from django_jobretry.metrics import holds, limits, schedules
+from django_jobretry.holds import cli as holds_cli
+from django_jobretry.holds.admin import CircuitAdmin, PauseAdmin
+from django_jobretry.limits import faces as limits_faces
+from django_jobretry.limits import status as status_limits
+from django_jobretry.metrics import schedules
 from django_jobretry.metrics.collector import JobRetryCollector
 from django_jobretry.models import Circuit, Job, Pause, Schedule
-from django_jobretry.services.console import status_limits
 from django_jobretry.worker import heartbeat
 from tests.integration.conftest import Operator
 
@@ -172,7 +174,7 @@ def test_the_metrics_add_each_capabilitys_families_and_only_through_the_list(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     full = family_names()
-    own = [metric.name for collect in (schedules, holds, limits) for metric in collect.collect()]
+    own = [metric.name for collect in (schedules, holds_cli, limits_faces) for metric in collect.collect()]
     monkeypatch.setattr(features, "FEATURES", ())
     core = family_names()
     assert full == [*core, *own]

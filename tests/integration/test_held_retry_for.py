@@ -16,8 +16,8 @@ import pytest
 from django.db import connection, transaction
 
 from django_jobretry import RetryPolicy, job
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit, DeadLetter, DeadReason, Job, JobStatus, Pause
-from django_jobretry.services import circuits, holds
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -38,16 +38,16 @@ def db_now() -> datetime:
 
 
 def pause_for(since: datetime) -> None:
-    holds.pause(task=keeps_failing.name, actor="ops")
+    pauses.pause(task=keeps_failing.name, actor="ops")
     Pause.objects.update(paused_at=since)
-    holds.resume(task=keeps_failing.name, actor="ops")
+    pauses.resume(task=keeps_failing.name, actor="ops")
 
 
 def breaker_for(since: datetime) -> None:
     with transaction.atomic():
-        circuits.hold_task(keeps_failing.name, timedelta(minutes=5), None, job_id=0)
+        breakers.hold_task(keeps_failing.name, timedelta(minutes=5), None, job_id=0)
     Circuit.objects.update(opened_at=since)
-    assert circuits.close(keeps_failing.name, actor="ops")
+    assert breakers.close(keeps_failing.name, actor="ops")
 
 
 @pytest.mark.parametrize("hold", [pause_for, breaker_for], ids=["pause", "breaker"])

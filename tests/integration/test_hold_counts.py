@@ -17,8 +17,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
+from django_jobretry.holds import breakers
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.services import circuits, transitions
+from django_jobretry.services import transitions
 from tests.integration.conftest import Operator
 from tests.jobs_app import jobs
 
@@ -42,7 +43,7 @@ def outage() -> None:
     jobs.other_queue.enqueue("due 1")
     jobs.other_queue.enqueue("due 2")
     jobs.other_queue.using(run_after=timedelta(minutes=30)).enqueue("later")
-    circuits.hold_task(jobs.other_queue.name, timedelta(hours=1), None, job_id=running.id)
+    breakers.hold_task(jobs.other_queue.name, timedelta(hours=1), None, job_id=running.id)
     assert Job.objects.get(pk=running.id).status == JobStatus.RUNNING
 
 

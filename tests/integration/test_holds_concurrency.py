@@ -14,8 +14,8 @@ from collections.abc import Callable
 import pytest
 from django.db import connection
 
+from django_jobretry.holds import pauses
 from django_jobretry.models import Job, JobStatus, Pause
-from django_jobretry.services import holds
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,27 +52,27 @@ def test_two_operators_pausing_and_resuming_at_once_lose_nothing() -> None:
 
     def alice() -> None:
         for _ in range(ROUNDS):
-            holds.pause(queue="other", actor="alice", reason="alice")
-            holds.resume(queue="other", actor="alice")
+            pauses.pause(queue="other", actor="alice", reason="alice")
+            pauses.resume(queue="other", actor="alice")
 
     def bob() -> None:
         for _ in range(ROUNDS):
-            holds.pause(queue="other", actor="bob", reason="bob")
-            holds.resume(queue="other", actor="bob")
+            pauses.pause(queue="other", actor="bob", reason="bob")
+            pauses.resume(queue="other", actor="bob")
 
     assert in_threads(alice, bob) == []
     assert Pause.objects.count() == 0
     after = Job.objects.filter(pk__in=ids)
     assert set(after.values_list("pk", flat=True)) == ids
     assert set(after.values_list("status", "attempts")) == {(JobStatus.READY, 0)}
-    assert holds.pause(queue="other", actor="carol") is True
+    assert pauses.pause(queue="other", actor="carol") is True
     assert Pause.objects.get().paused_by == "carol"
 
 
 def test_two_operators_pausing_at_once_make_one_pause() -> None:
     def pause_as(name: str) -> Callable[[], None]:
         def pause() -> None:
-            holds.pause(queue="other", actor=name, reason=name)
+            pauses.pause(queue="other", actor=name, reason=name)
 
         return pause
 

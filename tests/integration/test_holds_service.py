@@ -14,9 +14,10 @@ import pytest
 from django.db import connection
 
 from django_jobretry import CircuitOpen, FatalError, RetryPolicy, Snooze, job
+from django_jobretry.holds import breakers, pauses
+from django_jobretry.holds.status import holds_report
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus, Pause
-from django_jobretry.services import circuits, holds, transitions
-from django_jobretry.services.console.status_holds import holds_report
+from django_jobretry.services import transitions
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +86,7 @@ class TestPause:
     def test_a_paused_task_is_never_claimed_and_others_run(self) -> None:
         jobs = [call_partner.enqueue(n) for n in range(3)]
         other_job = other.enqueue()
-        assert holds.pause(task=call_partner.name, actor="alice", reason="partner down") is True
+        assert pauses.pause(task=call_partner.name, actor="alice", reason="partner down") is True
         run_jobs()
         assert Job.objects.get(pk=other_job.id).status == JobStatus.SUCCEEDED
         assert (
@@ -94,7 +95,7 @@ class TestPause:
         )
         assert Job.objects.held().count() == 3
         DOWN["partner"] = False
-        ended = holds.resume(task=call_partner.name, actor="bob")
+        ended = pauses.resume(task=call_partner.name, actor="bob")
         assert ended is not None
         assert (ended.held, ended.paused_by) == (3, "alice")
         run_jobs()
@@ -105,29 +106,29 @@ class TestPause:
     def test_a_paused_queue_holds_every_task_on_it(self) -> None:
         partner_job = call_partner.enqueue(1)
         other_job = other.enqueue()
-        holds.pause(queue="partner", actor="alice")
+        pauses.pause(queue="partner", actor="alice")
         assert claim_ids() == {other_job.id}
-        holds.resume(queue="partner", actor="alice")
+        pauses.resume(queue="partner", actor="alice")
         assert claim_ids() == {other_job.id, partner_job.id}
 
     def test_a_second_pause_changes_who_and_why_but_not_since(self) -> None:
-        holds.pause(queue="partner", actor="alice", reason="first")
+        pauses.pause(queue="partner", actor="alice", reason="first")
         since = Pause.objects.get().paused_at
-        assert holds.pause(queue="partner", actor="bob", reason="second") is False
+        assert pauses.pause(queue="partner", actor="bob", reason="second") is False
         row = Pause.objects.get()
         assert (row.paused_by, row.reason, row.paused_at) == ("bob", "second", since)
 
     def test_a_pause_ends_by_itself_at_until(self) -> None:
         partner_job = call_partner.enqueue(1)
-        holds.pause(queue="partner", actor="alice", until=timedelta(hours=1))
+        pauses.pause(queue="partner", actor="alice", until=timedelta(hours=1))
         assert claim_ids() == set()
         Pause.objects.update(until=db_now() - timedelta(seconds=1), paused_at=db_now() - timedelta(hours=1))
         assert claim_ids() == {partner_job.id}  # the claim ignores an expired pause at once
-        assert [e.target.name for e in holds.end_expired()] == ["partner"]
+        assert [e.target.name for e in pauses.end_expired()] == ["partner"]
         assert not Pause.objects.exists()
 
     def test_resume_of_nothing_paused_says_so(self) -> None:
-        assert holds.resume(queue="partner", actor="alice") is None
+        assert pauses.resume(queue="partner", actor="alice") is None
 
     @pytest.mark.parametrize(
         ("kwargs", "words"),
@@ -150,30 +151,30 @@ class TestPause:
         ],
     )
     def test_bad_input_is_refused_and_nothing_stored(self, kwargs: dict[str, object], words: str) -> None:
-        with pytest.raises(holds.InvalidHold, match=words):
-            holds.pause(actor="alice", **kwargs)  # type: ignore[arg-type]
+        with pytest.raises(pauses.InvalidHold, match=words):
+            pauses.pause(actor="alice", **kwargs)  # type: ignore[arg-type]
         assert not Pause.objects.exists()
 
     def test_a_misspelt_task_is_refused_with_the_close_name(self) -> None:
         typo = call_partner.name[:-2] + call_partner.name[-1]  # "...call_partnr"
-        with pytest.raises(holds.UnknownName) as refused:
-            holds.pause(task=typo, actor="alice")
+        with pytest.raises(pauses.UnknownName) as refused:
+            pauses.pause(task=typo, actor="alice")
         assert str(refused.value) == (
             f"task {typo!r} is not declared and no job has it, so its pause would hold nothing. "
             f"Did you mean {call_partner.name!r}? To pause it before it is deployed, pass undeployed=True."
         )
-        assert isinstance(refused.value, holds.InvalidHold)
+        assert isinstance(refused.value, pauses.InvalidHold)
         assert not Pause.objects.exists()
 
     def test_a_misspelt_queue_is_refused_and_a_task_name_is_told_apart(self) -> None:
-        with pytest.raises(holds.UnknownName, match=r"queue 'partnr' .* Did you mean 'partner'"):
-            holds.pause(queue="partnr", actor="alice")
-        with pytest.raises(holds.UnknownName, match="It is a task's name: pause the task instead"):
-            holds.pause(queue=call_partner.name, actor="alice")
+        with pytest.raises(pauses.UnknownName, match=r"queue 'partnr' .* Did you mean 'partner'"):
+            pauses.pause(queue="partnr", actor="alice")
+        with pytest.raises(pauses.UnknownName, match="It is a task's name: pause the task instead"):
+            pauses.pause(queue=call_partner.name, actor="alice")
         assert not Pause.objects.exists()
 
     def test_undeployed_pauses_a_name_nothing_knows_yet_and_holds_its_first_job(self) -> None:
-        assert holds.pause(task="billing.sync_invoices", actor="alice", undeployed=True) is True
+        assert pauses.pause(task="billing.sync_invoices", actor="alice", undeployed=True) is True
         assert Pause.objects.get().task_name == "billing.sync_invoices"
         coming = other.enqueue()
         Job.objects.filter(pk=coming.id).update(task_name="billing.sync_invoices")
@@ -182,22 +183,22 @@ class TestPause:
     def test_a_name_known_from_a_job_or_the_settings_is_paused(self, settings: object) -> None:
         stray = other.enqueue()
         Job.objects.filter(pk=stray.id).update(task_name="retired.task", queue_name="legacy")
-        assert holds.pause(task="retired.task", actor="alice") is True
-        assert holds.pause(queue="legacy", actor="alice") is True
+        assert pauses.pause(task="retired.task", actor="alice") is True
+        assert pauses.pause(queue="legacy", actor="alice") is True
         settings.TASKS = {  # type: ignore[attr-defined]
             "default": {"BACKEND": "django_jobretry.backends.JobRetryBackend", "QUEUES": ["default", "bulk"]}
         }
-        assert holds.pause(queue="bulk", actor="alice") is True
-        assert holds.pause(queue="default", actor="alice") is True
+        assert pauses.pause(queue="bulk", actor="alice") is True
+        assert pauses.pause(queue="default", actor="alice") is True
 
     def test_held_time_is_left_out_of_retry_for(self) -> None:
         partner_job = call_partner.enqueue(1)
         run_jobs()  # one failed attempt: first_attempt_at is set, the retry is due at once
-        holds.pause(task=call_partner.name, actor="alice")
+        pauses.pause(task=call_partner.name, actor="alice")
         hour_ago = db_now() - timedelta(hours=1)
         Pause.objects.update(paused_at=hour_ago)
         Job.objects.filter(pk=partner_job.id).update(run_at=hour_ago, first_attempt_at=hour_ago)
-        holds.resume(task=call_partner.name, actor="alice")
+        pauses.resume(task=call_partner.name, actor="alice")
         held_seconds = Job.objects.get(pk=partner_job.id).held_seconds
         assert 3600 <= held_seconds < 3600 + 60
 
@@ -227,7 +228,7 @@ class TestBreaker:
     def test_after_the_cooldown_one_probe_runs_and_its_success_releases_the_rest(self) -> None:
         ids = self.trip()
         Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
-        circuits.beat()
+        breakers.beat()
         row = Circuit.objects.get()
         assert row.state == CircuitState.HALF_OPEN
         assert claim_ids() == {row.probe_job_id}
@@ -235,7 +236,7 @@ class TestBreaker:
         run_jobs()  # only the probe is due to this claim
         assert row.probe_job_id is not None
         assert Job.objects.get(pk=row.probe_job_id).status == JobStatus.SUCCEEDED
-        circuits.beat()
+        breakers.beat()
         assert Circuit.objects.get().state == CircuitState.CLOSED
         run_jobs(include_scheduled=True)  # released 0.1 s apart
         assert set(Job.objects.filter(pk__in=ids).values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
@@ -244,12 +245,12 @@ class TestBreaker:
     def test_a_failed_probe_reopens_with_twice_the_cooldown(self) -> None:
         self.trip()
         Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
-        circuits.beat()
+        breakers.beat()
         probe = Circuit.objects.get().probe_job_id
         assert probe is not None
         run_jobs(max_runs=1)
         assert Job.objects.get(pk=probe).attempts >= 1
-        circuits.beat()
+        breakers.beat()
         row = Circuit.objects.get()
         assert (row.state, row.opens, row.cooldown_seconds) == (CircuitState.OPEN, 2, 1200)
         assert row.open_until > db_now() + timedelta(seconds=1100)
@@ -262,7 +263,7 @@ class TestBreaker:
         """
         self.trip()
         Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
-        circuits.beat()
+        breakers.beat()
         chosen = Circuit.objects.get()
         probe, before = chosen.probe_job_id, chosen.probe_attempts
         assert probe is not None
@@ -284,12 +285,12 @@ class TestBreaker:
         for _ in range(3):
             Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
             Job.objects.filter(task_name=call_partner.name).update(run_at=db_now() - timedelta(seconds=1))
-            circuits.beat()
+            breakers.beat()
             probe = Circuit.objects.get().probe_job_id
             assert probe is not None
             probes.append(probe)
             run_jobs(max_runs=1)
-            circuits.beat()  # the probe failed: open again
+            breakers.beat()  # the probe failed: open again
             assert Circuit.objects.get().state == CircuitState.OPEN
         assert len(set(probes)) == 3, probes
         left = [job.max_attempts - job.attempts for job in Job.objects.filter(pk__in=probes)]
@@ -299,14 +300,14 @@ class TestBreaker:
         self.trip()
         Job.objects.filter(task_name=call_partner.name).update(run_at=db_now() + timedelta(days=1))
         Circuit.objects.update(open_until=db_now() - timedelta(seconds=1))
-        circuits.beat()
+        breakers.beat()
         assert Circuit.objects.get().state == CircuitState.CLOSED
 
     def test_an_operator_closes_it_by_hand(self) -> None:
         self.trip()
-        assert circuits.close(call_partner.name, actor="alice") is True
+        assert breakers.close(call_partner.name, actor="alice") is True
         assert Circuit.objects.get().state == CircuitState.CLOSED
-        assert circuits.close(call_partner.name, actor="alice") is False
+        assert breakers.close(call_partner.name, actor="alice") is False
 
 
 class TestSnooze:
@@ -347,14 +348,14 @@ class TestSnooze:
 
 
 def test_enqueue_is_not_refused_while_held() -> None:
-    holds.pause(task=call_partner.name, actor="alice")
+    pauses.pause(task=call_partner.name, actor="alice")
     call_partner.enqueue(1)
     assert Job.objects.held().count() == 1
 
 
 def test_run_jobs_does_not_bring_held_jobs_forward() -> None:
     later = call_partner.using(run_after=timedelta(hours=1)).enqueue(1)
-    holds.pause(task=call_partner.name, actor="alice")
+    pauses.pause(task=call_partner.name, actor="alice")
     run_jobs(include_scheduled=True)
     assert Job.objects.get(pk=later.id).run_at > db_now() + timedelta(minutes=50)
 
@@ -362,7 +363,7 @@ def test_run_jobs_does_not_bring_held_jobs_forward() -> None:
 def test_an_open_breaker_parks_its_jobs_at_its_end_and_still_counts_them_held() -> None:
     TestBreaker().trip()
     other_job = other.enqueue()
-    circuits.beat()
+    breakers.beat()
     row = Circuit.objects.get()
     assert row.open_until is not None
     parked = Job.objects.filter(task_name=call_partner.name)

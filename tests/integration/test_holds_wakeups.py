@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from django.db import connection
 
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit
-from django_jobretry.services import circuits, holds
 from django_jobretry.services.enqueue import CHANNEL
 from tests.jobs_app import jobs
 
@@ -51,18 +51,18 @@ def received_until_mark(session: psycopg.Connection) -> list[str]:
 def test_a_resume_wakes_the_released_queue_and_a_pause_does_not(listener: psycopg.Connection) -> None:
     jobs.other_queue.enqueue("k")
     received_until_mark(listener)  # the enqueue's own wake-up
-    holds.pause(task=jobs.other_queue.name, actor="alice")
+    pauses.pause(task=jobs.other_queue.name, actor="alice")
     assert received_until_mark(listener) == []
-    holds.resume(task=jobs.other_queue.name, actor="alice")
+    pauses.resume(task=jobs.other_queue.name, actor="alice")
     assert received_until_mark(listener) == ["other"]
 
 
 def test_a_probe_and_a_close_wake_the_task_queue(listener: psycopg.Connection) -> None:
     jobs.other_queue.enqueue("k")
-    circuits.hold_task(jobs.other_queue.name, timedelta(hours=1), None, job_id=0)
+    breakers.hold_task(jobs.other_queue.name, timedelta(hours=1), None, job_id=0)
     received_until_mark(listener)
     Circuit.objects.update(open_until=Circuit.objects.get().opened_at)
-    circuits.beat()  # half-open: the job is the probe
+    breakers.beat()  # half-open: the job is the probe
     assert received_until_mark(listener) == ["other"]
-    assert circuits.close(jobs.other_queue.name, actor="alice") is True
+    assert breakers.close(jobs.other_queue.name, actor="alice") is True
     assert received_until_mark(listener) == ["other"]

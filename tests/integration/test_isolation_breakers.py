@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from django_jobretry.holds import breakers
+from django_jobretry.holds.pauses import Holds
 from django_jobretry.models import Circuit, CircuitState, Job, JobStatus
-from django_jobretry.services import circuits
-from django_jobretry.worker.heartbeat import Holds
 from tests.integration.hostile import without_checks
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +76,7 @@ def test_a_release_rate_of_zero_closes_at_the_default_rate_and_names_the_breaker
     open_breaker(BAD, release_per_second=0.0)
     open_breaker(GOOD)
     with caplog.at_level(logging.INFO, "django_jobretry"):
-        circuits.beat()
+        breakers.beat()
     assert (state(BAD), state(GOOD)) == (CircuitState.CLOSED, CircuitState.CLOSED)
     replaced = [r for r in caplog.records if getattr(r, "outcome", None) == "circuit_rate_replaced"]
     assert [(r.levelno, r.task_name) for r in replaced] == [(logging.WARNING, BAD)]  # type: ignore[attr-defined]
@@ -87,7 +87,7 @@ def test_an_operator_closes_a_breaker_of_rate_zero_and_its_held_jobs_are_release
     without_checks(Circuit, "jobretry_circuit_release_rate")
     open_breaker(BAD, release_per_second=0.0, open_until=db_now() + timedelta(hours=1))
     held = Job.objects.create(task_name=BAD, max_attempts=3, status=JobStatus.READY, run_at=db_now())
-    assert circuits.close(BAD, actor="alice") is True
+    assert breakers.close(BAD, actor="alice") is True
     assert state(BAD) == CircuitState.CLOSED
     assert Job.objects.get(pk=held.pk).run_at <= db_now()
 

@@ -17,8 +17,9 @@ import pytest
 from django.db.models import QuerySet
 
 from django_jobretry import CircuitOpen, RetryPolicy, Snooze, job
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit, CircuitState, Job, JobStatus
-from django_jobretry.services import cancel, circuits, holds, transitions
+from django_jobretry.services import cancel, transitions
 from django_jobretry.testing import run_jobs
 from tests.jobs_app.limited_jobs import limited_noop
 
@@ -64,11 +65,11 @@ def jobs() -> dict[str, int]:
     behind_breaker = outage.enqueue()
     run_jobs()  # only these three exist yet
     assert Circuit.objects.get(task_name=outage.name).state == CircuitState.OPEN
-    circuits.beat()  # parks the breaker's jobs at its end
+    breakers.beat()  # parks the breaker's jobs at its end
     due_behind_breaker = outage.enqueue()  # held, but parked only by the next heartbeat
 
     paused = paused_task.enqueue()
-    assert holds.pause(task=paused_task.name, actor="alice", reason="maintenance") is True
+    assert pauses.pause(task=paused_task.name, actor="alice", reason="maintenance") is True
     waiting = limited_noop.enqueue()
     limited_later = limited_noop.using(run_after=timedelta(hours=1)).enqueue()  # has a lane, not due
     ready, cancelled, running = plain.enqueue(), plain.enqueue(), plain.enqueue()
@@ -116,9 +117,9 @@ def test_the_rows_are_what_each_sub_state_says(jobs: dict[str, int]) -> None:
 
 
 def test_a_resume_and_a_closed_breaker_end_the_holds(jobs: dict[str, int]) -> None:
-    holds.resume(task=paused_task.name, actor="alice")
+    pauses.resume(task=paused_task.name, actor="alice")
     assert ids(Job.objects.held()) == {jobs["parked"], jobs["due_behind_breaker"]}
-    circuits.close(outage.name, actor="alice")
+    breakers.close(outage.name, actor="alice")
     assert ids(Job.objects.held()) == set()
     assert ids(Job.objects.parked()) == set()
 

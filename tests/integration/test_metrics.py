@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from django_jobretry import deadletters
 from django_jobretry.conf.checks import check_metrics_view, check_settings
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import DeadLetter
-from django_jobretry.services import circuits, holds
 from tests.factories import WorkerProcessFactory
 from tests.inprocess import run_until_settled
 from tests.jobs_app import jobs
@@ -239,15 +239,15 @@ def test_pauses_and_open_breakers_are_series_with_their_held_jobs(client: Client
     assert not [key for key in scrape(client, Authorization=f"Bearer {token}") if key[0] == "jobretry_paused"]
     jobs.other_queue.enqueue("k")
     jobs.record.enqueue("k")
-    holds.pause(queue="other", actor="alice")
-    circuits.hold_task(jobs.record.name, timedelta(minutes=5), None, job_id=0)
+    pauses.pause(queue="other", actor="alice")
+    breakers.hold_task(jobs.record.name, timedelta(minutes=5), None, job_id=0)
     samples = scrape(client, Authorization=f"Bearer {token}")
     assert samples[("jobretry_paused", (("kind", "queue"), ("name", "other")))] == 1
     assert samples[("jobretry_circuit_open", (("state", "open"), ("task_name", jobs.record.name)))] == 1
     assert samples[("jobretry_held_jobs", (("kind", "queue"), ("name", "other")))] == 1
     assert samples[("jobretry_held_jobs", (("kind", "circuit"), ("name", jobs.record.name)))] == 1
-    holds.resume(queue="other", actor="alice")
-    circuits.close(jobs.record.name, actor="alice")
+    pauses.resume(queue="other", actor="alice")
+    breakers.close(jobs.record.name, actor="alice")
     after = scrape(client, Authorization=f"Bearer {token}")
     assert not [
         key for key in after if key[0] in {"jobretry_paused", "jobretry_circuit_open", "jobretry_held_jobs"}

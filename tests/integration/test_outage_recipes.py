@@ -1,7 +1,7 @@
 """docs/outages.md's recipes through a long outage, at the service level, on the real database and its clock.
 
 Jobs run in this thread through ``django_jobretry.testing.run_jobs`` and
-the breakers move on with ``circuits.beat()``, as a worker's heartbeat
+the breakers move on with ``breakers.beat()``, as a worker's heartbeat
 moves them. Time passes by moving every time of the task back together
 (:func:`cooldown_over`), so the order of the rows is the one a worker sees.
 """
@@ -17,8 +17,8 @@ from django.db import connection
 from django.db.models import F
 
 from django_jobretry import CircuitOpen, RetryPolicy, Snooze, job
+from django_jobretry.holds import breakers
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus
-from django_jobretry.services import circuits
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -90,9 +90,9 @@ class TestCircuitOpenThroughALongOutage:
         chosen: list[int] = []
         for opening in range(self.OPENINGS):
             assert not DeadLetter.objects.exists(), f"a job died before opening {opening + 2}: {chosen}"
-            circuits.beat()  # parks the held jobs at the breaker's end
+            breakers.beat()  # parks the held jobs at the breaker's end
             cooldown_over(answers_503.name)
-            circuits.beat()
+            breakers.beat()
             row = Circuit.objects.get(task_name=answers_503.name)
             assert row.state == CircuitState.HALF_OPEN
             assert row.probe_job_id is not None
@@ -108,11 +108,11 @@ class TestCircuitOpenThroughALongOutage:
         assert sorted(Job.objects.filter(pk__in=ids).values_list("snoozes", flat=True)) == [0, 0, 1]
 
         DOWN["partner"] = False
-        circuits.beat()
+        breakers.beat()
         cooldown_over(answers_503.name)
-        circuits.beat()
+        breakers.beat()
         run_jobs(max_runs=1)  # the probe succeeds
-        circuits.beat()  # closes, releasing the rest
+        breakers.beat()  # closes, releasing the rest
         run_jobs(include_scheduled=True)
         assert set(Job.objects.filter(pk__in=ids).values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
         assert Circuit.objects.get(task_name=answers_503.name).state == CircuitState.CLOSED

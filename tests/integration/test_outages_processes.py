@@ -20,8 +20,8 @@ import pytest
 from django.db import connection, transaction
 
 from django_jobretry.decorators import JobDefinition
+from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus, Pause
-from django_jobretry.services import circuits, holds
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
 from tests.processes import Running, Workers, db_now, owner_pid, wait_until
@@ -52,7 +52,7 @@ def all_succeeded(task: str, count: int) -> bool:
 
 def test_a_paused_task_starts_no_attempt_until_resumed_then_each_job_runs_once(workers: Workers) -> None:
     paused = jobs.record.name
-    assert holds.pause(task=paused, actor="ops", reason="migration")
+    assert pauses.pause(task=paused, actor="ops", reason="migration")
     jobs.record.bulk_enqueue([((f"held-{n}",), {}) for n in range(1000)])
     jobs.other_queue.bulk_enqueue([((f"other-{n}",), {}) for n in range(40)])
     running = Running(workers, WORKERS, *WORKER_ARGS, "--concurrency", "8")
@@ -66,7 +66,7 @@ def test_a_paused_task_starts_no_attempt_until_resumed_then_each_job_runs_once(w
     assert not held.exclude(status=JobStatus.READY).exists()
     assert not Execution.objects.filter(key__startswith="held-").exists()
 
-    ended = holds.resume(task=paused, actor="ops")
+    ended = pauses.resume(task=paused, actor="ops")
     assert ended is not None
     assert ended.held == 1000
     running.wait(lambda: all_succeeded(paused, 1000), "the 1,000 released jobs", timeout=40)
@@ -153,7 +153,7 @@ def test_a_worker_killed_running_the_probe_leaves_no_stuck_breaker_and_no_job_lo
     task.bulk_enqueue([((f"job-{n}",), {}) for n in range(10)])
     breaker = task.policy.circuit
     with transaction.atomic():
-        circuits.hold_task(task.name, timedelta(seconds=0.5), breaker, job_id=0)
+        breakers.hold_task(task.name, timedelta(seconds=0.5), breaker, job_id=0)
     flag(jobs.DOWNSTREAM_HANGS, on=True)
     running = Running(workers, WORKERS, *WORKER_ARGS)
     hung = Execution.objects.filter(key__endswith=":hung")
@@ -184,16 +184,16 @@ def test_two_operators_pausing_and_resuming_at_once_lose_no_job_and_run_none_twi
     jobs.record.bulk_enqueue([((f"stormed-{n}",), {}) for n in range(300)])
     rounds, barrier = 15, threading.Barrier(2, timeout=30)
     created: list[bool] = []
-    ended: list[holds.Ended | None] = []
+    ended: list[pauses.Ended | None] = []
     failures: list[BaseException] = []
 
     def operator(name: str) -> None:
         try:
             for _ in range(rounds):
                 barrier.wait()
-                created.append(holds.pause(task=task, actor=name, reason="storm"))
+                created.append(pauses.pause(task=task, actor=name, reason="storm"))
                 barrier.wait()
-                ended.append(holds.resume(task=task, actor=name))
+                ended.append(pauses.resume(task=task, actor=name))
         except BaseException as error:
             failures.append(error)
             barrier.abort()

@@ -11,8 +11,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from django_jobretry.holds import breakers
 from django_jobretry.models import Circuit, CircuitState, Pause
-from django_jobretry.services import circuits, transitions
+from django_jobretry.services import transitions
 from tests.jobs_app import jobs
 from tests.manage_py import manage_py
 from tests.processes import test_database_url
@@ -109,7 +110,7 @@ def test_resume_of_nothing_paused_is_exit_1() -> None:
 
 
 def test_resume_circuit_closes_a_breaker() -> None:
-    circuits.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
+    breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=0)
     out, _ = run("resume", "--circuit", jobs.record.name, "--actor", "alice")
     assert out == f"circuit of task {jobs.record.name} closed by alice; 0 held job(s) released, 10 a second\n"
     assert Circuit.objects.get().state == CircuitState.CLOSED
@@ -121,7 +122,7 @@ def test_resume_circuit_closes_a_breaker() -> None:
 def test_jobstatus_shows_what_is_held_in_text_and_json() -> None:
     jobs.other_queue.enqueue("k")
     run("pause", "--queue", "other", "--reason", "partner down", "--actor", "alice")
-    circuits.hold_task(jobs.record.name, timedelta(minutes=5), None, job_id=42)
+    breakers.hold_task(jobs.record.name, timedelta(minutes=5), None, job_id=42)
     jobs.record.enqueue("k")
     text, _ = run("jobstatus")
     held = text[text.index("Held: 1 paused, 1 circuit(s) open") :].splitlines()

@@ -22,8 +22,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from django_jobretry import RetryPolicy, job
+from django_jobretry.holds import breakers
+from django_jobretry.holds import sql as hold_sql
 from django_jobretry.models import Circuit, CircuitState, Job
-from django_jobretry.services import circuits, hold_sql
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +47,7 @@ def outage(choose: str, count: int, answers: list[str]) -> Counter[int]:
     Circuit.objects.filter(task_name=task).delete()
     for n in range(count):
         partner_call.enqueue(n)
-    circuits.hold_task(task, timedelta(minutes=1), None, job_id=0)
+    breakers.hold_task(task, timedelta(minutes=1), None, job_id=0)
     chosen: Counter[int] = Counter()
     last = 0  # no job yet: no job has id 0
     for answer in answers:

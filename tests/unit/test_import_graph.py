@@ -42,6 +42,21 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.migrations": 2,
     f"{PACKAGE}.services": 3,
     f"{PACKAGE}.console": 3,  # what operators read and workers report, beside the services
+    # Capability folders: each module in the layer of its role (declare/checks 2, service/status/SQL 3,
+    # admin/cli/metrics faces 5); the folder itself at the lowest. A duty imports nothing of worker/:
+    # worker.heartbeat imports it by its features.py path, so importing Duty back would close a cycle.
+    f"{PACKAGE}.holds": 2,
+    f"{PACKAGE}.holds.sql": 3,
+    f"{PACKAGE}.holds.breakers": 3,
+    f"{PACKAGE}.holds.status": 3,
+    f"{PACKAGE}.holds.pauses": 3,  # the service, and the heartbeat's Holds duty
+    f"{PACKAGE}.holds.admin": 5,
+    f"{PACKAGE}.holds.panel": 5,
+    f"{PACKAGE}.holds.cli": 5,
+    f"{PACKAGE}.limits": 2,
+    f"{PACKAGE}.limits.declare": 2,
+    f"{PACKAGE}.limits.status": 3,
+    f"{PACKAGE}.limits.faces": 5,
     f"{PACKAGE}.worker": 4,
     f"{PACKAGE}.admin": 5,
     f"{PACKAGE}.management": 5,

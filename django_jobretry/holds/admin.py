@@ -1,18 +1,24 @@
 """The Pauses and Circuit breakers pages: what holds jobs back, pause a queue or task, resume, close.
 
-Rows change only through the services (services/holds.py,
-services/circuits.py): the add form of a pause (admin/pause_form.py)
-calls ``holds.pause`` and nothing edits or deletes a row here. Pausing,
+Rows change only through the services (holds/pauses.py,
+holds/breakers.py): the add form of a pause (:class:`PauseForm`)
+calls ``pauses.pause`` and nothing edits or deletes a row here. Pausing,
 resuming and closing a breaker need ``pause_work``, checked on the server, and ask "are you sure?"
-first (admin/hold_confirmation.py); each is recorded in the admin log
+first (holds/panel.py); each is recorded in the admin log
 (LogEntry) with who did it and why, like a requeue. Held counts
-come from the functions `jobstatus` uses (services/console/status_holds.py).
+come from the functions `jobstatus` uses (holds/status.py).
+
+The add form is checked as the service checks a pause, so a mistake is a
+form error on its field and nothing is stored. A name neither declared nor
+on any job is refused with the close names unless "Not deployed yet" is
+ticked: a task or queue whose code comes later.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.models import ADDITION, CHANGE
@@ -21,27 +27,74 @@ from django.db.models import QuerySet
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, hold_confirmation, rendering
+from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import NoWritesAdmin, warn_ignored
-from django_jobretry.admin.pause_form import PauseForm
+from django_jobretry.holds import breakers, panel, pauses
+from django_jobretry.holds.panel import PAUSE_WORK
+from django_jobretry.holds.status import held_by_breaker, held_by_pause
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
+from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.models.job_states import held_filter
-from django_jobretry.services import circuits, holds
-from django_jobretry.services.console.status_holds import held_by_breaker, held_by_pause
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     from django.http.request import _ImmutableQueryDict
 
     _PauseBase = admin.ModelAdmin[Pause]
+    _PauseForm = forms.ModelForm[Pause]
 else:
     _PauseBase = admin.ModelAdmin
+    _PauseForm = forms.ModelForm
 
-#: The permission every action here needs.
-PAUSE_WORK = "django_jobretry.pause_work"
+#: What the form says instead of the Python keyword the service's message names.
+UNDEPLOYED = "Tick “Not deployed yet” to pause it before it is deployed."
+
+
+class PauseForm(_PauseForm):
+    """Exactly one of queue and task, known unless ``undeployed``; an optional reason and end."""
+
+    undeployed = forms.BooleanField(
+        required=False,
+        label="Not deployed yet",
+        help_text="Pause this name although no code declares it and no job has it yet. "
+        "Without this, such a name is refused as a likely typo.",
+    )
+
+    class Meta:
+        model = Pause
+        fields = ("queue_name", "task_name", "reason", "until")
+        help_texts = {
+            "queue_name": "Pause every task's jobs on this queue, or",
+            "task_name": "pause this task's jobs (its registered name).",
+            "until": "Optional: the pause ends by itself then. Without it, only a resume ends it.",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        try:
+            where = pauses.target(queue=data.get("queue_name") or None, task=data.get("task_name") or None)
+        except pauses.InvalidHold as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if not data.get("undeployed"):
+            try:
+                pauses.check_known(where)
+            except pauses.UnknownName as exc:
+                self.add_error(where.column, f"{exc.problem} {UNDEPLOYED}")
+        until = data.get("until")
+        if until is not None and until <= timezone.now():
+            self.add_error("until", f"{until.isoformat()} has passed: give a later time, or none.")
+        else:
+            try:
+                pauses.check_until(until)
+            except pauses.InvalidHold as exc:
+                self.add_error("until", str(exc))
+        if len(data.get("reason") or "") > REASON_MAX_LENGTH:
+            self.add_error("reason", f"at most {REASON_MAX_LENGTH} characters are kept")
+        return data
 
 
 class HeldFilter(admin.SimpleListFilter):
@@ -107,14 +160,14 @@ class PauseAdmin(_PauseBase):
 
     @admin.display(description="due jobs held")
     def held_jobs(self, obj: Pause) -> int:
-        """What `pause`, `jobstatus` and the dashboard count (status_holds.held_by_pause)."""
+        """What `pause`, `jobstatus` and the dashboard count (status.held_by_pause)."""
         if obj.queue_name is not None:
             return held_by_pause("queue", obj.queue_name)
         return held_by_pause("task", str(obj.task_name))
 
     def save_model(self, request: HttpRequest, obj: Pause, form: Any, change: bool) -> None:
         """Pause through the service (every worker, at its next claim), never by saving the form."""
-        holds.pause(
+        pauses.pause(
             queue=obj.queue_name or None,
             task=obj.task_name or None,
             actor=actor(request),
@@ -130,11 +183,11 @@ class PauseAdmin(_PauseBase):
 
     @admin.action(permissions=["pause_work"], description="Resume selected")
     def resume_selected(self, request: HttpRequest, queryset: QuerySet[Pause]) -> TemplateResponse | None:
-        if not hold_confirmation.confirmed(request):
-            return hold_confirmation.resume_page(self, request, queryset)
+        if not panel.confirmed(request):
+            return panel.resume_page(self, request, queryset)
         done = []
         for row in queryset:
-            ended = holds.resume(queue=row.queue_name, task=row.task_name, actor=actor(request))
+            ended = pauses.resume(queue=row.queue_name, task=row.task_name, actor=actor(request))
             if ended is not None:
                 audit.log(request, [(row, CHANGE, "Resumed.", f"{row} resumed")])
                 done.append(f"{row} ({ended.held} jobs released)")
@@ -227,16 +280,16 @@ class CircuitAdmin(NoWritesAdmin):
 
     @admin.display(description="jobs held")
     def held_jobs(self, obj: Circuit) -> int:
-        """What `jobstatus` and the dashboard count (status_holds.held_by_breaker)."""
+        """What `jobstatus` and the dashboard count (status.held_by_breaker)."""
         return held_by_breaker(obj)
 
     @admin.action(permissions=["pause_work"], description="Close selected breakers now (release their jobs)")
     def close_selected(self, request: HttpRequest, queryset: QuerySet[Circuit]) -> TemplateResponse | None:
-        if not hold_confirmation.confirmed(request):
-            return hold_confirmation.close_page(self, request, queryset)
+        if not panel.confirmed(request):
+            return panel.close_page(self, request, queryset)
         closed: list[str] = []
         for row in queryset:
-            done = circuits.close_by_hand(row.task_name, actor=actor(request))
+            done = breakers.close_by_hand(row.task_name, actor=actor(request))
             if done is None:
                 continue
             name = row.task_name
@@ -253,10 +306,10 @@ class CircuitAdmin(NoWritesAdmin):
 
 
 def task_name(text: str) -> bool:
-    """Whether ``text`` could be a task's name, so a breaker's key (services/holds.py ``target``)."""
+    """Whether ``text`` could be a task's name, so a breaker's key (holds/pauses.py ``target``)."""
     try:
-        holds.target(task=text)
-    except holds.InvalidHold:
+        pauses.target(task=text)
+    except pauses.InvalidHold:
         return False
     return True
 

@@ -24,7 +24,7 @@ def not_held(job: str) -> str:
     task, or its task's breaker is not closed and the job is not its probe
     at the attempt it was chosen for (a probe is let through its breaker
     once, not through a pause; a failed probe waits for the heartbeat to
-    reopen the breaker, services/circuits.py). A PL/pgSQL
+    reopen the breaker, holds/breakers.py). A PL/pgSQL
     function, not two anti-joins written into the claim: the
     claim is planned at every call, and the joins cost it more to plan than
     the function costs to run on its few candidate rows (its own queries are
@@ -179,7 +179,7 @@ CHOOSE_PROBE = f"""
 
 #: Close the breaker of ``%(task)s`` and release every job it holds ``%(spacing)s`` seconds apart, in
 #: claim order: its ready jobs due before its end (those due now, those parked at its end, the one
-#: that raised ``CircuitOpen``), as services/console/status_holds.py counts them held. Each one's held
+#: that raised ``CircuitOpen``), as holds/status.py counts them held. Each one's held
 #: time is counted up to its release; a job released before the end it was parked at (a close by
 #: hand) gives back the part PARK counted ahead. Returns how many were released and their queues.
 #: The breaker's times are read before the UPDATE clears them (RETURNING shows the new values); the

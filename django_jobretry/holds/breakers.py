@@ -3,7 +3,7 @@
 - **Counting** (:func:`count_failure`) runs in the transaction that writes
   the failure, on the breaker's row lock: any number of workers agree on the
   count, and exactly one of them sees it reach the threshold and opens it.
-- **Open**: the claim skips the task's jobs (services/hold_sql.py). A job
+- **Open**: the claim skips the task's jobs (holds/sql.py). A job
   raising ``CircuitOpen`` opens it too (:func:`hold_task`). Each beat parks
   the held jobs at the breaker's end (their ``run_at``), so other tasks'
   claims do not walk past them; their held time is counted as they move.
@@ -31,11 +31,11 @@ from django.db import connection, transaction
 
 from django_jobretry import signals
 from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.holds import sql
 from django_jobretry.models import Circuit
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.policy import CircuitBreaker
 from django_jobretry.policy.circuit import next_cooldown
-from django_jobretry.services import hold_sql
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.history import clean_text
 from django_jobretry.services.isolation import Apart
@@ -68,7 +68,7 @@ def count_failure(task_name: str, breaker: CircuitBreaker, error_class: str) -> 
     log line follow the commit.
     """
     with connection.cursor() as cursor:
-        cursor.execute(hold_sql.COUNT_FAILURE, {"task": task_name, "window": breaker.window.total_seconds()})
+        cursor.execute(sql.COUNT_FAILURE, {"task": task_name, "window": breaker.window.total_seconds()})
         row = cursor.fetchone()
     if row is None or row[0] < breaker.failures:
         return None
@@ -95,7 +95,7 @@ def _open(task_name: str, cooldown: float, cap: float, rate: float, reason: str)
         "reason": clean_text(reason, REASON_MAX_LENGTH),
     }
     with connection.cursor() as cursor:
-        cursor.execute(hold_sql.OPEN, params)
+        cursor.execute(sql.OPEN, params)
         row = named_rows(cursor)[0]
     opened = Opened(task_name, row["open_until"], row["opens"], params["reason"])
     transaction.on_commit(lambda: _announce_open(opened))
@@ -129,7 +129,7 @@ def breakers() -> Apart:
 
 def beat(apart: Apart | None = None) -> None:
     """Move on every breaker whose cooldown ended or whose probe is out, that no other worker holds;
-    then park the jobs the open ones hold (:data:`~django_jobretry.services.hold_sql.PARK`).
+    then park the jobs the open ones hold (:data:`~django_jobretry.holds.sql.PARK`).
 
     Each breaker is judged alone (services/isolation.py): one that cannot be
     moved on is logged by its task's name and left as it is, and the others
@@ -138,12 +138,12 @@ def beat(apart: Apart | None = None) -> None:
     """
     apart = apart or breakers()
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(hold_sql.DUE_CIRCUITS)
+        cursor.execute(sql.DUE_CIRCUITS)
         for row in named_rows(cursor):
             with apart.one(row["task_name"], "move its breaker on"):
                 _judge(row)
     with connection.cursor() as cursor:
-        cursor.execute(hold_sql.PARK, {"limit": PARKED_PER_BEAT})
+        cursor.execute(sql.PARK, {"limit": PARKED_PER_BEAT})
 
 
 def _judge(row: dict[str, Any]) -> None:
@@ -162,9 +162,9 @@ def _judge(row: dict[str, Any]) -> None:
 
 
 def _probe_or_close(task: str, rate: float) -> None:
-    """Let a due job of the task through as the probe (hold_sql.CHOOSE_PROBE); with none due, close."""
+    """Let a due job of the task through as the probe (sql.CHOOSE_PROBE); with none due, close."""
     with connection.cursor() as cursor:
-        cursor.execute(hold_sql.CHOOSE_PROBE, {"task": task})
+        cursor.execute(sql.CHOOSE_PROBE, {"task": task})
         row = cursor.fetchone()
     if row is None:
         _close(task, rate, "no job of the task was due to probe with")
@@ -199,7 +199,7 @@ class Closed:
 def _close(task: str, rate: float, why: str) -> Closed:
     rate = usable_rate(task, rate)
     with connection.cursor() as cursor:
-        cursor.execute(hold_sql.CLOSE, {"task": task, "spacing": 1.0 / rate})
+        cursor.execute(sql.CLOSE, {"task": task, "spacing": 1.0 / rate})
         released, queues = cursor.fetchone()
     notify(queues)
     logger.info(
@@ -254,7 +254,7 @@ def close_by_hand(task_name: str, *, actor: str) -> Closed | None:
 
     Every job the breaker holds is released at its release rate: those due,
     those parked at its end and the one that raised ``CircuitOpen``
-    (hold_sql.CLOSE), not only those due now.
+    (sql.CLOSE), not only those due now.
     """
     with transaction.atomic():
         row = Circuit.objects.select_for_update().filter(task_name=task_name).exclude(state="closed").first()

@@ -1,6 +1,6 @@
 """Every declared limit right now, for operators: running / limit and held by the limit.
 
-One line per limited task and per limited queue (conf/limits.py): how many
+One line per limited task and per limited queue (limits/declare.py): how many
 of its jobs run (a slot each), its limit, and how many due jobs wait in its
 lanes: ready, ``run_at`` passed, not claimed because the limit is full (or
 not claimed yet), and since when the oldest of them waits. A per-key limit
@@ -16,7 +16,7 @@ from datetime import datetime
 
 from django.db.models import Count, Min, Q
 
-from django_jobretry.conf.limits import queue_limits, task_limits
+from django_jobretry.limits.declare import queue_limits, task_limits
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job_states import WAITING_FOR_SLOT
 from django_jobretry.policy.limits import PERIODS, Limit
@@ -51,6 +51,16 @@ class LimitLine:
         if self.per_key:
             return self.keys_full > 0
         return self.concurrency is not None and self.running >= self.concurrency
+
+    @property
+    def declared(self) -> str:
+        """ "4 at once", "1 at once per key; 60/s (burst 1)": the limit as declared, in words."""
+        parts = []
+        if self.concurrency is not None:
+            parts.append(f"{self.concurrency} at once" + (" per key" if self.per_key else ""))
+        if self.rate:
+            parts.append(self.rate)
+        return "; ".join(parts)
 
 
 def limits_report() -> list[LimitLine]:

@@ -1,30 +1,54 @@
 """Pausing and resuming a queue or a task, for every worker on every host at once.
 
-A pause is a row the claim statement reads (services/hold_sql.py): once
+A pause is a row the claim statement reads (holds/sql.py): once
 committed, no worker claims a job it holds, with no cache to go stale.
 Jobs already running finish. A resume wakes idle workers of the released
 queues with NOTIFY, so they claim at once rather than at their next poll.
 Each pause and resume is logged with who did it and sent as a signal; the
-admin also records it in its history (admin/holds.py).
+admin also records it in its history (holds/admin.py).
+
+A pause of a misspelt name holds nothing and looks as if it did, so a
+pause is refused unless its name is known (:func:`unknown`), with the close
+known names:
+
+- a task is known if it is registered in this process (``@job``, ``@task``)
+  or some job row has it (a task registered only on the workers' hosts);
+- a queue is known if it is ``"default"``, the queue of a registered task
+  (``@job(queue_name=...)``), listed in ``QUEUES`` of a ``TASKS`` backend
+  of ours or in ``JOBRETRY["QUEUE_LIMITS"]``, or some job row has it.
+
+"Some job row has it" is any status, finished jobs included: the name was
+real once. To hold a task or queue before its code is deployed, the caller
+says so (``pause(..., undeployed=True)``, ``pause --undeployed``, the
+admin form's "not deployed yet" box).
+
+The heartbeat's :class:`Holds` duty ends the pauses whose ``until`` passed
+and moves the breakers on (holds/breakers.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from django_jobretry import signals
+from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.models import Pause
+from django_jobretry.holds import breakers, sql
+from django_jobretry.limits.declare import queue_limits
+from django_jobretry.models import Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.models.instants import EARLIEST, LATEST, check_run_after
 from django_jobretry.models.storable import is_text
-from django_jobretry.services import hold_names, hold_sql
+from django_jobretry.policy.limits import InvalidLimit
+from django_jobretry.registry import registry
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.history import clean_text, recorded_actor
 from django_jobretry.services.sql import named_rows
@@ -35,6 +59,10 @@ logger = logging.getLogger("django_jobretry")
 EXPIRED_ACTOR = "expired"
 #: Longest queue and task names (the jobs table's columns).
 NAME_LENGTHS = {"queue_name": 100, "task_name": 200}
+#: Distinct names read from the jobs table to suggest one: enough for any real deployment.
+CANDIDATES = 1000
+#: The queue a job gets when nothing names one.
+DEFAULT_QUEUE = "default"
 
 
 class InvalidHold(InvalidJob):
@@ -42,7 +70,7 @@ class InvalidHold(InvalidJob):
 
 
 class UnknownName(InvalidHold):
-    """A pause of a name neither declared nor on any job (services/hold_names.py), without ``undeployed``.
+    """A pause of a name neither declared nor on any job (:func:`unknown`), without ``undeployed``.
 
     ``problem`` says so with the close names; the message adds the Python
     way to pause it anyway, and the command and the admin their own.
@@ -96,7 +124,7 @@ def target(*, queue: str | None = None, task: str | None = None) -> Target:
 
 def check_known(where: Target) -> None:
     """UnknownName for a queue or task no pause should hold: neither declared nor on any job."""
-    problem = hold_names.unknown(where.kind, where.name)
+    problem = unknown(where.kind, where.name)
     if problem is not None:
         raise UnknownName(problem)
 
@@ -162,7 +190,7 @@ def pause(
             if params["until"] <= now:
                 shown = until.isoformat() if isinstance(until, datetime) else str(until)
                 raise InvalidHold(f"until {shown} has passed (the database's time is {now.isoformat()})")
-        cursor.execute(hold_sql.pause_sql(where.column), params)
+        cursor.execute(sql.pause_sql(where.column), params)
         row = named_rows(cursor)[0]
     logger.info(
         "%s paused by %s%s",
@@ -189,7 +217,7 @@ def end_expired() -> list[Ended]:
 
 def _end(where: str, params: Mapping[str, Any], actor: str) -> list[Ended]:
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(hold_sql.end_pauses_sql(where), params)
+        cursor.execute(sql.end_pauses_sql(where), params)
         rows = named_rows(cursor)
         notify(sorted({queue for row in rows for queue in row["queues"]}))
     ended = []
@@ -232,3 +260,74 @@ def _send(
         reason=reason,
         until=until,
     )
+
+
+# -- known names ------------------------------------------------------------------------------------
+def declared_tasks() -> set[str]:
+    return set(registry.names())
+
+
+def declared_queues() -> set[str]:
+    """The queues the code and settings of this process name (not the jobs table)."""
+    queues = {DEFAULT_QUEUE}
+    queues |= {task.queue_name for name in registry.names() if (task := registry.get(name)) is not None}
+    tasks = getattr(settings, "TASKS", None)
+    for backend in tasks.values() if isinstance(tasks, Mapping) else ():
+        if isinstance(backend, Mapping) and str(backend.get("BACKEND", "")).endswith("JobRetryBackend"):
+            listed = backend.get("QUEUES")
+            queues |= {str(queue) for queue in listed} if isinstance(listed, list | tuple | set) else set()
+    with contextlib.suppress(InvalidLimit):  # check E050 reports it; a pause need not
+        queues |= set(queue_limits())
+    return queues
+
+
+def is_known(kind: str, name: str) -> bool:
+    """Whether the queue or task (``kind``) is declared, or on a job: one lookup at most."""
+    declared = declared_queues() if kind == "queue" else declared_tasks()
+    return name in declared or Job.objects.filter(**{f"{kind}_name": name}).exists()
+
+
+def unknown(kind: str, name: str) -> str | None:
+    """Why a pause of this queue or task would hold nothing, with the close names; None if it is known."""
+    if is_known(kind, name):
+        return None
+    declared = declared_queues() if kind == "queue" else declared_tasks()
+    seen = Job.objects.order_by().values_list(f"{kind}_name", flat=True).distinct()[:CANDIDATES]
+    other = "task" if kind == "queue" else "queue"
+    also = f" It is a {other}'s name: pause the {other} instead." if is_known(other, name) else ""
+    return (
+        f"{kind} {name!r} is not declared and no job has it, so its pause would hold nothing."
+        f"{did_you_mean([name], {*declared, *seen})}{also}"
+    )
+
+
+class Holds:
+    """The heartbeat's duty: expired pauses ended, breakers moved on.
+
+    A breaker gets a probe once its cooldown ends, and closes or reopens
+    once its probe's fate is known: up to one beat later. Every worker takes
+    part, each breaker row locked by one of them at a time.
+
+    A ``worker.heartbeat.Duty`` in all but its base class: the worker imports
+    this class by its path in features.py, so it imports nothing of the
+    worker, and says each of the four steps itself (only :meth:`beat` acts).
+    """
+
+    failure = "move the pauses and breakers on"
+
+    def __init__(self) -> None:
+        #: The breakers this heartbeat judges, each alone: which of them failed at the last beat.
+        self.breakers = breakers.breakers()
+
+    def start(self) -> None:
+        pass
+
+    def beat(self, running: int) -> None:
+        end_expired()
+        breakers.beat(self.breakers)
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

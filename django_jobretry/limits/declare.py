@@ -1,4 +1,4 @@
-"""Where limits are declared, and what a job's row carries of them: its lane.
+"""Where limits are declared, what a job's row carries of them (its lane), and their checks.
 
 Tasks declare theirs through ``@job(concurrency=..., concurrency_key=...,
 rate=...)`` (:func:`declare_task`); queues through ``JOBRETRY["QUEUE_LIMITS"]``,
@@ -11,25 +11,36 @@ ordinary claim never takes a job with a lane; the limited claim
 (services/limit_sql.py) serves lanes in turn, so one busy key cannot
 starve the others. A job enqueued before its limit was declared has no
 lane and runs unlimited (docs/limits.md).
+
+A limit that cannot be enforced is refused at deploy by the system checks
+below, registered when conf/checks.py imports this module: E050,
+``JOBRETRY["QUEUE_LIMITS"]`` is not a dict of queue name -> limit, or an
+entry is invalid (each reported); E051, a task's ``concurrency_key`` names
+an argument its function does not take, so no enqueue could fill it in
+(``@job`` refuses this at import; a task declared another way is caught here).
 """
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from django.apps import AppConfig
+from django.core.checks import CheckMessage, Error, register
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.policy.limits import InvalidLimit, Limit, fill_key, key_fields
+from django_jobretry.registry import registry
 from django_jobretry.signatures import bound_arguments, untaken
 
 #: Where queue limits are declared, as errors name it.
 QUEUE_SETTING = 'JOBRETRY["QUEUE_LIMITS"]'
 QUEUE_FIELDS = ("concurrency", "rate", "burst")
+EXAMPLE = f'e.g. {QUEUE_SETTING} = {{"partner": {{"concurrency": 5, "rate": "100/m"}}}}'
 
 _tasks: dict[str, Limit] = {}
 _lock = threading.Lock()
@@ -158,3 +169,52 @@ def _entry(limit: Limit) -> dict[str, Any]:
         "r": None if rate is None else rate.per_second,
         "b": None if rate is None else rate.burst,
     }
+
+
+# -- system checks ----------------------------------------------------------------------------------
+@register()
+def check_queue_limits(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+    """E050: each invalid queue limit, with the field, the value and what is allowed."""
+    raw = jobretry_settings.raw
+    if not isinstance(raw, Mapping) or "QUEUE_LIMITS" not in raw:
+        return []
+    configured = raw["QUEUE_LIMITS"]
+    if not isinstance(configured, Mapping):
+        got = type(configured).__name__
+        return [
+            Error(
+                f"{QUEUE_SETTING} must be a dict of queue name -> dict, got {got}.",
+                hint=EXAMPLE,
+                id="django_jobretry.E050",
+            )
+        ]
+    errors: list[CheckMessage] = []
+    for queue, mapping in configured.items():
+        try:
+            from_mapping(f"{QUEUE_SETTING}[{queue!r}]", mapping, QUEUE_FIELDS)
+        except InvalidLimit as exc:
+            errors.append(Error(f"{exc}.", hint=EXAMPLE, id="django_jobretry.E050"))
+    return errors
+
+
+@register()
+def check_task_limit_keys(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E051: a concurrency_key naming an argument the task's function does not take."""
+    errors: list[CheckMessage] = []
+    for name, limit in sorted(task_limits().items()):
+        definition = registry.get(name)
+        if definition is None:
+            continue
+        unknown = unknown_key_arguments(limit, definition.func, takes_context=definition.takes_context)
+        if unknown:
+            errors.append(
+                Error(
+                    f"task {name!r}: concurrency_key {limit.concurrency_key!r} names {unknown[0]!r}, "
+                    f"which {definition.func.__name__}() does not take.",
+                    hint="Name the function's own parameters in the template, e.g. 'tenant:{tenant_id}'.",
+                    id="django_jobretry.E051",
+                )
+            )
+    return errors
