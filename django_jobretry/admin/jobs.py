@@ -29,11 +29,11 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, fate, rendering
-from django_jobretry.admin.argument_search import RetryingArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.admin.holds import HeldFilter
-from django_jobretry.admin.repair import recorded_repairs
+from django_jobretry.deadletters.admin import RetryingArgumentSearch
+from django_jobretry.deadletters.admin_repair import recorded_repairs
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job import RETRYING
 from django_jobretry.services.cancel import cancel_jobs

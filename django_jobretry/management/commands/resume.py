@@ -12,8 +12,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from django_jobretry.deadletters.cli_bulk import default_actor
 from django_jobretry.management.cli import DatabaseCommand
-from django_jobretry.management.deadletter_cli import default_actor
 from django_jobretry.management.hold_arguments import add_target
 from django_jobretry.services import circuits, holds
 
