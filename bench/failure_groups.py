@@ -6,7 +6,7 @@
 Against DATABASE_URL (migrated first; it empties the dead-letter table):
 ``--rows`` dead letters of bench/deadletters.py's mix (tasks, reasons and
 messages of a real outage), then ``VACUUM ANALYZE`` as autovacuum would,
-then the groups statement (services/failure_groups.py) ``--rounds`` times:
+then the groups statement (deadletters/search.py) ``--rounds`` times:
 every group of the table (the "Failure groups" page) and the last 24 hours
 (the dashboard's panel). Prints the median and the range in milliseconds,
 the plan's scan, and whether the target (under 1 s at 10^6) was met; the
@@ -39,8 +39,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     options = parser.parse_args()
     setup_django(poll_seconds=1.0)
+    from django_jobretry.deadletters import search
     from django_jobretry.models import DeadLetter
-    from django_jobretry.services import failure_groups
 
     table = DeadLetter._meta.db_table
     started = time.perf_counter()
@@ -53,9 +53,9 @@ def main() -> None:
         times, found = [], []
         for _ in range(options.rounds):
             begun = time.perf_counter()
-            found = failure_groups.groups(since=since, limit=100)
+            found = search.groups(since=since, limit=100)
             times.append((time.perf_counter() - begun) * 1000)
-        sql, params = failure_groups.query(since=since, limit=100)
+        sql, params = search.query(since=since, limit=100)
         plan = [row[0] for row in query(f"EXPLAIN {sql}", params)]
         scans = sorted({line.strip().split("  (")[0].removeprefix("-> ") for line in plan if "Scan" in line})
         median = statistics.median(times)

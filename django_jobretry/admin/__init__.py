@@ -13,9 +13,9 @@ from django.contrib import admin
 
 from django_jobretry import features
 from django_jobretry.admin.dashboard import DashboardLinkAdmin
-from django_jobretry.admin.dead_letters import DeadLetterAdmin
 from django_jobretry.admin.jobs import JobAdmin
 from django_jobretry.admin.workers import WorkerProcessAdmin
+from django_jobretry.deadletters.admin import DeadLetterAdmin
 from django_jobretry.models import Dashboard, DeadLetter, Job, WorkerProcess
 
 admin.site.register(Job, JobAdmin)

@@ -31,8 +31,8 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import connection, models
 from django.http import HttpRequest
 
+from django_jobretry.deadletters.external import Resubmitted
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
-from django_jobretry.services.resubmitters import Resubmitted
 
 #: One row to log: the object, its action flag, a message in plain words, and the repr
 #: "Recent actions" shows.

@@ -1,7 +1,7 @@
 """The operator's overview: what is dying, each capability's panel, each queue's backlog, workers.
 
 One page answers the first questions of an incident before anyone opens a list:
-which tasks are dying and of what error (admin/dying.py), what each capability
+which tasks are dying and of what error (deadletters/admin_pages.py), what each capability
 of features.py shows (what is held back since when and by whom, with its Resume
 or Close beside it, which scheduled work is late, which declared limit is full:
 admin/dashboard_panels.py), what is retrying, how late is each queue, what runs
@@ -39,9 +39,10 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from django_jobretry import features
-from django_jobretry.admin import charts, dashboard_panels, dying, failure_groups
+from django_jobretry.admin import charts, dashboard_panels
 from django_jobretry.admin.base import NoWritesAdmin, holds
 from django_jobretry.console import deaths, status, status_samples, workers
+from django_jobretry.deadletters import admin_pages
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
 
@@ -212,8 +213,8 @@ class DashboardPage(_Base):
             "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
             "workers": worker_panel(request, site),
             **capability_panels(dashboard_panels.Page(request, site, now)),
-            "dying": dying.panel(found, site=site, now=now),
-            "groups": failure_groups.top_groups(site),
+            "dying": admin_pages.panel(found, site=site, now=now),
+            "groups": admin_pages.top_groups(site),
             "groups_url": reverse(f"{site}:django_jobretry_deadletter_groups") + "?since=24h",
             "hourly": hourly,
             "sampled": sampled_hourly(now),

@@ -29,10 +29,10 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, fate, rendering
-from django_jobretry.admin.argument_search import RetryingArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
-from django_jobretry.admin.repair import recorded_repairs
+from django_jobretry.deadletters.admin import RetryingArgumentSearch
+from django_jobretry.deadletters.admin_repair import recorded_repairs
 from django_jobretry.holds.admin import HeldFilter
 from django_jobretry.holds.status import why_held
 from django_jobretry.models import Job, JobStatus

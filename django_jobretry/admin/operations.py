@@ -61,7 +61,7 @@ class DeadLetterActions(_Base):
     """Requeue and discard: changelist actions and detail-page buttons.
 
     Each needs its own permission (``requeue_deadletter``,
-    ``discard_deadletter``). admin/matching.py builds "everything matching
+    ``discard_deadletter``). deadletters/admin_pages.py builds "everything matching
     the list" on these.
     """
 

@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any
 from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
+from django_jobretry.deadletters.cli_bulk import default_actor
 from django_jobretry.display.terminal import table
 from django_jobretry.holds import breakers, pauses
 from django_jobretry.holds.status import CircuitLine, HoldsReport, PauseLine, held_by_pause, holds_report
 from django_jobretry.management.cli import DatabaseCommand, cancel_actor, duration
-from django_jobretry.management.deadletter_cli import default_actor
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 
 if TYPE_CHECKING:

@@ -104,12 +104,12 @@ class DeadLetter(models.Model):
                     ("source", "source"),
                 )
             ),
-            # Failure groups (services/failure_groups.py): GROUP BY fingerprint, task, reason
+            # Failure groups (deadletters/search.py): GROUP BY fingerprint, task, reason
             # from the index alone, already in order; a group's rows by its fingerprint.
             models.Index(
                 fields=["fingerprint", "task_name", "reason", "dead_at"], name="jobretry_dead_fingerprint"
             ),
-            # Search by arguments (admin/argument_search.py): args @> [...], kwargs @> {...}.
+            # Search by arguments (deadletters/search.py): args @> [...], kwargs @> {...}.
             GinPathIndex(field="args", name="jobretry_dead_args"),
             GinPathIndex(field="kwargs", name="jobretry_dead_kwargs"),
             # A task result by id: the dead job's own id, or its first job id once requeued.

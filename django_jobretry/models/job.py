@@ -189,7 +189,7 @@ class Job(models.Model):
                 condition=models.Q(requeue_count__gt=0),
             ),
             provenance_index("jobretry_job_provenance"),
-            # Search by arguments among retrying jobs (admin/argument_search.py): partial, so
+            # Search by arguments among retrying jobs (deadletters/search.py): partial, so
             # enqueue, the claim and a success write nothing to them; only a retry does.
             GinPathIndex(field="args", name="jobretry_job_retrying_args", condition=RETRYING),
             GinPathIndex(field="kwargs", name="jobretry_job_retrying_kwargs", condition=RETRYING),

@@ -3,7 +3,7 @@
 A burial (a failure, a lost lease, a cancel) deletes job rows and inserts
 them as dead letters in one statement; a revival does the reverse for a set
 of dead letters with the unique-key guard. Both are written once here and
-run by transitions.py, recovery.py, cancel.py and dead_letter_chunks.py;
+run by transitions.py, recovery.py, cancel.py and deadletters/chunks.py;
 the rest of the state machine is in statements.py, shared fragments in
 sql.py.
 """

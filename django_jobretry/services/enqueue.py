@@ -154,7 +154,7 @@ def checked_arguments(
     """The call's arguments as stored, or InvalidJob: not JSON, or not a call the function can take.
 
     Every enqueue checks its arguments here, and so does a repair of a dead
-    letter's (services/repairs.py), with the task's registered definition.
+    letter's (deadletters/repair.py), with the task's registered definition.
     """
     arguments = encode_arguments(
         definition.name,

@@ -92,7 +92,7 @@ class RequeueEntry(TypedDict):
     first_attempt_at: NotRequired[str | None]
     #: The task id in the system that ran it, for a dead letter from an adapter (django-q2).
     external_id: NotRequired[str | None]
-    #: Set when the arguments were repaired first (services/repairs.py): ``by`` and ``changes``,
+    #: Set when the arguments were repaired first (deadletters/repair.py): ``by`` and ``changes``,
     #: each ``{"path", "change", "old"?, "new"?}``; as private as the arguments.
     repair: NotRequired[dict[str, Any]]
 

@@ -22,14 +22,13 @@ from django.db import DatabaseError, DataError, transaction
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.console import counters
+from django_jobretry.deadletters.chunks import Requeued, announce_requeue
 from django_jobretry.models import CounterEvent, DeadReason
 from django_jobretry.policy import Classification, Defer, ErrorKind, GiveUp
 from django_jobretry.registry import policy_for
 from django_jobretry.services import deferrals, schedules, transitions
 from django_jobretry.services.cancel import announce_cancelled
 from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
-from django_jobretry.services.dead_letter_chunks import Requeued
-from django_jobretry.services.deadletter_events import announce_requeue
 from django_jobretry.services.decisions import classify_failure, dead_reason
 from django_jobretry.services.enqueue import notify
 from django_jobretry.services.error_lines import failure_phrase, job_arguments

@@ -20,8 +20,8 @@ from django.urls import reverse
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
 from django_jobretry.admin import audit
+from django_jobretry.deadletters.external import Resubmitted
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services.resubmitters import Resubmitted
 from tests.attempts import fail_attempt, kill
 from tests.factories import DeadLetterFactory, JobFactory
 from tests.integration.conftest import CHANGELIST, Operator, change_url, dead_url, messages_of

@@ -30,11 +30,11 @@ import pytest
 from django.contrib import admin
 from django.urls import URLPattern, URLResolver, reverse
 
+from django_jobretry.deadletters import search
 from django_jobretry.holds import admin as holds
 from django_jobretry.holds import breakers
 from django_jobretry.holds import pauses as hold_service
 from django_jobretry.models import Circuit, Pause
-from django_jobretry.services import argument_search
 from tests.factories import DeadLetterFactory, JobFactory, ScheduleFactory, WorkerProcessFactory
 from tests.integration.conftest import Operator
 from tests.jobs_app import jobs
@@ -221,7 +221,7 @@ class TestTheSweepCatchesA500:
     def test_in_a_query_value(
         self, superuser: Operator, rows: dict[str, str], monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(argument_search, "MAX_DEPTH", 10_000)
+        monkeypatch.setattr(search, "MAX_DEPTH", 10_000)
         failures = sweep(superuser, f"{APP}job/", rows)
         assert failures
         assert all("RecursionError" in failure.what for failure in failures), failures

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 from django.urls import reverse
 
-from django_jobretry.admin.argument_search import InvalidSearch, containment
+from django_jobretry.deadletters.search import InvalidSearch, containment
 from django_jobretry.models import DeadLetter, Job
 from tests.factories import DeadLetterFactory, JobFactory
 from tests.integration.conftest import Operator, hidden_inputs, messages_of

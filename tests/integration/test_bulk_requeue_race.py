@@ -24,8 +24,8 @@ from django.urls import reverse
 
 from django_jobretry import deadletters as service
 from django_jobretry.console import counters
+from django_jobretry.deadletters import chunks
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import dead_letter_chunks
 from tests.factories import JobFactory
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
 
@@ -198,7 +198,7 @@ def test_the_second_requeue_waits_and_reports_every_row_handled() -> None:
 def test_negative_control_without_the_row_lock_one_dead_letter_becomes_two_jobs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(dead_letter_chunks, "_LOCK", dead_letter_chunks._LOCK.replace("FOR UPDATE", ""))
+    monkeypatch.setattr(chunks, "_LOCK", chunks._LOCK.replace("FOR UPDATE", ""))
     ids = bury_many(300)
     race_two_requeues(ids)
     revived = revived_dead_letter_ids()

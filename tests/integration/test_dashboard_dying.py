@@ -21,16 +21,16 @@ from django.utils import timezone
 
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
-from django_jobretry.admin import dying
 from django_jobretry.console import status_samples
-from django_jobretry.models import DeadLetter, DeadReason, Death, Job
-from django_jobretry.services import recovery
-from django_jobretry.services.cancel import cancel_jobs
-from django_jobretry.services.external_dead_letters import (
+from django_jobretry.deadletters import admin_pages as dying
+from django_jobretry.deadletters.external import (
     ExternalDeadLetter,
     bury_external,
     import_dead_letters,
 )
+from django_jobretry.models import DeadLetter, DeadReason, Death, Job
+from django_jobretry.services import recovery
+from django_jobretry.services.cancel import cancel_jobs
 from tests.attempts import fail_attempt, kill, record_failure
 from tests.factories import JobFactory, history_entry
 from tests.integration.conftest import CHANGELIST, Operator

@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from django_jobretry import deadletters as service
+from django_jobretry.deadletters import search
 from django_jobretry.models import DeadLetter
-from django_jobretry.services import failure_groups
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,10 +100,10 @@ def test_failure_groups_are_counted_from_the_fingerprint_index_alone() -> None:
 
     bench/failure_groups.py times the same statement on 10^6 dead letters.
     """
-    sql, params = failure_groups.query(since=None, limit=50)
+    sql, params = search.query(since=None, limit=50)
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN {sql}", params)
         text = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Only Scan using jobretry_dead_fingerprint" in text, text
     assert "Seq Scan" not in text, text
-    assert len(failure_groups.groups(limit=50)) == 20  # task g % 4 and class g % 10: 20 pairs
+    assert len(search.groups(limit=50)) == 20  # task g % 4 and class g % 10: 20 pairs

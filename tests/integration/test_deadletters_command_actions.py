@@ -14,7 +14,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from django_jobretry.management import deadletter_cli as cli
+from django_jobretry.deadletters import cli_bulk as cli
+from django_jobretry.deadletters.cli_bulk import Pacer
 from django_jobretry.models import DeadLetter, DeadReason, Job
 from tests.factories import DeadLetterFactory
 from tests.integration.conftest import cli_run, exit_code
@@ -177,7 +178,7 @@ class TestRate:
         assert clock.sleeps == []
 
     def test_slow_work_is_not_followed_by_extra_sleep(self) -> None:
-        pacer = cli.Pacer(2, clock=(clock := FakeClock()), sleep=clock.sleep)
+        pacer = Pacer(2, clock=(clock := FakeClock()), sleep=clock.sleep)
         pacer.wait(1)
         clock.now += 3  # the first item took longer than the pace
         pacer.wait(1)

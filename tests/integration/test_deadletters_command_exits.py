@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from django.core.management.base import CommandError
 
-from django_jobretry.management import deadletter_cli as cli
+from django_jobretry.deadletters import cli_bulk as cli
 from django_jobretry.management.cli import rate
 from django_jobretry.models import DeadLetter, Job
 from tests.factories import DeadLetterFactory

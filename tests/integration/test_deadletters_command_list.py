@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from django_jobretry import FatalError
-from django_jobretry.management import deadletter_cli as cli
+from django_jobretry.deadletters import cli_bulk as cli
 from django_jobretry.models import DeadLetter, DeadReason
 from tests.attempts import fail_attempt
 from tests.factories import DeadLetterFactory

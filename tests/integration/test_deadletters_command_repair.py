@@ -1,7 +1,7 @@
 """`deadletters list --arg` and `deadletters repair` (issue 36): what the admin does, on the command line.
 
 ``--arg`` reads the admin's argument search, refused where `show` redacts;
-``repair`` applies the admin's checks through services/repairs.py, prints
+``repair`` applies the admin's checks through deadletters/repair.py, prints
 the diff, asks, and refuses a change made meanwhile (the digest CAS). Text
 options that PostgreSQL cannot take are one line and exit 2.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from django_jobretry.management import deadletter_cli as cli
+from django_jobretry.deadletters import cli_bulk as cli
 from django_jobretry.models import DeadLetter, Job
 from tests.factories import DeadLetterFactory
 from tests.integration.conftest import cli_run, exit_code

@@ -25,8 +25,8 @@ from django.db import connection
 from django.utils import timezone
 
 from django_jobretry.contrib.django_q2.failure_pages import PAGE_BYTES
+from django_jobretry.deadletters.external import ExternalDeadLetter, import_dead_letters
 from django_jobretry.models import DeadLetter, DeadReason, ImportedFailure
-from django_jobretry.services.external_dead_letters import ExternalDeadLetter, import_dead_letters
 from tests.integration.test_deadletters_import_django_q2 import TASKS, failed, imported
 
 pytestmark = pytest.mark.django_db

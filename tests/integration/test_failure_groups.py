@@ -17,11 +17,10 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from django_jobretry.deadletters import filtered, search
 from django_jobretry.models import DeadLetter, Job
 from django_jobretry.models.fingerprints import JobFingerprint, check_fingerprint
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services import failure_groups
-from django_jobretry.services.deadletters import filtered
 from django_jobretry.services.history import AttemptEnd, attempt_entry, error_entry, event_entry, render_error
 from tests.factories import DEFAULT_TASK, DeadLetterFactory, JobFactory
 from tests.integration.conftest import Operator, cli_run, exit_code, hidden_inputs, messages_of
@@ -192,7 +191,7 @@ def test_groups_count_first_and_last_seen_tasks_reasons_and_an_example() -> None
     big = [dead(f"order {n} timed out", dead_at=now - timedelta(minutes=n)) for n in (1, 2, 3)]
     big.append(dead("order 4 timed out", reason="exhausted", dead_at=now - timedelta(hours=30)))
     small = dead("missing key 'sku'", error_class="builtins.KeyError", dead_at=now - timedelta(minutes=5))
-    found = failure_groups.groups()
+    found = search.groups()
     assert [(g.count, g.example_class) for g in found] == [(4, TIMEOUT), (1, "builtins.KeyError")]
     first = found[0]
     assert first.fingerprint in fingerprints(*big)
@@ -202,9 +201,9 @@ def test_groups_count_first_and_last_seen_tasks_reasons_and_an_example() -> None
     assert first.example_message.startswith("order ")
     assert first.example_message.endswith(" timed out")
     assert found[1].example_message == small.last_error
-    recent = failure_groups.groups(since=timedelta(hours=24))
+    recent = search.groups(since=timedelta(hours=24))
     assert [g.count for g in recent] == [3, 1]
-    assert [g.count for g in failure_groups.groups(limit=1)] == [4]
+    assert [g.count for g in search.groups(limit=1)] == [4]
 
 
 @pytest.mark.parametrize(
@@ -213,7 +212,7 @@ def test_groups_count_first_and_last_seen_tasks_reasons_and_an_example() -> None
 )
 def test_groups_refuse_a_bad_limit_or_since(kwargs: dict[str, Any], said: str) -> None:
     with pytest.raises(ValueError, match=said):
-        failure_groups.groups(**kwargs)
+        search.groups(**kwargs)
 
 
 def test_filtered_by_fingerprint_is_exactly_one_group_and_refuses_a_malformed_one() -> None:

@@ -15,9 +15,9 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.urls import reverse
 
+from django_jobretry.deadletters import repair
 from django_jobretry.exceptions import InvalidArguments, InvalidJob, NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import repairs
 from tests.factories import DeadLetterFactory, JobFactory
 from tests.integration.conftest import Operator, cli_run, hidden_inputs, messages_of
 
@@ -33,7 +33,7 @@ def dead() -> DeadLetter:
 
 
 def seen(dead: DeadLetter) -> str:
-    return repairs.digest(dead.args, dead.kwargs)
+    return repair.digest(dead.args, dead.kwargs)
 
 
 def unchanged(dead: DeadLetter) -> None:
@@ -46,7 +46,7 @@ def unchanged(dead: DeadLetter) -> None:
 
 
 def test_a_repair_requeues_with_the_new_arguments_and_records_the_diff(dead: DeadLetter) -> None:
-    repaired = repairs.repair(
+    repaired = repair.repair(
         dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=seen(dead), actor="alice"
     )
     job = Job.objects.get(pk=repaired.job.pk)
@@ -62,7 +62,7 @@ def test_a_repair_requeues_with_the_new_arguments_and_records_the_diff(dead: Dea
 
 
 def test_changes_name_each_changed_added_and_removed_argument() -> None:
-    found = repairs.changes(["a", 1], {"x": 1, "y": 2}, ["a"], {"x": 3, "z": 4})
+    found = repair.changes(["a", 1], {"x": 1, "y": 2}, ["a"], {"x": 3, "z": 4})
     assert found == [
         {"path": "args[1]", "change": "removed", "old": 1},
         {"path": "kwargs['x']", "change": "changed", "old": 1, "new": 3},
@@ -84,21 +84,21 @@ def test_a_repair_enqueue_would_refuse_changes_nothing(
     dead: DeadLetter, args: Any, kwargs: Any, error: type[Exception], said: str
 ) -> None:
     with pytest.raises(error, match=said):
-        repairs.repair(dead.pk, args=args, kwargs=kwargs, seen=seen(dead), actor="alice")
+        repair.repair(dead.pk, args=args, kwargs=kwargs, seen=seen(dead), actor="alice")
     unchanged(dead)
 
 
 def test_an_oversized_payload_is_refused_as_at_enqueue(dead: DeadLetter, settings: Any) -> None:
     settings.JOBRETRY = {**settings.JOBRETRY, "MAX_ARGS_BYTES": 1024}
     with pytest.raises(InvalidJob, match="the limit is 1024"):
-        repairs.repair(dead.pk, args=["x" * 2000], kwargs={"failures": 0}, seen=seen(dead), actor="alice")
+        repair.repair(dead.pk, args=["x" * 2000], kwargs={"failures": 0}, seen=seen(dead), actor="alice")
     unchanged(dead)
 
 
 def test_arguments_changed_since_they_were_shown_are_a_conflict(dead: DeadLetter) -> None:
-    stale = repairs.digest(["order-7"], {"failures": 4})
-    with pytest.raises(repairs.RepairConflict, match="changed since they were shown"):
-        repairs.repair(dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=stale, actor="alice")
+    stale = repair.digest(["order-7"], {"failures": 4})
+    with pytest.raises(repair.RepairConflict, match="changed since they were shown"):
+        repair.repair(dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=stale, actor="alice")
     unchanged(dead)
 
 
@@ -106,7 +106,7 @@ def test_a_dead_letter_someone_handled_is_not_dead(dead: DeadLetter) -> None:
     digest = seen(dead)
     dead.delete()
     with pytest.raises(NotDead):
-        repairs.repair(dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=digest, actor="alice")
+        repair.repair(dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=digest, actor="alice")
 
 
 def test_a_unique_key_conflict_rolls_the_repair_back() -> None:
@@ -115,7 +115,7 @@ def test_a_unique_key_conflict_rolls_the_repair_back() -> None:
     )
     JobFactory.create(unique_key="o-7")
     with pytest.raises(RequeueConflict):
-        repairs.repair(dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=seen(dead), actor="alice")
+        repair.repair(dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=seen(dead), actor="alice")
     dead.refresh_from_db()
     assert dead.kwargs == {"failures": 5}
 
@@ -253,9 +253,7 @@ def test_with_a_payload_redactor_nobody_repairs(superuser: Operator, dead: DeadL
 def test_the_diff_is_as_private_as_the_arguments(
     repairer: Operator, viewer: Operator, dead: DeadLetter
 ) -> None:
-    job = repairs.repair(
-        dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=seen(dead), actor="alice"
-    ).job
+    job = repair.repair(dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=seen(dead), actor="alice").job
     url = reverse("admin:django_jobretry_job_change", args=[job.pk])
     assert repairer.get(url).context["repairs"]["rows"][0]["old"] == "5"
     hidden = viewer.get(url)
@@ -267,9 +265,7 @@ def test_the_diff_is_as_private_as_the_arguments(
 def test_deadletters_show_prints_the_repair_and_hides_its_values_behind_a_redactor(
     dead: DeadLetter, settings: Any
 ) -> None:
-    job = repairs.repair(
-        dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=seen(dead), actor="alice"
-    ).job
+    job = repair.repair(dead.pk, args=["order-7"], kwargs={"failures": 0}, seen=seen(dead), actor="alice").job
     Job.objects.filter(pk=job.pk).delete()
     again = DeadLetterFactory.create(task_name=TASK, requeue_count=1, requeue_history=job.requeue_history)
     out, _ = cli_run("show", str(again.pk))

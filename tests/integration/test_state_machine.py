@@ -57,12 +57,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from django_jobretry import FatalError, RetryableError, RetryPolicy, job
+from django_jobretry import FatalError, RetryableError, RetryPolicy, deadletters, job
 from django_jobretry.decorators import JobDefinition
 from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.registry import resolve_policy
-from django_jobretry.services import deadletters, recovery, retention, transitions
+from django_jobretry.services import recovery, retention, transitions
 from django_jobretry.services.cancel import cancel_jobs
 from django_jobretry.services.claimed import ClaimedJob
 from tests.attempts import record_failure

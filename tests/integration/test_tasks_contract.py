@@ -20,9 +20,10 @@ from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
+from django_jobretry import deadletters
 from django_jobretry.exceptions import InvalidJob, UnsupportedArgument
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import deadletters, transitions
+from django_jobretry.services import transitions
 from django_jobretry.testing import run_jobs
 from django_jobretry.worker.runner import STALE_ARGUMENTS_RULE
 from tests.jobs_app import tasks

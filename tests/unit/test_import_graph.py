@@ -61,7 +61,12 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.admin": 5,
     f"{PACKAGE}.management": 5,
     f"{PACKAGE}.decorators": 5,
-    f"{PACKAGE}.deadletters": 5,
+    f"{PACKAGE}.deadletters": 5,  # the public API (__init__) and the faces: admin*, cli*
+    # The dead-letter capability's service modules: list, requeue, discard and what they say,
+    # other systems' dead letters, groups and search, repair.
+    **dict.fromkeys(
+        (f"{PACKAGE}.deadletters.{name}" for name in ("service", "chunks", "external", "search", "repair")), 3
+    ),
     f"{PACKAGE}.apps": 5,
     f"{PACKAGE}.backends": 5,  # the public path of contrib/django_tasks' backend
     f"{PACKAGE}.testing": 5,
@@ -304,7 +309,9 @@ def test_a_planted_type_only_upward_import_is_found(tmp_path: Path) -> None:
         ("django_jobretry.features", 2),
         ("django_jobretry.services.transitions", 3),
         ("django_jobretry.worker.engine", 4),
-        ("django_jobretry.admin.dead_letters", 5),
+        ("django_jobretry.deadletters.admin", 5),
+        ("django_jobretry.deadletters.chunks", 3),
+        ("django_jobretry.deadletters", 5),
         ("django_jobretry", 6),
     ],
 )

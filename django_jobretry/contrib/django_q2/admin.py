@@ -29,8 +29,8 @@ from django.http import HttpRequest
 
 from django_jobretry.contrib.django_q2.failure_pages import QueueWatch
 from django_jobretry.contrib.django_q2.redelivery import REDELIVER
+from django_jobretry.deadletters.external import known
 from django_jobretry.models import DeadLetter, DeadLetterSource
-from django_jobretry.services.external_dead_letters import known
 
 SOURCE = DeadLetterSource.DJANGO_Q2.value
 

@@ -30,7 +30,7 @@ def connect() -> None:
     from django_q.signals import post_execute, post_execute_in_worker, post_spawn, pre_execute
 
     from django_jobretry.contrib.django_q2 import claims, hooks, monitor, resubmit
-    from django_jobretry.services.resubmitters import register_resubmitter
+    from django_jobretry.deadletters.external import register_resubmitter
 
     pre_execute.connect(hooks.on_pre_execute, dispatch_uid="jobretry_q2_pre_execute")
     post_execute_in_worker.connect(hooks.on_post_execute_in_worker, dispatch_uid="jobretry_q2_post_worker")

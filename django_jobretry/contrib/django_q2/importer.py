@@ -9,7 +9,7 @@ JSON renderings of the arguments, one history entry built from the result
 text, and, for requeue, a package signed like django-q2's own (the
 function, arguments, hook, group and cluster of the failure; django-q2 does
 not keep a task's own ``timeout=``). The insert itself, once per task, is
-services/external_dead_letters.py; the reading, in pages bounded by bytes
+deadletters/external.py; the reading, in pages bounded by bytes
 and without unpickling anything, is :mod:`.failure_pages`.
 
 A Failure row is not signed, so nothing in it is trusted: its pickles are
@@ -45,9 +45,9 @@ from django_jobretry.contrib.django_q2.hooks import configured_policy, from_resu
 from django_jobretry.contrib.django_q2.pickles import NotPlainData, plain_data
 from django_jobretry.contrib.django_q2.rendering import arguments, json_safe
 from django_jobretry.contrib.django_q2.task_paths import refusal
+from django_jobretry.deadletters.external import ExternalDeadLetter, import_dead_letters, known
 from django_jobretry.models import DeadLetterSource, DeadReason
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services.external_dead_letters import ExternalDeadLetter, import_dead_letters, known
 from django_jobretry.services.history import AttemptEnd, attempt_entry
 
 logger = logging.getLogger("django_jobretry")

@@ -1,8 +1,8 @@
 """Requeue of a django-q2 dead letter: the same task goes back to django-q2, never to our jobs table.
 
-Called by the dead-letter service (services/deadletters.py) under its row
+Called by the dead-letter service (deadletters/service.py) under its row
 lock, in its transaction: the task is put in django-q2's ORM queue and the
-service deletes the dead letter (services/resubmitters.py) in that one
+service deletes the dead letter (deadletters/external.py) in that one
 transaction, so the guarded compare-and-swap, permissions, admin, CLI and
 signals are the ones every dead letter has.
 
@@ -28,10 +28,10 @@ from django.core.signing import BadSignature
 from django.utils import timezone
 
 from django_jobretry.contrib.django_q2 import KEY
+from django_jobretry.deadletters.external import Resubmitted
 from django_jobretry.exceptions import CannotResubmit
 from django_jobretry.models import DeadLetter
 from django_jobretry.services.history import REQUEUE_ERROR_CHARS, RequeueEntry
-from django_jobretry.services.resubmitters import Resubmitted
 
 #: Keys a finished run adds to a package; a fresh delivery starts without them.
 RUN_KEYS = ("result", "success", "stopped", "ack_id", "time_taken", "attempt_count")

@@ -23,12 +23,12 @@ from django.core.checks import CheckMessage, run_checks
 from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.conf.schedules import declared
+from django_jobretry.deadletters.cli import HelpFormatter, accept_django_options
+from django_jobretry.deadletters.cli_bulk import EXIT_PARTIAL, EXIT_USAGE, default_actor
 from django_jobretry.display.terminal import printable
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.management import schedule_lines
 from django_jobretry.management.cli import DatabaseCommand, cancel_actor
-from django_jobretry.management.deadletter_arguments import HelpFormatter, accept_django_options
-from django_jobretry.management.deadletter_cli import EXIT_PARTIAL, EXIT_USAGE, default_actor
 from django_jobretry.models import Schedule
 from django_jobretry.models.storable import is_text
 from django_jobretry.services import schedule_controls

@@ -1,7 +1,7 @@
 """Chapter 8 of `manage.py demo`: a dead letter's bad argument repaired, and the job run again.
 
 The welcome e-mail of chapter 3 died at once: its address is not one, and
-retrying cannot fix that. The repair service (services/repairs.py, what
+retrying cannot fix that. The repair service (deadletters/repair.py, what
 the admin's "Repair arguments" form calls) checks new arguments as an
 enqueue does, refuses a call the task cannot take without changing
 anything, and requeues the dead letter with the arguments it accepts.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
+from django_jobretry.deadletters import repair
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import repairs
 from example_project.shop.demo.running import run_bursts_until_final
 
 ADDRESS = "customer@example.com"
@@ -29,12 +29,12 @@ def tell(command: BaseCommand, job_id: int) -> None:
         f"   dead letter {dead.pk} (job {job_id}, {dead.task_name.rsplit('.', 1)[-1]}) died {dead.reason}: "
         f"{dead.last_error}\n   arguments: args={dead.args} kwargs={dead.kwargs}"
     )
-    seen = repairs.digest(dead.args, dead.kwargs)  # what the operator was shown
+    seen = repair.digest(dead.args, dead.kwargs)  # what the operator was shown
     try:
-        repairs.repair(dead.pk, args=[], kwargs={"adress": ADDRESS}, seen=seen, actor=ACTOR)
+        repair.repair(dead.pk, args=[], kwargs={"adress": ADDRESS}, seen=seen, actor=ACTOR)
     except InvalidJob as refused:
         write(f"   repair with kwargs={{'adress': {ADDRESS!r}}}: refused, nothing changed:\n     {refused}")
-    repaired = repairs.repair(dead.pk, args=[ADDRESS], kwargs={}, seen=seen, actor=ACTOR)
+    repaired = repair.repair(dead.pk, args=[ADDRESS], kwargs={}, seen=seen, actor=ACTOR)
     for change in repaired.changes:
         write(f"   repair {change['path']}: {change.get('old')!r} -> {change.get('new')!r}")
     write(f"   requeued as job {repaired.job.pk} by {ACTOR!r}; running it:")

@@ -4,29 +4,98 @@ Dead letters are read-only here: no add, no edit, no delete. They leave the
 table only through the Requeue and Discard actions, which need their own
 permissions (checked on the server, not just by hiding buttons) and go
 through django_jobretry.deadletters, the guarded compare-and-swap service.
+
+The sidebar's "Arguments" search (ArgumentSearch, and RetryingArgumentSearch
+on the job list) is for users who may read arguments: ``?arguments=…`` is
+read by deadletters/search.py (what one may type, and why it compares whole
+values: jsonb containment on the GIN indexes of migration 0023). A filter
+answers "does any row match?", so it reads values one guess at a time: users
+who may not read arguments unredacted (admin/rendering.py
+``can_filter_payload``) see no field, and the parameter in a URL is refused
+with a 400 before any query (admin/base.py ``lookup_allowed``). A search
+that cannot be read, or that PostgreSQL's jsonb would refuse, is the list's
+error page, with a message saying what is wrong; nothing runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, override
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import flatten_fieldsets
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import audit, fate, rendering
-from django_jobretry.admin.argument_search import ArgumentSearch
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
 from django_jobretry.admin.changelist import ErrorClassFilter, QueueFilter, TaskFilter
 from django_jobretry.admin.dashboard import DashboardPage
-from django_jobretry.admin.failure_groups import FailureGroupsPage, FingerprintFilter
-from django_jobretry.admin.matching import MatchingActions
-from django_jobretry.admin.repair import RepairPage, recorded_repairs
+from django_jobretry.deadletters.admin_pages import FailureGroupsPage, FingerprintFilter, MatchingActions
+from django_jobretry.deadletters.admin_repair import RepairPage, recorded_repairs
+from django_jobretry.deadletters.search import EXAMPLE, WHOLE_VALUES, InvalidSearch, containment
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
+from django_jobretry.models.job import RETRYING
+
+
+class ArgumentSearch(admin.ListFilter):
+    """The sidebar's "Arguments" field; ``scope`` narrows the rows its index covers (jobs: retrying)."""
+
+    title = "arguments"
+    parameter_name = "arguments"
+    template = "admin/django_jobretry/includes/argument_search.html"
+    #: Rows the search reaches, matching the partial indexes' condition (None: every row).
+    scope: Q | None = None
+    help_text = f"Dead letters with an argument equal to this: {WHOLE_VALUES}."
+
+    def __init__(self, request: HttpRequest, params: dict[str, Any], model: Any, model_admin: Any) -> None:
+        super().__init__(request, params, model, model_admin)
+        self.allowed = rendering.can_filter_payload(request)
+        self.request = request
+        self.text: str | None = None
+        if self.parameter_name in params:
+            if not self.allowed:
+                raise DisallowedModelAdminLookup(f"Filtering by {self.parameter_name} not allowed")
+            given = params.pop(self.parameter_name)
+            self.text = given[-1] if isinstance(given, list) else given
+
+    def has_output(self) -> bool:
+        return self.allowed
+
+    def expected_parameters(self) -> list[str | None]:
+        return [self.parameter_name]
+
+    def choices(self, changelist: Any) -> Iterator[dict[str, Any]]:
+        """One "choice": what the form needs, the other filters kept as hidden fields."""
+        kept = [
+            (key, value)
+            for key, values in changelist.params.items()
+            for value in (values if isinstance(values, list) else [values])
+            if key != self.parameter_name
+        ]
+        yield {"value": self.text or "", "kept": kept, "help": self.help_text, "example": EXAMPLE}
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.text is None:
+            return queryset
+        try:
+            found = containment(self.text)
+        except InvalidSearch as exc:
+            messages.error(request, str(exc))
+            raise IncorrectLookupParameters(str(exc)) from exc
+        return queryset.filter(found if self.scope is None else found & self.scope)
+
+
+class RetryingArgumentSearch(ArgumentSearch):
+    """The job list's: retrying jobs only, the rows its partial GIN indexes hold."""
+
+    scope = RETRYING
+    help_text = f"Retrying jobs (no others) with an argument equal to this: {WHOLE_VALUES}."
 
 
 class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActions, ReadOnlyRecordAdmin):
@@ -162,7 +231,7 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        """The list, with its "Requeue / Discard all matching…" links (admin/matching.py)."""
+        """The list, with its "Requeue / Discard all matching…" links (deadletters/admin_pages.py)."""
         context = {"jobretry_matching_links": self.matching_links(request), **(extra_context or {})}
         return super().changelist_view(request, context)
 

@@ -19,15 +19,21 @@ from django.db.models import DurationField, Max, Q, QuerySet, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from django_jobretry.deadletters import chunks
+from django_jobretry.deadletters.chunks import (
+    CHUNK,
+    Locked,
+    Outcome,
+    Requeued,
+    announce_discards,
+    announce_requeues,
+)
+from django_jobretry.deadletters.external import Resubmitted
 from django_jobretry.exceptions import NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 from django_jobretry.models.fingerprints import check_fingerprint
 from django_jobretry.models.instants import check_run_after
-from django_jobretry.services import dead_letter_chunks
-from django_jobretry.services.dead_letter_chunks import CHUNK, Locked, Outcome, Requeued
-from django_jobretry.services.deadletter_events import announce_discards, announce_requeues
 from django_jobretry.services.history import recorded_actor
-from django_jobretry.services.resubmitters import Resubmitted
 
 __all__ = [
     "CHUNK",
@@ -115,7 +121,7 @@ def filtered(
     """Dead letters matching the filters, newest dead first; ages use the database clock.
 
     ``since``: dead at or after this time, or within this long (a timedelta) back from now.
-    ``fingerprint``: one failure group's (services/failure_groups.py).
+    ``fingerprint``: one failure group's (deadletters/search.py).
     """
     if reason is not None and reason not in DeadReason.values:
         raise ValueError(f"reason {reason!r} is invalid: one of {DeadReason.values}")
@@ -214,12 +220,12 @@ def requeue_many(
     """Requeue each still-dead letter, a chunk per transaction; the rest are reported, never skipped.
 
     A few statements per chunk of up to ``CHUNK`` dead letters, whatever its
-    size (services/dead_letter_chunks.py).
+    size (deadletters/chunks.py).
     """
     check_run_after(run_after)
     actor, result = _recorded(actor), BulkResult()
-    for chunk in dead_letter_chunks.chunks(_ids(ids)):
-        outcome = dead_letter_chunks.requeue(chunk, run_after=run_after, actor=actor or "")
+    for chunk in chunks.chunks(_ids(ids)):
+        outcome = chunks.requeue(chunk, run_after=run_after, actor=actor or "")
         result.add(outcome)
         announce_requeues(cast("list[Requeued]", outcome.done), actor)
     return result
@@ -228,8 +234,8 @@ def requeue_many(
 def discard_many(ids: Iterable[int] | QuerySet[DeadLetter], *, actor: str | None = None) -> BulkResult:
     """Discard each still-dead letter, a chunk per transaction; the rest are reported as already handled."""
     actor, result = _recorded(actor), BulkResult()
-    for chunk in dead_letter_chunks.chunks(_ids(ids)):
-        outcome = dead_letter_chunks.discard(chunk)
+    for chunk in chunks.chunks(_ids(ids)):
+        outcome = chunks.discard(chunk)
         result.add(outcome)
         announce_discards(cast("list[Locked]", outcome.done), actor)
     return result

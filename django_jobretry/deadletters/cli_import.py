@@ -1,12 +1,13 @@
 """`manage.py deadletters import-django-q2`: django-q2's existing failures as dead letters.
 
-The run and its report; the options are in management/deadletter_arguments.py
-(exit codes: IMPORT_EPILOG there), the reading and mapping in
-contrib/django_q2/importer.py, the insert in services/external_dead_letters.py.
+Its options (exit codes: IMPORT_EPILOG), the run and its report; the reading
+and mapping are in contrib/django_q2/importer.py, the insert in
+deadletters/external.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,11 +15,11 @@ from typing import Any
 from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 
+from django_jobretry.deadletters.cli_bulk import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PARTIAL, Progress
 from django_jobretry.display.terminal import printable
-from django_jobretry.management import deadletter_cli as cli
-from django_jobretry.management.deadletter_arguments import IMPORT_ACTION
+from django_jobretry.management.cli import since
 
-ACTION = IMPORT_ACTION
+ACTION = "import-django-q2"
 ADAPTER = "django_jobretry.contrib.django_q2"
 #: Seconds between two progress lines when stderr is not a terminal.
 PLAIN_EVERY = 5.0
@@ -27,19 +28,65 @@ SHOWN = 20
 ALL = f"(`deadletters -v 2 {ACTION}` shows all)"
 
 
+IMPORT_EPILOG = """\
+exit codes:
+  0    done: every selected failure was imported, or skipped because it was
+       imported before, already is a dead letter, or is still in django-q2's
+       queue (so running it again imports 0 and exits 0)
+  1    partial: some failures cannot be read here (no function path, a
+       function or hook not of the project's apps, pickles that are not
+       plain data, arguments too deep to sign, or a row the database
+       refuses) and were not imported, each named; the rest were
+  2    usage error (a bad --since): nothing changed
+  4    failed: django-q2 or the adapter not installed, database unreachable,
+       unexpected error (details with --traceback)
+  130  interrupted (Ctrl-C): batches finished before the interrupt stay imported
+--dry-run writes nothing and exits with the code the real run would have.
+"""
+
+
+def add_parser(actions: Any, formatter_class: type[argparse.HelpFormatter]) -> None:
+    """The ``import-django-q2`` action (its run: ``run`` below)."""
+    parser = actions.add_parser(
+        ACTION,
+        help="turn django-q2's existing failures into dead letters",
+        formatter_class=formatter_class,
+        epilog=IMPORT_EPILOG,
+    )
+    parser.description = (
+        "Turn django-q2 Failure rows into dead letters (source django_q2) that can be requeued to "
+        "django-q2 or discarded like any other. Each failure is imported once, however often this "
+        "runs; the Failure rows are kept. Failures whose task is still in django-q2's queue are skipped."
+    )
+    parser.add_argument(
+        "--since",
+        type=since,
+        metavar="WHEN",
+        help="only failures that stopped after this: a duration back from now (7d, 12h) or a date "
+        "or time (2025-01-31, 2025-01-31T08:00+01:00; without an offset: the current time zone)",
+    )
+    parser.add_argument(
+        "--func",
+        metavar="PATH",
+        help="only this function path, e.g. shop.tasks.send_receipt",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print what would be imported; write nothing")
+    parser.add_argument("--progress", action="store_true", help="draw the progress bar even if not a TTY")
+
+
 def require_adapter() -> None:
     """CommandError naming what to add when django-q2 or the adapter is not installed."""
     if not apps.is_installed("django_q"):
         raise CommandError(
             f'{ACTION} needs django-q2: pip install "django-jobretry[django-q2]" and add "django_q" '
             "to INSTALLED_APPS",
-            returncode=cli.EXIT_FAILED,
+            returncode=EXIT_FAILED,
         )
     if not apps.is_installed(ADAPTER):
         raise CommandError(
             f'{ACTION} needs the django-q2 adapter: add "{ADAPTER}" to INSTALLED_APPS, after '
             '"django_q" and "django_jobretry" (its dead letters are requeued through it)',
-            returncode=cli.EXIT_FAILED,
+            returncode=EXIT_FAILED,
         )
 
 
@@ -60,7 +107,7 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
         raise CommandError(
             f"interrupted after {report.read} of {report.total} failures read: finished batches stay "
             "imported; run it again to import the rest",
-            returncode=cli.EXIT_INTERRUPTED,
+            returncode=EXIT_INTERRUPTED,
         ) from None
     show.close()
     _summary(command, report, dry_run=options["dry_run"], verbose=verbose)
@@ -68,7 +115,7 @@ def run(command: BaseCommand, options: dict[str, Any]) -> None:
         verb = "would not be" if options["dry_run"] else "were not"
         raise CommandError(
             f"{_failures(len(report.unreadable))} {verb} imported: they cannot be read here",
-            returncode=cli.EXIT_PARTIAL,
+            returncode=EXIT_PARTIAL,
         )
 
 
@@ -79,9 +126,9 @@ class _Progress:
         self.stderr = command.stderr
         self.quiet = options["verbosity"] == 0
         self.verb = "importable" if options["dry_run"] else "imported"
-        self.bar: cli.Progress | None = None
+        self.bar: Progress | None = None
         if options["progress"] or self.stderr.isatty():
-            self.bar = cli.Progress(self.stderr, 0, "import", enabled=not self.quiet)
+            self.bar = Progress(self.stderr, 0, "import", enabled=not self.quiet)
         self.clock: Callable[[], float] = options.get("clock") or time.monotonic
         self.last = self.clock()
 

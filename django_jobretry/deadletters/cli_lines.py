@@ -1,55 +1,43 @@
-"""Helpers of `manage.py deadletters`: argument types, selection, rendering, pacing, progress.
+"""What `manage.py deadletters` prints: selection, tables, `show`, `groups`, repairs, near names.
 
-Nothing here writes job state: the command acts through django_jobretry.deadletters.
+Nothing here writes job state: the command acts through the dead-letter
+service. `groups` prints the failure groups (deadletters/search.py), each
+row's fingerprint being what `requeue --all --fingerprint` takes, so the
+command line answers the same questions as the admin's "Failure groups"
+page. A repair recorded in a requeue history holds argument values, so it
+follows the arguments: printed when no PAYLOAD_REDACTOR is configured, and
+reduced to which argument changed how when one is (a redactor cannot be
+applied to a diff), in the text and the ``--json`` output alike. A filter
+that matched nothing gets a hint: a near name that does match, if any (task
+names are full dotted paths, and a queue name may be one letter off).
 """
 
 from __future__ import annotations
 
-import getpass
+import difflib
 import json
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
-from django.core.management.base import OutputWrapper
+from django.core.management.base import BaseCommand
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from django_jobretry.deadletters import filtered
+from django_jobretry.conf import jobretry_settings
+from django_jobretry.deadletters.search import FailureGroup
+from django_jobretry.deadletters.search import groups as failure_groups
+from django_jobretry.deadletters.service import filtered
 from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.display.redaction import redacted_payload
 from django_jobretry.display.terminal import printable
-from django_jobretry.management.repair_lines import repair_lines, shown_history
 from django_jobretry.models import DeadLetter
-
-EXIT_OK = 0
-EXIT_PARTIAL = 1
-EXIT_USAGE = 2
-EXIT_NOTHING = 3
-EXIT_FAILED = 4
-EXIT_INTERRUPTED = 130
-
-
-class Terminal(Protocol):
-    """What the confirmation prompt needs from stdin."""
-
-    def isatty(self) -> bool: ...
-
-    def readline(self) -> str: ...
+from django_jobretry.registry import registry
 
 
 def format_cursor(cursor: tuple[datetime, int]) -> str:
     return f"{cursor[0].isoformat()},{cursor[1]}"
-
-
-def default_actor() -> str:
-    """The OS user running the command, recorded as the requeue/discard actor."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):  # no login name and no passwd entry, e.g. in a container
-        return "unknown-os-user"
 
 
 # --- selection -----------------------------------------------------------------------------------
@@ -68,7 +56,7 @@ def select(options: Mapping[str, Any]) -> QuerySet[DeadLetter]:
         older_than=options["older_than"],
         since=options["since"],
         fingerprint=options["fingerprint"],
-    ).filter(*(options.get("arg") or ()))  # --arg: Q objects (deadletter_arguments.argument_filter)
+    ).filter(*(options.get("arg") or ()))  # --arg: Q objects (cli.argument_filter)
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -243,56 +231,125 @@ def _error_lines(entry: dict[str, Any], trace: str, *, same_as: object | None) -
 # --- pacing and progress -------------------------------------------------------------------------
 
 
-class Pacer:
-    """Spaces batches so that at most ``per_second`` items start per second.
+# --- groups -----------------------------------------------------------------------------------
 
-    ``clock`` and ``sleep`` are injectable: tests count the sleeps instead of timing them.
-    """
-
-    def __init__(
-        self,
-        per_second: float | None,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = time.sleep,
-    ) -> None:
-        self.per_second, self.clock, self.sleep = per_second, clock, sleep
-        self._next: float | None = None
-
-    def batch_size(self, unpaced: int) -> int:
-        """Unpaced: ``unpaced``; paced: about ten small batches a second, at least one item each."""
-        return unpaced if self.per_second is None else max(1, min(unpaced, int(self.per_second / 10)))
-
-    def wait(self, count: int) -> None:
-        """Call before acting on ``count`` items: sleeps until they are due."""
-        if self.per_second is None:
-            return
-        now = self.clock()
-        start = now if self._next is None else max(self._next, now)
-        if start > now:
-            self.sleep(start - now)
-        self._next = start + count / self.per_second
+GROUP_HEADERS = ("fingerprint", "dead", "first seen", "last seen", "tasks", "reasons", "example")
+GROUP_CAPS = (16, 10, 25, 25, 60, 30, 80)
 
 
-class Progress:
-    """A one-line text bar redrawn in place on stderr: `requeue [#####-----] 50/100`."""
+def groups(command: BaseCommand, options: dict[str, Any]) -> None:
+    """Print the groups ``options`` (``--since``, ``--limit``, ``--json``) select."""
+    found = failure_groups(since=options["since"], limit=options["limit"])
+    if options["json"]:
+        out = {"groups": [group_json(group) for group in found]}
+        command.stdout.write(json.dumps(out, cls=DjangoJSONEncoder, indent=2))
+        return
+    if not found:
+        command.stdout.write("No dead letters match.")
+        return
+    for line in table(GROUP_HEADERS, [group_row(group) for group in found], GROUP_CAPS):
+        command.stdout.write(line)
+    command.stdout.write(
+        "Act on a group: manage.py deadletters requeue --all --fingerprint FINGERPRINT (or discard)"
+    )
 
-    WIDTH = 30
 
-    def __init__(self, stream: OutputWrapper, total: int, label: str, *, enabled: bool) -> None:
-        self.stream, self.total, self.label, self.enabled = stream, total, label, enabled
-        self._drawn = False
+def group_row(group: FailureGroup) -> tuple[object, ...]:
+    example = error_line(group.example_class, group.example_message)
+    return (
+        group.fingerprint,
+        group.count,
+        when(group.first_seen),
+        when(group.last_seen),
+        ", ".join(group.tasks),
+        ", ".join(group.reasons),
+        clip(example, 80),
+    )
 
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        filled = self.WIDTH * done // max(self.total, 1)
-        bar = "#" * filled + "-" * (self.WIDTH - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total}", style_func=str, ending="")
-        self.stream.flush()
-        self._drawn = True
 
-    def close(self) -> None:
-        if self._drawn:
-            self.stream.write("", style_func=str)
-            self._drawn = False
+def group_json(group: FailureGroup) -> dict[str, Any]:
+    return {
+        "fingerprint": group.fingerprint,
+        "count": group.count,
+        "first_seen": group.first_seen,
+        "last_seen": group.last_seen,
+        "tasks": group.tasks,
+        "reasons": group.reasons,
+        "example_class": group.example_class,
+        "example_message": group.example_message,
+    }
+
+
+# --- repairs in a requeue history -------------------------------------------------------------
+
+
+def _private() -> bool:
+    return jobretry_settings.payload_redactor is not None
+
+
+def shown_history(history: Any) -> Any:
+    """The requeue history for ``--json``: repairs without their values when a redactor is configured."""
+    if not _private() or not isinstance(history, list):
+        return history
+    return [_without_values(entry) for entry in history]
+
+
+def _without_values(entry: Any) -> Any:
+    if not isinstance(entry, dict) or not isinstance(entry.get("repair"), dict):
+        return entry
+    changes = [
+        {key: value for key, value in change.items() if key not in ("old", "new")}
+        for change in entry["repair"].get("changes", [])
+        if isinstance(change, dict)
+    ]
+    return {**entry, "repair": {**entry["repair"], "changes": changes, "values_hidden": True}}
+
+
+def repair_lines(entry: dict[str, Any]) -> list[str]:
+    """The lines under a requeue that repaired the arguments first; none for a plain requeue."""
+    repair = entry.get("repair")
+    if not isinstance(repair, dict):
+        return []
+    changes = [c for c in repair.get("changes", []) if isinstance(c, dict)]
+    lines = [f"     arguments repaired by {repair.get('by') or '?'}: {len(changes)} change(s)"]
+    lines += [f"       {change_line(change, values=not _private())}" for change in changes]
+    return lines
+
+
+def change_line(change: dict[str, Any], *, values: bool = True) -> str:
+    """``kwargs['email'] changed: "a@" -> "a@example.com"``: one change of a repair, on one line."""
+    line = f"{change.get('path', '?')} {change.get('change', '?')}"
+    if values:
+        old = json.dumps(change["old"], sort_keys=True) if "old" in change else "-"
+        new = json.dumps(change["new"], sort_keys=True) if "new" in change else "-"
+        line += f": {old} -> {new}"
+    return printable(line, one_line=True)
+
+
+# --- a near name, when a filter matched nothing -----------------------------------------------
+
+#: Distinct names read to find a close one; more would only slow an empty listing down.
+CANDIDATES = 1000
+
+
+def nearest(value: str, known: Iterable[str]) -> list[str]:
+    """Names ending in ``.value`` (a missing module prefix) first, else close spellings."""
+    names = sorted(set(known))
+    suffixed = [name for name in names if name.endswith(f".{value}")]
+    return suffixed[:3] or difflib.get_close_matches(value, names, n=3)
+
+
+def hint(*, task: str | None, queue: str | None) -> str | None:
+    """A sentence for a --task or --queue that no dead letter has, or None when both exist."""
+    for option, field, value, extra in (
+        ("--task", "task_name", task, registry.names()),
+        ("--queue", "queue_name", queue, ()),
+    ):
+        if value is None or DeadLetter.objects.filter(**{field: value}).exists():
+            continue
+        seen = DeadLetter.objects.order_by().values_list(field, flat=True).distinct()[:CANDIDATES]
+        close = nearest(value, [*seen, *extra])
+        names = " or ".join(repr(name) for name in close)
+        suggestion = f" Did you mean {names}?" if close else ""
+        return f"No dead letter has {option} {value!r}.{suggestion}"
+    return None

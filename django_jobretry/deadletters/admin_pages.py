@@ -1,4 +1,6 @@
-"""Requeue or discard everything matching the dead-letter list's filters, not only the ticked rows.
+"""The dead-letter list's own pages: "… all matching", failure groups, and the dashboard's dying panel.
+
+Requeue or discard everything matching the dead-letter list's filters, not only the ticked rows.
 
 After an incident the operator filters the list (this task, this reason,
 since 02:00) and wants all of it back, not a page of 50. The list's
@@ -16,26 +18,42 @@ and reports the ones someone else handled meanwhile. One request acts on
 at most BULK_LIMIT dead letters, through the service in its chunks; for
 more the page names the equivalent ``manage.py deadletters`` command, which
 paces the work.
+
+The "Failure groups" page lists the groups (deadletters/search.py), largest
+first; each leads to the list filtered on its fingerprint (FingerprintFilter)
+and to the "… all matching" pages above for that filter. The dashboard shows
+the top groups of the last 24 hours, and "What is dying": deaths
+(console/deaths.py) per task and error class, each count leading to
+the list of the dead letters still kept, filtered the same way.
 """
 
 from __future__ import annotations
 
 import copy
 import shlex
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin.options import IS_FACETS_VAR, IS_POPUP_VAR, TO_FIELD_VAR, IncorrectLookupParameters
 from django.contrib.admin.views.main import ALL_VAR, ERROR_FLAG, ORDER_VAR, PAGE_VAR
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect, QueryDict
+from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 
 from django_jobretry.admin import confirmation
 from django_jobretry.admin.base import parse_id
 from django_jobretry.admin.operations import VERBS, DeadLetterActions
+from django_jobretry.console import status
+from django_jobretry.console.deaths import Deaths, Dying
+from django_jobretry.deadletters import search
+from django_jobretry.deadletters.search import FailureGroup
 from django_jobretry.models import DeadLetter
+from django_jobretry.models.fingerprints import check_fingerprint
 
 #: Where the list's query string travels (Django's own name for preserved filters).
 FILTERS = "_changelist_filters"
@@ -175,3 +193,162 @@ class MatchingActions(DeadLetterActions):
         if not self.too_many(request, ids):
             self.act(request, verb, ids, vanished=max(counted - len(ids), 0))
         return HttpResponseRedirect(back)
+
+
+# --- failure groups ---------------------------------------------------------------------------
+
+if TYPE_CHECKING:  # generic only in django-stubs, not at run time
+    _Base = admin.ModelAdmin[DeadLetter]
+else:
+    _Base = admin.ModelAdmin
+
+#: The page's periods: ``?since=`` value, label, how far back (None: every dead letter kept).
+PERIODS: tuple[tuple[str, str, timedelta | None], ...] = (
+    ("1h", "last hour", timedelta(hours=1)),
+    ("24h", "last 24 hours", timedelta(hours=24)),
+    ("7d", "last 7 days", timedelta(days=7)),
+    ("all", "all kept", None),
+)
+#: Groups on the page, and on the dashboard.
+GROUPS_SHOWN = 100
+DASHBOARD_GROUPS = 5
+
+
+class FingerprintFilter(admin.SimpleListFilter):
+    """``?fingerprint=<16 hex digits>``: one failure group's dead letters; shown only while in use."""
+
+    title = "failure group"
+    parameter_name = "fingerprint"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, value)] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value is None:
+            return queryset
+        try:
+            return queryset.filter(fingerprint=check_fingerprint(value))
+        except ValueError as exc:
+            raise IncorrectLookupParameters(str(exc)) from exc
+
+
+def group_links(site: str, group: FailureGroup) -> dict[str, str]:
+    """The group's dead-letter list, and its "… all matching" confirmation page per verb."""
+    changelist = reverse(f"{site}:django_jobretry_deadletter_changelist")
+    query = urlencode({FingerprintFilter.parameter_name: group.fingerprint})
+    links = {"list": f"{changelist}?{query}"}
+    for verb in VERBS:
+        url = reverse(f"{site}:django_jobretry_deadletter_{verb}_matching")
+        links[verb] = f"{url}?{urlencode({FILTERS: query})}"
+    return links
+
+
+def rows(site: str, found: list[FailureGroup]) -> list[dict[str, Any]]:
+    """What the page and the dashboard show of each group."""
+    return [
+        {
+            "group": group,
+            "links": group_links(site, group),
+            "error_name": group.example_class.rsplit(".", 1)[-1],
+        }
+        for group in found
+    ]
+
+
+def top_groups(site: str) -> list[dict[str, Any]]:
+    """The dashboard's panel: the largest groups among the dead letters of the last 24 hours."""
+    return rows(site, search.groups(since=timedelta(hours=24), limit=DASHBOARD_GROUPS))
+
+
+class FailureGroupsPage(_Base):
+    """The page, for anyone who may view dead letters; its buttons only for those who may act."""
+
+    def groups_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+        view = self.admin_site.admin_view(self.groups_view)
+        return [path("groups/", view, name="{}_{}_groups".format(*info))]
+
+    def groups_view(self, request: HttpRequest) -> TemplateResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        chosen = request.GET.get("since", "all")
+        period = next((p for p in PERIODS if p[0] == chosen), PERIODS[-1])
+        found = search.groups(since=period[2], limit=GROUPS_SHOWN)
+        site = self.admin_site.name
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Failure groups, {period[1]}",
+            "subtitle": None,
+            "opts": self.opts,
+            "changelist_url": reverse(f"{site}:{self.opts.app_label}_{self.opts.model_name}_changelist"),
+            "groups": rows(site, found),
+            "periods": [{"value": v, "label": label, "current": v == period[0]} for v, label, _ in PERIODS],
+            "limit": GROUPS_SHOWN,
+            # Only the verbs the user may use: an empty dict hides the column.
+            "may": {verb: True for verb in VERBS if self.may(request, verb)},  # type: ignore[attr-defined]
+        }
+        request.current_app = site
+        return TemplateResponse(request, "admin/django_jobretry/deadletter/failure_groups.html", context)
+
+
+# --- the dashboard's "What is dying" ------------------------------------------------------------
+
+#: Rows of each table; the rest are counted in a line below it.
+ROWS_SHOWN = 15
+#: What a death without an exception (lease lost, cancelled) is listed as among the error classes.
+NO_EXCEPTION = "(none: lease lost or cancelled)"
+
+
+@dataclass(frozen=True)
+class Link:
+    """A count and the list it leads to (None: nothing to list, the count is 0)."""
+
+    count: status.Count
+    url: str | None
+
+
+def _link(count: status.Count, base: str, query: dict[str, str] | None) -> Link:
+    """``count`` leading to ``base`` filtered by ``query``; no link for a 0 or without a filter."""
+    return Link(count, f"{base}?{urlencode(query)}" if query and count.value != 0 else None)
+
+
+def _since(named: dict[str, str] | None, moment: str) -> dict[str, str] | None:
+    """The dead-letter list's filter for ``named`` (a task or error class), died since ``moment``."""
+    return None if named is None else {**named, "dead_at__gte": moment}
+
+
+def _rows(
+    found: list[Dying], *, key: str, dead_url: str, job_url: str | None, now: datetime
+) -> dict[str, Any]:
+    """The table of ``found`` (tasks when ``job_url`` is given, else error classes), ROWS_SHOWN at most."""
+    hour_ago, day_ago = (now - timedelta(hours=1)).isoformat(), (now - timedelta(days=1)).isoformat()
+    rows = []
+    for item in found[:ROWS_SHOWN]:
+        # A death without an exception has no class to filter the list by: no links.
+        named = {key: item.name} if item.name else None
+        retrying = None
+        if job_url is not None and item.retrying is not None:
+            retrying = _link(item.retrying, job_url, {"status": "retrying", "task_name": item.name})
+        rows.append(
+            {
+                "name": item.name or NO_EXCEPTION,
+                "short": item.name.rsplit(".", 1)[-1] if item.name else NO_EXCEPTION,
+                "url": f"{dead_url}?{urlencode(named)}" if named else None,
+                "last_hour": _link(item.last_hour, dead_url, _since(named, hour_ago)),
+                "last_day": _link(item.last_day, dead_url, _since(named, day_ago)),
+                "retrying": retrying,
+            }
+        )
+    return {"rows": rows, "more": max(len(found) - ROWS_SHOWN, 0)}
+
+
+def panel(found: Deaths, *, site: str, now: datetime) -> dict[str, Any]:
+    """The tables of the "What is dying" panel."""
+    dead_url = reverse(f"{site}:django_jobretry_deadletter_changelist")
+    job_url = reverse(f"{site}:django_jobretry_job_changelist")
+    return {
+        "tasks": _rows(found.by_task, key="task_name", dead_url=dead_url, job_url=job_url, now=now),
+        "errors": _rows(found.by_error, key="last_error_class", dead_url=dead_url, job_url=None, now=now),
+    }

@@ -2,7 +2,7 @@
 
 Three steps on one URL (``<id>/repair/``): GET shows the arguments as JSON
 to edit; POST "review" parses and validates them exactly as an enqueue
-would (services/repairs.py ``validated``) and shows the changes; POST
+would (deadletters/repair.py ``validated``) and shows the changes; POST
 "confirm" repairs and requeues through the service, which compares the
 arguments with the digest the first page was drawn from, under the row
 lock. Invalid JSON, an oversized payload or a call the task cannot take is
@@ -30,9 +30,9 @@ from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import holds, parse_id
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.deadletters import repair
 from django_jobretry.exceptions import InvalidJob, NotDead, RequeueConflict
 from django_jobretry.models import DeadLetter, DeadLetterSource
-from django_jobretry.services import repairs
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Base = admin.ModelAdmin[DeadLetter]
@@ -110,14 +110,14 @@ class RepairPage(_Base):
             raise PermissionDenied
         if request.method == "GET":
             return self._page(
-                request, dead, pretty(dead.args), pretty(dead.kwargs), repairs.digest(dead.args, dead.kwargs)
+                request, dead, pretty(dead.args), pretty(dead.kwargs), repair.digest(dead.args, dead.kwargs)
             )
         args_text, kwargs_text = request.POST.get("args", ""), request.POST.get("kwargs", "")
         seen = request.POST.get("seen", "")
         try:
             args, kwargs = _parsed(args_text, "args"), _parsed(kwargs_text, "kwargs")
-            new_args, new_kwargs = repairs.validated(dead.task_name, args, kwargs)
-            found = repairs.changes(dead.args, dead.kwargs, new_args, new_kwargs)
+            new_args, new_kwargs = repair.validated(dead.task_name, args, kwargs)
+            found = repair.changes(dead.args, dead.kwargs, new_args, new_kwargs)
             if not found:
                 raise InvalidJob("the arguments are unchanged: use Requeue instead")
         except InvalidJob as exc:
@@ -136,7 +136,7 @@ class RepairPage(_Base):
     ) -> HttpResponse:
         args, kwargs = arguments
         try:
-            repaired = repairs.repair(dead.pk, args=args, kwargs=kwargs, seen=seen, actor=actor(request))
+            repaired = repair.repair(dead.pk, args=args, kwargs=kwargs, seen=seen, actor=actor(request))
         except NotDead:
             return self._gone(request, str(dead.pk))
         except (InvalidJob, RequeueConflict) as exc:
