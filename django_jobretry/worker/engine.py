@@ -23,9 +23,11 @@ from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schedules import declared as declared_schedules
-from django_jobretry.services import recovery, transitions
-from django_jobretry.services.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
-from django_jobretry.services.outcomes import Recorder
+from django_jobretry.jobs import recovery
+from django_jobretry.jobs.claim import LimitedClaims
+from django_jobretry.jobs.claim import claim as claim_jobs
+from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
+from django_jobretry.jobs.record import Recorder
 from django_jobretry.worker import lifecycle, watchdog
 from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
@@ -37,7 +39,6 @@ from django_jobretry.worker.lifecycle import (
     drain,
     install_stop_handlers,
 )
-from django_jobretry.worker.limited import LimitedClaims
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.process_pool import ChildSlot
 from django_jobretry.worker.runner import Runner
@@ -268,7 +269,7 @@ class Worker:
         elif self.succeeded:
             self.recorder.record_successes(self.succeeded)
         elif limit:
-            claimed = transitions.claim(
+            claimed = claim_jobs(
                 self.id, limit, self.lease, self.options.queues, skip_lanes=self.limited.declared
             )
         self._forget([outcome.job for outcome in self.succeeded])
