@@ -2,15 +2,13 @@
 
 Each runs one statement of statements.py, which says how they are fenced and
 timed; writing a failed attempt back is in failures.py, lease recovery in recovery.py.
-
-Limits: after the ordinary claim, the limited one (LIMITED_CLAIM over
-jobretry_pick_limited, functions.sql), while limits are declared. With no
-limit declared anywhere (limits/declare.claim_limits is None) a worker runs no
-extra statement and its ordinary claim has no lane filter: a
-capability not declared costs nothing. Otherwise the ordinary claim leaves
-jobs with a lane alone and this one takes them (jobs/statements.py).
-When a rate held a job back, the loop is told when its next token comes,
-so it claims again then rather than a whole poll interval later.
+A worker calls one :meth:`Claims.claim`: the ordinary claim, with its successes and
+retries riding on it, then, while limits are declared, the limited one (LIMITED_CLAIM
+over jobretry_pick_limited, functions.sql). With no limit declared anywhere
+(limits/declare.claim_limits is None) no extra statement runs and the ordinary claim has
+no lane filter: a capability not declared costs nothing. Otherwise the ordinary claim
+leaves jobs with a lane to the limited one. When a rate held a job back, the loop is
+told when its next token comes, so it claims again then, not a poll interval later.
 """
 
 from __future__ import annotations
@@ -18,15 +16,15 @@ from __future__ import annotations
 import heapq
 import json
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connection
 
 from django_jobretry.jobs import statements
-from django_jobretry.jobs.claimed import ClaimedJob
+from django_jobretry.jobs.claimed import ClaimedJob, FailedAttempt, Succeeded
 from django_jobretry.jobs.history import AttemptEntry
 from django_jobretry.jobs.sql import named_rows
 from django_jobretry.limits.declare import claim_limits
@@ -36,6 +34,7 @@ from django_jobretry.models import DeadReason
 __all__ = [
     "Burial",
     "ClaimedJob",
+    "Claims",
     "Revival",
     "Written",
     "bury",
@@ -277,25 +276,66 @@ def revive(
         return [Revival(*row) for row in cursor.fetchall()]
 
 
-class LimitedClaims:
-    """Claims limited jobs for one worker; ``claim_times`` is the loop's heap of monotonic claim times."""
+class Riders(Protocol):
+    """What rides on the ordinary claim: the Recorder's writes (jobs/record.py, which imports this module)."""
+
+    #: When the next claim is due (time.monotonic(), a heap): the recorder's retries, a rate's next token.
+    retries_due: list[float]
+
+    def record_successes(self, outcomes: Sequence[Succeeded]) -> None: ...
+
+    def record_successes_and_claim(
+        self,
+        outcomes: Sequence[Succeeded],
+        *,
+        retries: Sequence[FailedAttempt],
+        limit: int,
+        lease_seconds: float,
+        queues: Sequence[str] | None,
+        skip_lanes: bool,
+    ) -> list[ClaimedJob]: ...
+
+
+class Claims:
+    """One worker's claim: the ordinary statement, outcomes riding on it, then the limited one."""
 
     def __init__(
-        self, owner: str, lease_seconds: float, queues: Sequence[str] | None, claim_times: list[float]
+        self, owner: str, lease_seconds: float, queues: Sequence[str] | None, riders: Riders
     ) -> None:
-        self.owner, self.lease_seconds, self.queues = owner, lease_seconds, queues
-        self.claim_times = claim_times
+        self.owner, self.lease_seconds, self.queues, self.riders = owner, lease_seconds, queues, riders
         self.limits: dict[str, Any] | None = claim_limits()
 
-    @property
-    def declared(self) -> bool:
-        return self.limits is not None
+    def claim(
+        self, free: int, succeeded: Sequence[Succeeded] = (), retries: Sequence[FailedAttempt] = ()
+    ) -> Iterator[list[ClaimedJob]]:
+        """Up to ``free`` jobs; ``succeeded`` and ``retries`` are written in the ordinary claim's statement.
 
-    def claim(self, free: int) -> list[ClaimedJob]:
-        """Up to ``free`` limited jobs (none when no limit is declared)."""
+        Yields the ordinary claim's jobs, then the limited claim's, each batch
+        before the next statement runs: that one may fail, and the jobs of a
+        batch are the caller's either way. When a rate held a limited job
+        back, the time of its next token joins ``riders.retries_due``: the
+        loop claims again then.
+        """
+        lanes = self.limits is not None
+        claimed: list[ClaimedJob] = []
+        if (succeeded and free) or retries:
+            claimed = self.riders.record_successes_and_claim(
+                succeeded,
+                retries=retries,
+                limit=free,
+                lease_seconds=self.lease_seconds,
+                queues=self.queues,
+                skip_lanes=lanes,
+            )
+        elif succeeded:
+            self.riders.record_successes(succeeded)
+        elif free:
+            claimed = claim(self.owner, free, self.lease_seconds, self.queues, skip_lanes=lanes)
+        yield claimed
+        free -= len(claimed)
         if self.limits is None or free <= 0:
-            return []
+            return
         jobs, wait = claim_limited(self.owner, free, self.lease_seconds, self.queues, self.limits)
         if wait is not None:
-            heapq.heappush(self.claim_times, time.monotonic() + wait)
-        return jobs
+            heapq.heappush(self.riders.retries_due, time.monotonic() + wait)
+        yield jobs
