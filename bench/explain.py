@@ -5,7 +5,7 @@
 In one transaction that is rolled back at the end (nothing is left behind):
 fills the job table with 1,000,000 succeeded jobs and 10,000 ready ones
 (INSERT ... SELECT generate_series, not the ORM), runs ANALYZE, then runs the
-exact statement `transitions.claim()` sends (captured from a real call: limit
+exact statement `claim.claim()` sends (captured from a real call: limit
 10, no queue filter unless --queue) under EXPLAIN (ANALYZE, BUFFERS). Exits 1
 if the plan does not use the partial index jobretry_job_claim or reads the
 job table sequentially.
@@ -63,10 +63,10 @@ def setup_django() -> None:
 
 
 def claim_statement(limit: int, queues: list[str] | None) -> tuple[str, Any]:
-    """The SQL and parameters `transitions.claim()` executes, captured instead of run."""
+    """The SQL and parameters `claim.claim()` executes, captured instead of run."""
     from django.db import connection
 
-    from django_jobretry.services import transitions
+    from django_jobretry.jobs import claim
 
     captured: list[tuple[str, Any]] = []
 
@@ -75,7 +75,7 @@ def claim_statement(limit: int, queues: list[str] | None) -> tuple[str, Any]:
         raise _Captured
 
     with connection.execute_wrapper(capture), contextlib.suppress(_Captured):
-        transitions.claim("bench-explain", limit, 60.0, queues)
+        claim.claim("bench-explain", limit, 60.0, queues)
     if len(captured) != 1:
         sys.exit(f"bench/explain.py: expected one statement from claim(), saw {len(captured)}")
     return captured[0]
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"PostgreSQL {server[0] if server else '?'}; filled in {filled:.1f} s; job table: {counts}")
     print(f"(rolled back: {before:,} jobs before, {after:,} after)")
-    print(f"\nClaim statement, as transitions.claim() sends it; parameters {params}:")
+    print(f"\nClaim statement, as claim.claim() sends it; parameters {params}:")
     print(textwrap.dedent(sql).strip("\n"))
     print("\nEXPLAIN (ANALYZE, BUFFERS):\n")
     print(plan)

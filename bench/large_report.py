@@ -56,7 +56,7 @@ def print_report(
         print(ratio_row(f"claim of 10 jobs, p{pct}", *claims, "ms", False))
         starts = (run.percentile(empty.start, pct), run.percentile(large.start, pct))
         print(ratio_row(f"enqueue to start, p{pct}", *starts, "ms", False))
-    from django_jobretry.services import retention
+    from django_jobretry.jobs import retention
 
     batches = pruned.prune.batches
     durations = batches.durations()

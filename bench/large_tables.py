@@ -7,7 +7,7 @@
 Creates a scratch database next to DATABASE_URL's (the role needs CREATEDB) and
 drops it at the end, as bench/deadletters.py does. Each table state gets:
 
-* the claim statement (``transitions.claim()``, 10 jobs, all queues) timed
+* the claim statement (``claim.claim()``, 10 jobs, all queues) timed
   ``--claims`` times over ready jobs, each in a transaction rolled back so every
   sample sees the same table; p50 and p99;
 * enqueue-to-start latency on an idle worker with LISTEN/NOTIFY (as bench/run.py);
@@ -88,16 +88,16 @@ def scratch(name: str) -> Iterator[None]:
 
 
 def claim_latency(samples: int, warmup: int = 50) -> list[float]:
-    """Milliseconds of ``transitions.claim()`` of 10 jobs, each rolled back: the table never changes."""
+    """Milliseconds of ``claim.claim()`` of 10 jobs, each rolled back: the table never changes."""
     from django.db import transaction
 
-    from django_jobretry.services import transitions
+    from django_jobretry.jobs import claim
 
     times: list[float] = []
     for index in range(warmup + samples):
         with transaction.atomic():
             started = time.perf_counter()
-            claimed = transitions.claim("bench-large-probe", 10, 30.0, None)
+            claimed = claim.claim("bench-large-probe", 10, 30.0, None)
             elapsed = time.perf_counter() - started
             transaction.set_rollback(True)
         if len(claimed) != 10:

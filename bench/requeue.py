@@ -93,7 +93,7 @@ def discard_many(ids: list[int]) -> float:
 def floor(ids: list[int]) -> float:
     from django.db import transaction
 
-    from django_jobretry.services.sql import CARRIED_COLUMNS
+    from django_jobretry.jobs.sql import CARRIED_COLUMNS
 
     carried = ", ".join(CARRIED_COLUMNS)
     columns = f"{carried}, status, run_at, attempts, max_attempts, errors, lease_owner, requeue_count, "

@@ -19,7 +19,7 @@ import time
 from django.db import DatabaseError, InterfaceError, connection, transaction
 
 from chaos.schema import JOB_TABLE
-from django_jobretry.services.cancel import cancel_jobs
+from django_jobretry.jobs.recovery import cancel_jobs
 
 #: Who the cancels are recorded as.
 ACTOR = "chaos-canceller"

@@ -29,8 +29,8 @@ from django_jobretry.validation import (
 )
 
 if TYPE_CHECKING:
+    from django_jobretry.jobs.enqueue import JobSpec
     from django_jobretry.models import Job
-    from django_jobretry.services.enqueue import JobSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +126,7 @@ class JobDefinition[**P]:
         and store nothing. Inside ``transaction.atomic()`` the job exists only if the transaction
         commits, and workers are woken when it does.
         """
-        from django_jobretry.services.enqueue import enqueue
+        from django_jobretry.jobs.enqueue import enqueue
 
         return enqueue(self.spec, args, kwargs)
 
@@ -135,14 +135,14 @@ class JobDefinition[**P]:
 
         Every call is checked first: one that ``func`` cannot take stores none of them.
         """
-        from django_jobretry.services.enqueue import bulk_enqueue
+        from django_jobretry.jobs.enqueue import bulk_enqueue
 
         return bulk_enqueue(self.spec, calls)
 
     @functools.cached_property
     def spec(self) -> JobSpec:
         """This definition as the enqueue service takes it (built once per definition)."""
-        from django_jobretry.services.enqueue import JobSpec
+        from django_jobretry.jobs.enqueue import JobSpec
 
         return JobSpec(
             name=self.name,

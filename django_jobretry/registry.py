@@ -38,7 +38,7 @@ class TaskDefinition(Protocol):
     @property
     def name(self) -> str: ...
 
-    #: Runs one attempt; what it returns is dropped unless it is a ``Kept`` (services/claimed.py).
+    #: Runs one attempt; what it returns is dropped unless it is a ``Kept`` (jobs/claimed.py).
     @property
     def func(self) -> Callable[..., Any]: ...
 

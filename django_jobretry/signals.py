@@ -7,7 +7,7 @@ as sender and the keyword arguments ``job_id``, ``task_name``,
 ``queue_name``, ``attempt`` and, per signal, ``reason`` (for a retry: how
 the attempt ended), ``delay`` (timedelta), ``dead_letter_id`` and
 ``requeued_as``: one shape whoever retried or buried the job
-(services/job_lines.py, docs/worker.md#django-signals-for-metrics-and-alerts).
+(jobs/events.py, docs/worker.md#django-signals-for-metrics-and-alerts).
 """
 
 from __future__ import annotations

@@ -26,13 +26,13 @@ from django_jobretry import signals
 from django_jobretry.decorators import JobDefinition
 from django_jobretry.display.humanize import count_of
 from django_jobretry.exceptions import TooManyRuns, UnknownTask
+from django_jobretry.jobs import claim, retention
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, Succeeded
+from django_jobretry.jobs.events import send_job_signal
+from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.policy import ErrorKind, RetryPolicy
 from django_jobretry.registry import policy_for, registry
-from django_jobretry.services import inline, transitions
-from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
-from django_jobretry.services.job_lines import send_job_signal
-from django_jobretry.services.outcomes import Recorder
 from django_jobretry.worker.runner import run_handler, unknown_task
 
 if TYPE_CHECKING:
@@ -147,18 +147,18 @@ def run_jobs(
     last_look = False
     while True:
         skip = set() if include_scheduled else {run.job_id for run in runs}
-        claimed = transitions.claim(owner, 1, LEASE_SECONDS, queues, task_names=tasks, skip=skip)
+        claimed = claim.claim(owner, 1, LEASE_SECONDS, queues, task_names=tasks, skip=skip)
         if not claimed:
             if include_scheduled and not last_look:
                 # Nothing scheduled later either: one more claim, for a retry that
                 # fell due between the claim above and this statement.
-                last_look = not inline.bring_forward_next(queues=queues, task_names=tasks)
+                last_look = not retention.bring_forward_next(queues=queues, task_names=tasks)
                 continue
             return RunSummary.of(runs)
         last_look = False
         job = claimed[0]
         if len(runs) >= max_runs:
-            transitions.release(claimed)
+            claim.release(claimed)
             raise TooManyRuns(
                 f"run_jobs() stopped after {count_of(max_runs, 'attempt')} and jobs are still due (next: job "
                 f"{job.id} of {job.task_name!r}): a job that enqueues or reschedules itself never "

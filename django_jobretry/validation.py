@@ -103,7 +103,7 @@ def encode_arguments(
 ) -> Arguments:
     """JSON-safe copies of args/kwargs and their JSON text, or InvalidJob naming the bad argument.
 
-    The text is what the INSERT binds (services/job_insert.py), so the
+    The text is what the INSERT binds (jobs/insert.py), so the
     arguments are encoded once; the copies are decoded from it, so they are
     exactly what jsonb will give back.
     """

@@ -1,7 +1,7 @@
 """Attempts made the real way, for tests that need a claimed or failed job as their starting state.
 
 Unlike tests/factories.py, nothing here writes rows directly: a job is claimed
-with the worker's own ``transitions.claim`` and its failure is recorded by the
+with the worker's own ``claim.claim`` and its failure is recorded by the
 worker's own ``Recorder``, so the policy, the history entry, the retry and the
 dead letter are exactly what a worker would leave behind::
 
@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING
 
 from django_jobretry import FatalError
 from django_jobretry.decorators import JobDefinition
+from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import Failed
+from django_jobretry.jobs.history import AttemptEnd
+from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import DeadLetter
-from django_jobretry.services import transitions
-from django_jobretry.services.claimed import Failed
-from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.outcomes import Recorder
 from tests.jobs_app import jobs
 
 if TYPE_CHECKING:
     # Only for annotations: the class has lived in services.transitions and in services.claimed.
-    from django_jobretry.services.claimed import ClaimedJob
+    from django_jobretry.jobs.claimed import ClaimedJob
 
 #: The lease owner (worker id) these helpers claim and record as by default.
 OWNER = "test-worker"
@@ -37,7 +37,7 @@ LEASE = 30
 
 def claim_one(*, owner: str = OWNER, lease: float = LEASE, queues: Sequence[str] | None = None) -> ClaimedJob:
     """Claim the one due job (in ``queues``, or any queue); fails the test unless exactly one was claimed."""
-    claimed = transitions.claim(owner, 1, lease, queues)
+    claimed = claim.claim(owner, 1, lease, queues)
     assert len(claimed) == 1, f"expected to claim exactly one due job, claimed {len(claimed)}"
     return claimed[0]
 

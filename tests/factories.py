@@ -63,7 +63,7 @@ def _traceback(error_class: str, message: str) -> str:
 
 
 def history_entry(attempt: int, reason: str, *, last: bool) -> dict[str, Any]:
-    """One attempt-history entry shaped like the worker's (services.history), ``at`` included.
+    """One attempt-history entry shaped like the worker's (jobs.history), ``at`` included.
 
     Attempts before the last failed retryably (and carry the retry ``delay``
     the worker stores); the last one ended the way ``reason`` says.

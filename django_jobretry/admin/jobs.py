@@ -4,7 +4,7 @@ Editing a status or an attempt count by hand would bypass the lease and
 compare-and-swap rules the worker relies on (docs/design.md), so this admin has no
 add, change or delete at all - it is for looking: what is queued, what ran,
 how each attempt ended, and where a requeued job came from. The one action,
-Cancel, needs its own permission and goes through services/cancel.py.
+Cancel, needs its own permission and goes through jobs/recovery.py.
 
 A job waiting for its next attempt is ready in the table, but to an operator
 it is failing: the list shows it as "retrying (attempt 3 of 4, next at
@@ -35,9 +35,9 @@ from django_jobretry.deadletters.admin import RetryingArgumentSearch
 from django_jobretry.deadletters.admin_repair import recorded_repairs
 from django_jobretry.holds.admin import HeldFilter
 from django_jobretry.holds.status import why_held
+from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job import RETRYING
-from django_jobretry.services.cancel import cancel_jobs
 
 #: Most jobs one admin request cancels; beyond, `manage.py canceljobs` takes ids.
 CANCEL_LIMIT = 10_000

@@ -40,9 +40,9 @@ from django.utils.safestring import SafeString
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.humanize import humanize_age, humanize_delay
 from django_jobretry.display.redaction import redacted_payload
+from django_jobretry.jobs.tracing import stored_context
 from django_jobretry.models import DeadLetter, Job
 from django_jobretry.models.instants import EARLIEST, LATEST
-from django_jobretry.services.tracing import stored_context
 
 #: "app_label.codename" of the right to see arguments (Job.Meta.permissions).
 PAYLOAD_PERMISSION = "django_jobretry.view_job_payload"
@@ -300,7 +300,7 @@ def enqueue_trace_id(stored: Any) -> str:
 def enqueue_trace(row: Job | DeadLetter) -> SafeString | str:
     """The enqueue's trace id, linked when TRACE_URL is set, and what it is the trace of; "" without one.
 
-    A requeue copies the stored context (services/sql.py CARRIED_COLUMNS):
+    A requeue copies the stored context (jobs/sql.py CARRIED_COLUMNS):
     a requeued job's is its first enqueue's, never the requeue's. An
     enqueue made in a span its process did not sample stores a context
     all the same (flags 00): its backend most likely holds none of it.
@@ -319,7 +319,7 @@ def enqueue_trace(row: Job | DeadLetter) -> SafeString | str:
 def _traceparent(stored: Any) -> re.Match[str] | None:
     """A stored context's well-formed version-00 ``traceparent``, or None.
 
-    Read as the worker reads it (services/tracing.py: a small object of
+    Read as the worker reads it (jobs/tracing.py: a small object of
     strings), but only from an object: a string here is a JSON string or
     the text of a value too deep to decode, neither of them a context.
     """

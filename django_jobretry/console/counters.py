@@ -9,7 +9,7 @@ makes one transaction wait for another (docs/design.md#counters):
   serialize every transaction enqueueing the same task. The enqueue
   statement therefore *appends* a row of its own (shard NULL: NULLs never
   collide in the key, so there is no conflict to check or row to lock),
-  still in the one statement (services/job_insert.py: one round trip, for
+  still in the one statement (jobs/insert.py: one round trip, for
   one job or a bulk enqueue). An append costs less than the upsert into a
   per-session row it replaces.
 - **requeue and discard** are rare operator actions: counted the same way, in

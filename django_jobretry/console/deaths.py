@@ -28,7 +28,7 @@ from datetime import datetime
 
 from django_jobretry.console import status
 from django_jobretry.console.status import RETRYING
-from django_jobretry.services.sql import DEATHS, JOB
+from django_jobretry.jobs.sql import DEATHS, JOB
 
 #: Deaths with ``starts[i] <= died_at < stops[i]``, each bucket counted up to %(bar)s entries.
 BUCKETS_SQL = f"""

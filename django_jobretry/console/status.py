@@ -31,8 +31,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from django_jobretry.jobs.sql import DEAD, JOB
 from django_jobretry.models import DeadReason
-from django_jobretry.services.sql import DEAD, JOB
 
 #: Counts stop here: past it, a figure says "more than 10,000", as the admin lists do.
 COUNT_LIMIT = 10_000

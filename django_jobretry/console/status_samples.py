@@ -30,8 +30,8 @@ from datetime import datetime, timedelta
 
 from django_jobretry.console import status
 from django_jobretry.console.status import RETRYING, counted
+from django_jobretry.jobs.sql import DEAD, DEATHS, JOB
 from django_jobretry.models import StatusSample
-from django_jobretry.services.sql import DEAD, DEATHS, JOB
 
 SAMPLES = StatusSample._meta.db_table
 

@@ -44,8 +44,8 @@ from typing import Any
 from django.db import DataError, IntegrityError, connections, router, transaction
 
 from django_jobretry.exceptions import CannotResubmit
+from django_jobretry.jobs.history import AttemptEntry
 from django_jobretry.models import DeadLetter, DeadReason, Death, ImportedFailure
-from django_jobretry.services.history import AttemptEntry
 
 logger = logging.getLogger("django_jobretry")
 

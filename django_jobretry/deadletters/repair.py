@@ -29,10 +29,10 @@ from django.db import connection, transaction
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.deadletters.service import requeue_many
 from django_jobretry.exceptions import InvalidJob, NotDead
+from django_jobretry.jobs.enqueue import checked_arguments
+from django_jobretry.jobs.history import recorded_actor
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
 from django_jobretry.registry import registry
-from django_jobretry.services.enqueue import checked_arguments
-from django_jobretry.services.history import recorded_actor
 
 logger = logging.getLogger("django_jobretry")
 

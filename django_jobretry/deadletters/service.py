@@ -30,10 +30,10 @@ from django_jobretry.deadletters.chunks import (
 )
 from django_jobretry.deadletters.external import Resubmitted
 from django_jobretry.exceptions import NotDead, RequeueConflict
+from django_jobretry.jobs.history import recorded_actor
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 from django_jobretry.models.fingerprints import check_fingerprint
 from django_jobretry.models.instants import check_run_after
-from django_jobretry.services.history import recorded_actor
 
 __all__ = [
     "CHUNK",

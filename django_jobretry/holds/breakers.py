@@ -32,14 +32,14 @@ from django.db import connection, transaction
 from django_jobretry import signals
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.holds import sql
+from django_jobretry.jobs.enqueue import notify
+from django_jobretry.jobs.history import clean_text
+from django_jobretry.jobs.isolation import Apart
+from django_jobretry.jobs.sql import named_rows
 from django_jobretry.models import Circuit
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.policy import CircuitBreaker
 from django_jobretry.policy.circuit import next_cooldown
-from django_jobretry.services.enqueue import notify
-from django_jobretry.services.history import clean_text
-from django_jobretry.services.isolation import Apart
-from django_jobretry.services.sql import named_rows
 
 logger = logging.getLogger("django_jobretry")
 
@@ -131,7 +131,7 @@ def beat(apart: Apart | None = None) -> None:
     """Move on every breaker whose cooldown ended or whose probe is out, that no other worker holds;
     then park the jobs the open ones hold (:data:`~django_jobretry.holds.sql.PARK`).
 
-    Each breaker is judged alone (services/isolation.py): one that cannot be
+    Each breaker is judged alone (jobs/isolation.py): one that cannot be
     moved on is logged by its task's name and left as it is, and the others
     move on. ``apart``: the heartbeat's own, so a breaker failing beat after
     beat is logged once per stretch.

@@ -42,6 +42,9 @@ from django_jobretry import signals
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.holds import breakers, sql
+from django_jobretry.jobs.enqueue import notify
+from django_jobretry.jobs.history import clean_text, recorded_actor
+from django_jobretry.jobs.sql import named_rows
 from django_jobretry.limits.declare import queue_limits
 from django_jobretry.models import Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
@@ -49,9 +52,6 @@ from django_jobretry.models.instants import EARLIEST, LATEST, check_run_after
 from django_jobretry.models.storable import is_text
 from django_jobretry.policy.limits import InvalidLimit
 from django_jobretry.registry import registry
-from django_jobretry.services.enqueue import notify
-from django_jobretry.services.history import clean_text, recorded_actor
-from django_jobretry.services.sql import named_rows
 
 logger = logging.getLogger("django_jobretry")
 

@@ -10,8 +10,8 @@ database's (docs/design.md#rule-5).
 
 from __future__ import annotations
 
+from django_jobretry.jobs.sql import CLEAR_LEASE, DEAD, FENCE, JOB, ONE_ATTEMPT, stamped, trimmed
 from django_jobretry.models import Circuit, Pause
-from django_jobretry.services.sql import CLEAR_LEASE, DEAD, FENCE, JOB, ONE_ATTEMPT, stamped, trimmed
 
 PAUSES = Pause._meta.db_table
 CIRCUITS = Circuit._meta.db_table

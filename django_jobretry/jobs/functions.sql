@@ -21,8 +21,8 @@
 -- breaker's probe at the attempt it was chosen for (a failed probe waits for a heartbeat to
 -- reopen the breaker). PL/pgSQL, so its queries are planned once per session, not in each claim.
 -- Last defined by: 0025_probe_runs_once.
--- Called by: holds/sql.py not_held(), in the ordinary claim (services/statements.py
--- pick_sql()) and testing.run_jobs(include_scheduled=True) (services/inline.py); and by
+-- Called by: holds/sql.py not_held(), in the ordinary claim (jobs/statements.py
+-- pick_sql()) and testing.run_jobs(include_scheduled=True) (jobs/retention.py); and by
 -- jobretry_pick_limited() below.
 CREATE OR REPLACE FUNCTION jobretry_held(queue text, task text, job bigint, attempts integer)
  RETURNS boolean
@@ -86,7 +86,7 @@ $function$;
 -- `limits` is limits/declare.py's JSON: {"tasks"|"queues": {name: {"c", "k", "r", "b"}}}. VOLATILE
 -- (the default, not printed): it writes the buckets (django_jobretry_ratebucket).
 -- Last defined by: 0026_limits.
--- Called by: services/limit_sql.py LIMITED_CLAIM, run by services/transitions.py claim_limited().
+-- Called by: jobs/statements.py LIMITED_CLAIM, run by jobs/claim.py claim_limited().
 CREATE OR REPLACE FUNCTION jobretry_pick_limited(want integer, queues text[], limits jsonb)
  RETURNS TABLE(id bigint, wait double precision)
  LANGUAGE plpgsql

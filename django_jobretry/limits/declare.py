@@ -8,7 +8,7 @@ A limited job gets a **lane** at enqueue, stored in ``limit_lane``:
 ``key:<its concurrency key>`` when its task declares a ``concurrency_key``,
 else ``task:<name>`` when its task is limited, else ``queue:<name>``. The
 ordinary claim never takes a job with a lane; the limited claim
-(services/limit_sql.py) serves lanes in turn, so one busy key cannot
+(jobs/statements.py) serves lanes in turn, so one busy key cannot
 starve the others. A job enqueued before its limit was declared has no
 lane and runs unlimited (docs/limits.md).
 

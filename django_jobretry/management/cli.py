@@ -186,7 +186,7 @@ def recent(text: str) -> timedelta | datetime:
 
 
 def cancel_actor(text: str) -> str:
-    """Who cancels: a name the cancel can record whole (services/cancel.py would cut it)."""
+    """Who cancels: a name the cancel can record whole (jobs/recovery.py would cut it)."""
     if len(text) > ACTOR_MAX_LENGTH:
         raise argparse.ArgumentTypeError(
             f"is {len(text)} characters long; at most {ACTOR_MAX_LENGTH} characters are recorded"

@@ -60,7 +60,7 @@ class DeadLetter(models.Model):
     run_after = models.DateTimeField(null=True, blank=True)
     first_attempt_at = models.DateTimeField(null=True, blank=True)
     dead_at = models.DateTimeField(db_default=Now())
-    # A db_default too: bury's INSERT ... SELECT (services/sql.py) does not name it.
+    # A db_default too: bury's INSERT ... SELECT (jobs/sql.py) does not name it.
     source = models.CharField(
         max_length=16,
         choices=DeadLetterSource.choices,

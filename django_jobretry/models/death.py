@@ -3,7 +3,7 @@
 Dead letters are the wrong thing to count for "how many died in this hour":
 a requeue or a discard removes the row, so the count of an hour would fall
 although nothing came back to life. Each burial statement therefore also
-appends one row here, in the same statement (services/sql.py
+appends one row here, in the same statement (jobs/sql.py
 ``COUNT_DEATHS``): nothing to lock or to conflict on, so burials never wait
 for each other. The rows are kept as long as the status samples
 (status_samples.SAMPLES_KEPT, a week); the worker that takes a minute's

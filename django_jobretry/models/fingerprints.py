@@ -9,7 +9,7 @@ DeadLetter.fingerprint; their current text is in jobs/functions.sql), from
 the last attempt entry:
 
 - the task's own fingerprint, when its exception carried a ``fingerprint``
-  attribute (stored in the entry, services/history.py);
+  attribute (stored in the entry, jobs/history.py);
 - otherwise, for an attempt that ended without an exception (lease expired,
   timeout, shutdown, cancel), the task and how it ended;
 - otherwise the task, the error class and the message with each quoted

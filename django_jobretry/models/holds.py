@@ -1,6 +1,6 @@
 """What holds jobs back from the claim: an operator's pause of a queue or task, and a task's breaker.
 
-Both are rows the claim statement reads (services/statements.py), so a
+Both are rows the claim statement reads (jobs/statements.py), so a
 pause or an open breaker applies to every worker on every host at its next
 claim, with no cache to go stale. A held job stays ready and keeps its
 attempts; the time it was held is added to its ``held_seconds`` when it is

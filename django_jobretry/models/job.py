@@ -39,7 +39,7 @@ class JobStatus(models.TextChoices):
 #: States of a job that may still run: what unique_key deduplicates against.
 LIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING)
 #: A succeeded job still inside its own ``unique_for``: enqueues with that window find it, so
-#: retention keeps it (services/retention.py).
+#: retention keeps it (jobs/retention.py).
 KEEPS_KEY = models.Q(
     status=JobStatus.SUCCEEDED, unique_for__isnull=False, finished_at__gt=Now() - models.F("unique_for")
 )
@@ -130,7 +130,7 @@ class Job(models.Model):
     #: Seconds this job was due but held by a pause, a breaker or a limit: not counted against ``retry_for``.
     held_seconds = models.FloatField(db_default=0)
     #: The enqueuer's trace context (W3C ``traceparent``/``tracestate``), with OpenTelemetry installed
-    #: and a span active at enqueue (services/tracing.py); each attempt's span links to it.
+    #: and a span active at enqueue (jobs/tracing.py); each attempt's span links to it.
     trace_context = StoredJSONField(null=True, blank=True)
     #: A limited job's lane (limits/declare.py): the limited claim serves lanes in turn; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
@@ -193,7 +193,7 @@ class Job(models.Model):
             # enqueue, the claim and a success write nothing to them; only a retry does.
             GinPathIndex(field="args", name="jobretry_job_retrying_args", condition=RETRYING),
             GinPathIndex(field="kwargs", name="jobretry_job_retrying_kwargs", condition=RETRYING),
-            # The limited claim's walk (services/limit_sql.py): lane by lane, each in claim order.
+            # The limited claim's walk (jobs/statements.py): lane by lane, each in claim order.
             models.Index(
                 "limit_lane",
                 models.F("priority").desc(),
@@ -203,7 +203,7 @@ class Job(models.Model):
                 condition=models.Q(status="ready", limit_lane__isnull=False),
             ),
             # Keyed jobs that succeeded, by key and end: an enqueue's unique_for window
-            # (services/unique_enqueue.py) and a requeue's look for a recent one.
+            # (jobs/unique.py) and a requeue's look for a recent one.
             models.Index(
                 fields=["unique_key", "finished_at"],
                 name="jobretry_job_unique_window",

@@ -30,7 +30,7 @@ _Job = TypeVar("_Job", bound=models.Model)
 PAUSE_IN_FORCE = Q(until__isnull=True) | Q(until__gt=Now())
 #: Ready jobs whose time has come: what the claim takes unless a hold keeps them.
 DUE = Q(status="ready", run_at__lte=Now())
-#: How the last ended attempt ended: its history entry's ``ended`` (services/history.py AttemptEnd).
+#: How the last ended attempt ended: its history entry's ``ended`` (jobs/history.py AttemptEnd).
 LAST_ENDED = KeyTextTransform("ended", KeyTransform(-1, "errors"))
 
 

@@ -3,7 +3,7 @@
 Concurrency limits need no row of their own: a slot is a running job, so
 a slot frees when its job leaves "running" by any fenced transition or by
 lease recovery, and never twice. A rate needs memory between claims: how
-many tokens were left, and when. The limited claim (services/limit_sql.py)
+many tokens were left, and when. The limited claim (jobs/statements.py)
 refills and spends them under a lock, on the database clock.
 """
 

@@ -2,7 +2,7 @@
 
 A :class:`Limit` is what ``@job(concurrency=..., concurrency_key=...,
 rate=...)`` or a ``JOBRETRY["QUEUE_LIMITS"]`` entry declares. The claim enforces it in the
-database (services/limit_sql.py); this module only says what a declaration
+database (jobs/statements.py); this module only says what a declaration
 means and refuses a bad one with the field, the value and what is allowed.
 
 - ``concurrency``: at most this many running jobs at once, across every

@@ -19,12 +19,12 @@ from django_jobretry.conf.schedules import ScheduleSpec, declared
 from django_jobretry.console import counters
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.jobs.enqueue import notify
+from django_jobretry.jobs.unique import holder_of
 from django_jobretry.models import CounterEvent, JobStatus, Schedule
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.services import schedule_sql as sql
-from django_jobretry.services.enqueue import notify
 from django_jobretry.services.schedules import as_arrays, declare_rows, log_fields, retry_until
-from django_jobretry.services.unique_enqueue import holder_of
 
 logger = logging.getLogger("django_jobretry")
 

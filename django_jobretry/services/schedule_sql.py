@@ -6,8 +6,8 @@ Times are the database's (docs/design.md#rule-5): a slot is due when
 
 from __future__ import annotations
 
+from django_jobretry.jobs.sql import JOB
 from django_jobretry.models import Schedule
-from django_jobretry.services.sql import JOB
 
 SCHEDULE = Schedule._meta.db_table
 

@@ -15,7 +15,7 @@ not run is counted on the schedule's row and logged with its time.
 
 One bad schedule fails alone: when the statement for all of them fails, each
 is written in a savepoint of its own, and the one that still fails is
-logged by name and left due (services/isolation.py).
+logged by name and left due (jobs/isolation.py).
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ from django_jobretry.conf.schedule_runs import Run, run_columns
 from django_jobretry.conf.schedules import ScheduleSpec
 from django_jobretry.console import counters
 from django_jobretry.exceptions import JobRetryError
+from django_jobretry.jobs.enqueue import notify
+from django_jobretry.jobs.isolation import Apart, all_or_each
+from django_jobretry.jobs.sql import named_rows
 from django_jobretry.models import CounterEvent, Schedule
 from django_jobretry.policy.slots import CatchUp, Overlap, SlotPlan, grace, plan
 from django_jobretry.services import schedule_sql as sql
-from django_jobretry.services.enqueue import notify
-from django_jobretry.services.isolation import Apart, all_or_each
-from django_jobretry.services.sql import named_rows
 
 logger = logging.getLogger("django_jobretry")
 
@@ -69,7 +69,7 @@ def declare_rows(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) 
 
     A declaration its row cannot hold (``check`` refuses it; a worker of an
     older version may still hold it) is left out, logged by name; any other
-    that the statement cannot write is written alone (services/isolation.py).
+    that the statement cannot write is written alone (jobs/isolation.py).
     One bad declaration never keeps the others from running.
     """
     if not specs:
@@ -122,7 +122,7 @@ def run_due(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) -> fl
     Four statements whatever the number of due schedules: lock them, insert
     every run, move every schedule on, count the runs (and one NOTIFY per
     queue, and a savepoint around the two writes). If inserting or moving on
-    fails, each schedule is done alone in a savepoint (services/isolation.py):
+    fails, each schedule is done alone in a savepoint (jobs/isolation.py):
     the one that fails is logged by name and left due, the others run. ``apart``: the scheduler's own, so a
     schedule failing look after look is logged once per stretch, and its
     slot does not make the scheduler look again at once.

@@ -44,9 +44,9 @@ from django_jobretry.conf.pooling import transaction_pooled
 from django_jobretry.worker import watchdog
 
 if TYPE_CHECKING:
+    from django_jobretry.jobs.claimed import Finish
+    from django_jobretry.jobs.history import AttemptEnd, RenderedError
     from django_jobretry.policy import ErrorKind
-    from django_jobretry.services.claimed import Finish
-    from django_jobretry.services.history import AttemptEnd, RenderedError
 
 logger = logging.getLogger("django_jobretry")
 
@@ -81,7 +81,7 @@ class Reply:
     finish: Finish | None = None
     #: Which rule made the failure fatal (Classification.rule).
     rule: str | None = None
-    #: The trace id of the attempt's span, made in the child (services/tracing.py); "": none.
+    #: The trace id of the attempt's span, made in the child (jobs/tracing.py); "": none.
     trace_id: str = ""
 
 
@@ -96,10 +96,10 @@ def child_main(conn: Connection, options: PoolOptions, token: str) -> None:
 
     django.setup()
     name_sessions(token)
+    from django_jobretry.jobs.claimed import Succeeded
+    from django_jobretry.jobs.decisions import classify_failure
+    from django_jobretry.jobs.history import render_error
     from django_jobretry.registry import policy_for
-    from django_jobretry.services.claimed import Succeeded
-    from django_jobretry.services.decisions import classify_failure
-    from django_jobretry.services.history import render_error
     from django_jobretry.worker.runner import run_handler
 
     # The worker decides when its children stop: Ctrl-C in a terminal reaches
@@ -168,7 +168,7 @@ def name_sessions(token: str) -> None:
 
 def end_sessions(token: str, child_pid: int | None) -> int:
     """In the worker, once the child with ``token`` is gone: terminate its sessions; how many there were."""
-    from django_jobretry.services.sql import loggable
+    from django_jobretry.jobs.sql import loggable
     from django_jobretry.worker.session import bound_connects
 
     ended = 0

@@ -23,9 +23,10 @@ from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schedules import declared as declared_schedules
-from django_jobretry.services import recovery, transitions
-from django_jobretry.services.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
-from django_jobretry.services.outcomes import Recorder
+from django_jobretry.jobs import recovery
+from django_jobretry.jobs.claim import Claims
+from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
+from django_jobretry.jobs.record import Recorder
 from django_jobretry.worker import lifecycle, watchdog
 from django_jobretry.worker.child import PoolOptions
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
@@ -37,7 +38,6 @@ from django_jobretry.worker.lifecycle import (
     drain,
     install_stop_handlers,
 )
-from django_jobretry.worker.limited import LimitedClaims
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.process_pool import ChildSlot
 from django_jobretry.worker.runner import Runner
@@ -83,7 +83,7 @@ class Worker:
         self.failed: list[FailedAttempt] = []  # decided to die, or to be decided under the row lock
         self.retrying: list[FailedAttempt] = []  # decided as retries, written with the next claim
         self.recorder = Recorder(self.id, type(self))
-        self.limited = LimitedClaims(self.id, self.lease, self.options.queues, self.recorder.retries_due)
+        self.claims = Claims(self.id, self.lease, self.options.queues, self.recorder)
         self.slots: list[ChildSlot] = []
         self.time_limits = TimeLimits(self.running, self.recorder, self.slots)
         self.cancel_requests: dict[int, str] = {}  # job id -> who; from the heartbeat thread
@@ -254,29 +254,14 @@ class Worker:
         One round trip per job at ``--concurrency 1``. Returns how many jobs
         were claimed, None when no claim was due.
         """
-        limit = self.options.claim_size(len(self.running), self.claimed_total) if claim else 0
-        claimed: list[ClaimedJob] = []
-        if (self.succeeded and limit) or self.retrying:
-            claimed = self.recorder.record_successes_and_claim(
-                self.succeeded,
-                retries=self.retrying,
-                limit=limit,
-                lease_seconds=self.lease,
-                queues=self.options.queues,
-                skip_lanes=self.limited.declared,
-            )
-        elif self.succeeded:
-            self.recorder.record_successes(self.succeeded)
-        elif limit:
-            claimed = transitions.claim(
-                self.id, limit, self.lease, self.options.queues, skip_lanes=self.limited.declared
-            )
-        self._forget([outcome.job for outcome in self.succeeded])
-        self.succeeded, self.retrying = [], []
-        self._start(claimed)  # before the limited claim, which may fail: these are ours either way
-        limited = self.limited.claim(limit - len(claimed))
-        self._start(limited)
-        return len(claimed) + len(limited) if claim else None
+        free = self.options.claim_size(len(self.running), self.claimed_total) if claim else 0
+        before = self.claimed_total
+        for jobs in self.claims.claim(free, self.succeeded, self.retrying):
+            # The first batch's statement wrote the outcomes; a later one may fail: these are ours.
+            self._forget([outcome.job for outcome in self.succeeded])
+            self.succeeded, self.retrying = [], []
+            self._start(jobs)
+        return self.claimed_total - before if claim else None
 
     def _start(self, claimed: list[ClaimedJob]) -> None:
         for job in claimed:

@@ -30,10 +30,10 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
 from django_jobretry.exceptions import ChildFailed, ChildStartError, JobTimeout
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, Succeeded
+from django_jobretry.jobs.history import AttemptEnd, RenderedError, render_error
 from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import time_limit
-from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
-from django_jobretry.services.history import AttemptEnd, RenderedError, render_error
 from django_jobretry.worker.child import PoolOptions, Reply, child_main, end_sessions
 
 logger = logging.getLogger("django_jobretry")

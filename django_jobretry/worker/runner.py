@@ -41,15 +41,14 @@ from django_jobretry.conf import task_modules
 from django_jobretry.console.counters import Tally
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
+from django_jobretry.jobs import tracing
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, Kept, Succeeded
+from django_jobretry.jobs.decisions import classify_failure, deferred
+from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra, send_job_signal
+from django_jobretry.jobs.history import AttemptEnd, render_error
 from django_jobretry.models import CounterEvent
 from django_jobretry.policy import CircuitOpen, Classification, ErrorKind, Snooze
 from django_jobretry.registry import policy_for, registry, time_limit
-from django_jobretry.services import tracing
-from django_jobretry.services.claimed import ClaimedJob, Failed, Kept, Succeeded
-from django_jobretry.services.decisions import classify_failure
-from django_jobretry.services.deferrals import deferred
-from django_jobretry.services.history import AttemptEnd, render_error
-from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra, send_job_signal
 from django_jobretry.signatures import mismatch
 from django_jobretry.worker.time_limits import TimeLimits
 
@@ -138,7 +137,7 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
     connection alone: ``django_jobretry.testing`` runs jobs inside a test's
     transaction, which closing a connection "too old to reuse" would end.
     With OpenTelemetry installed the call is inside the attempt's span
-    (services/tracing.py), in whichever process runs it: a runner thread, a
+    (jobs/tracing.py), in whichever process runs it: a runner thread, a
     pool's child or ``run_jobs()``.
     """
     return tracing.attempt(job, lambda: _handle(job, manage_connections), _classified)

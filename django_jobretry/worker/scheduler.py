@@ -11,7 +11,7 @@ delay a lease extension. A look that fails (the database restarting, a
 table not migrated yet) is logged, once per failing stretch, and retried
 after a pause; it never stops the worker. One schedule that cannot be
 declared or moved on fails alone, logged by name once per failing stretch
-(services/isolation.py); the others run.
+(jobs/isolation.py); the others run.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from django.db.backends.signals import connection_created
 from django.dispatch import receiver
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.services.sql import loggable
+from django_jobretry.jobs.sql import loggable
 from django_jobretry.worker import watchdog
 
 logger = logging.getLogger("django_jobretry")
@@ -158,7 +158,7 @@ def pause_after(exc: DatabaseError | InterfaceError, backoff: Backoff, worker_id
 
 
 def log_database_error(level: int, what: str, exc: BaseException, worker_id: str) -> None:
-    """``what``, where, and the error's class and SQLSTATE - never its message (services.sql.loggable)."""
+    """``what``, where, and the error's class and SQLSTATE - never its message (jobs.sql.loggable)."""
     fields = loggable(exc)
     place = watchdog.where(connection.alias, connection.connection)
     logger.log(

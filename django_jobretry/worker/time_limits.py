@@ -26,11 +26,11 @@ from datetime import timedelta
 from typing import Protocol
 
 from django_jobretry.exceptions import JobTimeout
-from django_jobretry.services.cancel import bury_cancelled_attempt
-from django_jobretry.services.claimed import AttemptKey, ClaimedJob, Failed, Interrupted
-from django_jobretry.services.history import AttemptEnd, render_error
-from django_jobretry.services.job_lines import log_extra
-from django_jobretry.services.outcomes import Recorder
+from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, Interrupted
+from django_jobretry.jobs.events import log_extra
+from django_jobretry.jobs.history import AttemptEnd, render_error
+from django_jobretry.jobs.record import Recorder
+from django_jobretry.jobs.recovery import bury_cancelled_attempt
 
 logger = logging.getLogger("django_jobretry")
 

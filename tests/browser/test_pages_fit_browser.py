@@ -22,8 +22,8 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from django_jobretry.holds import breakers, pauses
+from django_jobretry.jobs import claim
 from django_jobretry.models import Pause
-from django_jobretry.services import transitions
 from tests.browser.fit import overflow, plant_wide_table
 from tests.browser.test_admin_browser import LONG_ERROR, LONG_TASK, PASSWORD, changelist_url
 from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory
@@ -70,7 +70,7 @@ def populate(settings: Any) -> Rows:
     pauses.pause(task=LONG_TASK + "_nightly_reconciliation", actor=ADMIN, reason=LONG_REASON, undeployed=True)
     breakers.hold_task(LONG_TASK, timedelta(hours=1), None, job_id=job.pk)
     limited_jobs.one_per_tenant.bulk_enqueue([((tenant, 0), {}) for tenant in (1, 1, 1, 2)])
-    transitions.claim_limited("w", 10, 30, None, LIMITS)
+    claim.claim_limited("w", 10, 30, None, LIMITS)
     return Rows(dead.pk, job.pk, worker.pk, Pause.objects.filter(queue_name="partner-sync").get().pk)
 
 

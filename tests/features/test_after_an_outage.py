@@ -16,9 +16,9 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 from pytest_bdd import given, parsers, scenarios, then, when
 
+from django_jobretry.jobs.history import AttemptEnd, attempt_entry
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services.history import AttemptEnd, attempt_entry
 from tests.factories import DeadLetterFactory
 from tests.integration.conftest import PASSWORD, Operator, hidden_inputs, messages_of
 

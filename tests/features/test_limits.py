@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pytest_bdd import given, parsers, scenarios, then, when
 
+from django_jobretry.jobs import claim
 from django_jobretry.limits.declare import claim_limits
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.services import transitions
 from tests.jobs_app import limited_jobs
 
 pytestmark = pytest.mark.django_db
@@ -18,16 +18,16 @@ WORKERS = ("worker-a", "worker-b")
 
 
 @pytest.fixture
-def claimed() -> list[transitions.ClaimedJob]:
+def claimed() -> list[claim.ClaimedJob]:
     """Every job the workers claimed, in claim order."""
     return []
 
 
-def claim_all(claimed: list[transitions.ClaimedJob]) -> None:
+def claim_all(claimed: list[claim.ClaimedJob]) -> None:
     limits = claim_limits()
     assert limits is not None
     for worker in WORKERS:
-        claimed += transitions.claim_limited(worker, 10, 60, None, limits)[0]
+        claimed += claim.claim_limited(worker, 10, 60, None, limits)[0]
 
 
 @given(parsers.parse("{first:d} jobs of tenant 1 and {second:d} job of tenant 2, one at a time per tenant"))
@@ -41,15 +41,15 @@ def three_at_once(count: int) -> None:
 
 
 @when("two workers claim as many jobs as they can")
-def two_workers_claim(claimed: list[transitions.ClaimedJob]) -> None:
+def two_workers_claim(claimed: list[claim.ClaimedJob]) -> None:
     claim_all(claimed)
 
 
 @when("the running job of tenant 1 succeeds and the workers claim again")
-def tenant_one_succeeds(claimed: list[transitions.ClaimedJob]) -> None:
+def tenant_one_succeeds(claimed: list[claim.ClaimedJob]) -> None:
     lane = dict(Job.objects.filter(status=JobStatus.RUNNING).values_list("pk", "limit_lane"))
     done = [job for job in claimed if lane.get(job.id) == "key:tenant:1"]
-    assert transitions.succeed(done) == {done[0].id}
+    assert claim.succeed(done) == {done[0].id}
     claim_all(claimed)
 
 

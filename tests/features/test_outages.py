@@ -17,8 +17,8 @@ from pytest_bdd import given, parsers, scenarios, then, when
 
 from django_jobretry import RetryPolicy, Snooze, job
 from django_jobretry.holds import breakers, pauses
+from django_jobretry.jobs import claim
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus
-from django_jobretry.services import transitions
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -123,8 +123,8 @@ def first_attempt(story: Story) -> None:
 def breaker_open(story: Story, attempts: int) -> None:
     assert Circuit.objects.get(task_name=sync_order.name).state == CircuitState.OPEN
     assert sum(j.attempts for j in task_jobs(story)) == attempts
-    taken = transitions.claim("test", 100, 60, None)
-    transitions.release(taken)
+    taken = claim.claim("test", 100, 60, None)
+    claim.release(taken)
     assert taken == []
 
 
@@ -132,8 +132,8 @@ def breaker_open(story: Story, attempts: int) -> None:
 def one_probe() -> None:
     row = Circuit.objects.get(task_name=sync_order.name)
     assert row.state == CircuitState.HALF_OPEN
-    taken = transitions.claim("test", 100, 60, None)
-    transitions.release(taken)
+    taken = claim.claim("test", 100, 60, None)
+    claim.release(taken)
     assert [claimed.id for claimed in taken] == [row.probe_job_id]
 
 

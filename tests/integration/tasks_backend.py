@@ -12,9 +12,9 @@ import time
 from typing import Any
 
 from django_jobretry.backends import JobRetryBackend
-from django_jobretry.services import transitions
-from django_jobretry.services.claimed import ClaimedJob, Succeeded
-from django_jobretry.services.outcomes import Recorder
+from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import ClaimedJob, Succeeded
+from django_jobretry.jobs.record import Recorder
 from tests.attempts import LEASE, record_failure
 
 #: Seconds a retry of the "three" policy (at most 50 ms of backoff) may take to become due.
@@ -24,7 +24,7 @@ DUE_TIMEOUT = 10.0
 def claim_due(owner: str, *, lease: float = LEASE) -> ClaimedJob:
     """Claim the one job as ``owner`` once its backoff (milliseconds under "three") is over."""
     deadline = time.monotonic() + DUE_TIMEOUT
-    while not (claimed := transitions.claim(owner, 1, lease, None)):
+    while not (claimed := claim.claim(owner, 1, lease, None)):
         assert time.monotonic() < deadline, f"no job became due within {DUE_TIMEOUT} s"
         time.sleep(0.01)
     assert len(claimed) == 1, claimed

@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from django_jobretry.admin import rendering
 from django_jobretry.holds import breakers, pauses
+from django_jobretry.jobs import claim
 from django_jobretry.models import Circuit, CircuitState, Pause, Schedule
-from django_jobretry.services import transitions
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
 from tests.integration.schedule_story import story
 from tests.jobs_app import jobs, limited_jobs
@@ -147,7 +147,7 @@ class TestHeld:
             "tasks": {limited_jobs.one_per_tenant.name: {"c": 1, "k": True, "r": None, "b": None}},
             "queues": {},
         }
-        transitions.claim_limited("w", 10, 30, None, limits)
+        claim.claim_limited("w", 10, 30, None, limits)
         held = panel(pauser.get(DASHBOARD).content.decode(), "held")
         assert "0 paused, 0 circuit breakers open, 1 limit full" in held
         assert f"task {limited_jobs.one_per_tenant.name}" in held
@@ -182,7 +182,7 @@ class TestLimits:
 
     def full(self) -> None:
         limited_jobs.one_per_tenant.bulk_enqueue([((tenant, 0), {}) for tenant in (1, 1, 1, 2)])
-        transitions.claim_limited("w", 10, 30, None, self.LIMITS)
+        claim.claim_limited("w", 10, 30, None, self.LIMITS)
 
     def test_keys_at_their_limit_and_jobs_waiting(self, looker: Operator) -> None:
         self.full()

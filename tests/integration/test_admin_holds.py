@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_jobretry.holds import breakers, pauses
+from django_jobretry.jobs import claim
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
-from django_jobretry.services import transitions
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
 from tests.jobs_app import jobs
 
@@ -37,8 +37,8 @@ def looker(make_user: Any) -> Operator:
 
 
 def claimed() -> set[int]:
-    taken = transitions.claim("test", 100, 60, None)
-    transitions.release(taken)
+    taken = claim.claim("test", 100, 60, None)
+    claim.release(taken)
     return {job.id for job in taken}
 
 

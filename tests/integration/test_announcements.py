@@ -21,9 +21,9 @@ from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
 from django_jobretry import FatalError, signals
+from django_jobretry.jobs import recovery
+from django_jobretry.jobs.recovery import bury_cancelled_attempt, cancel_jobs
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import recovery
-from django_jobretry.services.cancel import bury_cancelled_attempt, cancel_jobs
 from tests.attempts import OWNER, claim_one, fail_attempt
 from tests.jobs_app import jobs
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_jobretry.services import retention
+from django_jobretry.jobs import retention
 from tests.processes import run_bench
 
 #: Seconds a smoke run may take before it fails instead of hanging.

@@ -17,11 +17,11 @@ import pytest
 from django.db import connection, transaction
 
 from django_jobretry import RetryableError, RetryPolicy, current_job, job
+from django_jobretry.jobs import claim, recovery
+from django_jobretry.jobs.claimed import ClaimedJob, Failed
+from django_jobretry.jobs.record import Recorder
+from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import recovery, transitions
-from django_jobretry.services.cancel import cancel_jobs
-from django_jobretry.services.claimed import ClaimedJob, Failed
-from django_jobretry.services.outcomes import Recorder
 from tests.attempts import OWNER, claim_one, record_failure
 from tests.inprocess import DEADLINE, run_burst
 from tests.jobs_app import jobs
@@ -78,7 +78,7 @@ class TestTheRetryHonoursTheRequest:
         dead = assert_cancelled(claimed.id, ended="error")
         assert dead.errors[-1]["error_class"] == "builtins.ConnectionResetError"
         assert cancelled_lines(caplog) == [(claimed.id, 1, "ops")]
-        assert transitions.claim(OWNER, 10, 30, None) == []
+        assert claim.claim(OWNER, 10, 30, None) == []
 
     def test_a_failure_written_on_the_claim_statement(self) -> None:
         jobs.always_fails.enqueue("a")
@@ -98,7 +98,7 @@ class TestTheRetryHonoursTheRequest:
         jobs.always_fails.enqueue("a")
         claimed = claim_one()
         cancel_jobs([claimed.id], actor="ops")
-        assert transitions.succeed([claimed]) == {claimed.id}  # the run ended first
+        assert claim.succeed([claimed]) == {claimed.id}  # the run ended first
         record_failure(claimed, ConnectionResetError("late"))  # an earlier handler's late failure
         assert not DeadLetter.objects.exists()
         assert Job.objects.get().status == "succeeded"
@@ -241,8 +241,8 @@ def test_a_claimed_job_released_unstarted_after_its_cancel_is_never_ready_again(
     jobs.record.enqueue("a")
     claimed = claim_one(lease=0.05)
     cancel_jobs([claimed.id], actor="ops")
-    assert transitions.release([claimed]) == set()
-    assert transitions.claim(OWNER, 10, 30, None) == []
+    assert claim.release([claimed]) == set()
+    assert claim.claim(OWNER, 10, 30, None) == []
     wait_until(lambda: lease_expired(claimed.id), timeout=DEADLINE, what="the lease to expire (db clock)")
     [item] = recovery.recover_expired(100, HISTORY)
     assert (item.id, item.reason) == (claimed.id, "cancelled")

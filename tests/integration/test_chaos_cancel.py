@@ -19,8 +19,8 @@ from django.db.models.functions import Now
 
 from chaos import cancel_pause, schema
 from chaos.invariants import no_claim_after_cancel
+from django_jobretry.jobs import claim, recovery
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import recovery, transitions
 from tests.attempts import claim_one
 from tests.jobs_app import jobs
 
@@ -50,7 +50,7 @@ def test_a_cancel_on_a_stopped_worker_ends_cancelled_and_the_invariant_holds() -
     job_id = cancel_on_a_stopped_worker()
     [item] = recovery.recover_expired(100, 10)
     assert (item.id, item.reason) == (job_id, "cancelled")
-    assert transitions.claim("another-worker", 10, 30, None) == []
+    assert claim.claim("another-worker", 10, 30, None) == []
     check, ends = no_claim_after_cancel()
     assert (check.checked, check.violations, ends) == (1, [], {"cancelled": 1, "otherwise": 0})
     assert DeadLetter.objects.get(job_id=job_id).last_error == f"cancelled by {cancel_pause.ACTOR}"
@@ -68,7 +68,7 @@ def test_a_lost_cancel_request_is_reported() -> None:
         cancel_requested_by="",
         cancel_requested_at=None,
     )
-    assert [job.id for job in transitions.claim("another-worker", 10, 30, None)] == [job_id]
+    assert [job.id for job in claim.claim("another-worker", 10, 30, None)] == [job_id]
     check, ends = no_claim_after_cancel()
     assert check.checked == 1
     assert [violation.split(" (")[0] for violation in check.violations] == [

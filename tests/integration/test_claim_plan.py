@@ -19,15 +19,14 @@ import pytest
 from django.db import connection
 
 from django_jobretry.holds import breakers, pauses
-from django_jobretry.models import Job
-from django_jobretry.services.burial_sql import bury_sql
-from django_jobretry.services.sql import JOB
-from django_jobretry.services.statements import (
-    EXPIRED_LEASES,
+from django_jobretry.jobs.sql import EXPIRED_LEASES, JOB
+from django_jobretry.jobs.statements import (
+    bury_sql,
     claim_sql,
     schedule_retries_sql,
     succeed_and_claim_sql,
 )
+from django_jobretry.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

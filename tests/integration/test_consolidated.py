@@ -16,9 +16,9 @@ from django_jobretry import FatalError, RetryPolicy, current_job, deadletters, j
 from django_jobretry.context import JobContext
 from django_jobretry.display.redaction import redacted_payload
 from django_jobretry.exceptions import UnknownPolicy
+from django_jobretry.jobs.claimed import Failed
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.registry import INLINE_POLICY, policy_for, resolve_policy
-from django_jobretry.services.claimed import Failed
 from django_jobretry.worker.runner import Runner
 from tests.attempts import claim_one, record_failure
 from tests.factories import DeadLetterFactory

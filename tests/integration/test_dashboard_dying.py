@@ -28,9 +28,9 @@ from django_jobretry.deadletters.external import (
     bury_external,
     import_dead_letters,
 )
+from django_jobretry.jobs import recovery
+from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import DeadLetter, DeadReason, Death, Job
-from django_jobretry.services import recovery
-from django_jobretry.services.cancel import cancel_jobs
 from tests.attempts import fail_attempt, kill, record_failure
 from tests.factories import JobFactory, history_entry
 from tests.integration.conftest import CHANGELIST, Operator

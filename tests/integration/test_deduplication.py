@@ -18,8 +18,8 @@ from django.db.models.functions import Now
 from django_jobretry import deadletters, job
 from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob, JobConflict, RequeueConflict
+from django_jobretry.jobs import retention
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import retention
 from django_jobretry.testing import run_jobs
 from django_jobretry.validation import UNIQUE_KEY_MAX
 from tests.jobs_app import jobs, unique_jobs

@@ -20,9 +20,9 @@ import pytest
 from django.db import DataError, connection, transaction
 
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.jobs.claim import claim
 from django_jobretry.models import Job
 from django_jobretry.models.instants import EARLIEST, LATEST
-from django_jobretry.services.transitions import claim
 from django_jobretry.validation import INT_MAX, INT_MIN
 from tests.jobs_app import jobs
 

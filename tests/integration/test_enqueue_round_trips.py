@@ -17,8 +17,8 @@ from django.db import connection, transaction
 from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 
+from django_jobretry.jobs.enqueue import CHANNEL
 from django_jobretry.models import Job
-from django_jobretry.services.enqueue import CHANNEL
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,7 +110,7 @@ def test_bulk_enqueue_is_one_statement_one_wake_up_and_keeps_the_order(listener:
 
 @pytest.mark.parametrize("run_after", [None, timedelta(minutes=5), datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)])
 def test_the_fast_insert_stores_what_django_save_would(run_after: datetime | timedelta | None) -> None:
-    """services/job_insert.py builds its statements once; a model default changed later must not drift."""
+    """jobs/insert.py builds its statements once; a model default changed later must not drift."""
     definition = jobs.takes_anything.using(run_after=run_after, priority=7)
     fast = definition.enqueue("k", n=1)
     [bulk] = definition.bulk_enqueue([(("k",), {"n": 1})])

@@ -14,8 +14,8 @@ from django.db import transaction
 from django_jobretry import FatalError, RetryPolicy, testing
 from django_jobretry.decorators import job
 from django_jobretry.exceptions import InvalidArguments, InvalidJob
+from django_jobretry.jobs.history import AttemptEnd
 from django_jobretry.models import DeadLetter, DeadReason, Job
-from django_jobretry.services.history import AttemptEnd
 from django_jobretry.signatures import call_signature
 from django_jobretry.worker.runner import STALE_ARGUMENTS_RULE
 from tests.jobs_app import jobs

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_jobretry.deadletters import filtered, search
+from django_jobretry.jobs.history import AttemptEnd, attempt_entry, error_entry, event_entry, render_error
 from django_jobretry.models import DeadLetter, Job
 from django_jobretry.models.fingerprints import JobFingerprint, check_fingerprint
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services.history import AttemptEnd, attempt_entry, error_entry, event_entry, render_error
 from tests.factories import DEFAULT_TASK, DeadLetterFactory, JobFactory
 from tests.integration.conftest import Operator, cli_run, exit_code, hidden_inputs, messages_of
 

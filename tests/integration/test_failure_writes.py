@@ -2,7 +2,7 @@
 
 ``Recorder.failed`` turns each failure into one FailedAttempt, decided unless its
 policy has ``retry_for``; ``Recorder.record_failures`` writes the retries decided
-together, everything else one by one (services/failure_writes.py).
+together, everything else one by one (jobs/failures.py).
 """
 
 from __future__ import annotations
@@ -18,20 +18,20 @@ from django.test.utils import CaptureQueriesContext
 
 from django_jobretry import FatalError
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
+from django_jobretry.jobs.failures import retry_params, write_failures
+from django_jobretry.jobs.history import AttemptEnd
+from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import transitions
-from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
-from django_jobretry.services.failure_writes import retry_params, write_failures
-from django_jobretry.services.history import AttemptEnd
-from django_jobretry.services.outcomes import Recorder
 from tests.attempts import LEASE, OWNER
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
 
 
-def claim(count: int) -> list[ClaimedJob]:
-    claimed = transitions.claim(OWNER, count, LEASE, None)
+def claim_now(count: int) -> list[ClaimedJob]:
+    claimed = claim.claim(OWNER, count, LEASE, None)
     assert len(claimed) == count
     return claimed
 
@@ -40,7 +40,7 @@ def claim_failing(keys: str) -> list[ClaimedJob]:
     """One always-failing job per key (policy "three", no retry_for), all claimed."""
     for key in keys:
         jobs.always_fails.enqueue(key)
-    return claim(len(keys))
+    return claim_now(len(keys))
 
 
 def failed(job: ClaimedJob, message: str = "upstream reset") -> Failed:
@@ -83,7 +83,7 @@ def test_a_stale_failure_in_a_batch_changes_nothing_and_the_rest_are_written(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     held, lost = claim_failing("ab")
-    assert transitions.release([lost]) == {lost.id}  # as a shutdown does: the attempt is gone
+    assert claim.release([lost]) == {lost.id}  # as a shutdown does: the attempt is gone
     before = Job.objects.values().get(pk=lost.id)
     record([failed(held), failed(lost)])
     assert Job.objects.values().get(pk=lost.id) == before
@@ -123,7 +123,7 @@ def test_a_mixed_batch_ends_each_job_as_its_policy_says() -> None:
     jobs.fatal.enqueue("buried")
     jobs.record.using(policy="emails").enqueue("past its deadline")  # retry_for 2 h: locked, then buried
     jobs.always_fails.enqueue("shut down")
-    retried, buried, deadline, interrupted = claim(4)
+    retried, buried, deadline, interrupted = claim_now(4)
     Job.objects.filter(pk=deadline.id).update(
         first_attempt_at=Now() - Value(timedelta(hours=3), output_field=DurationField())
     )
@@ -165,7 +165,7 @@ def take(outcomes: list[Failed]) -> list[FailedAttempt]:
 def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> None:
     held, lost, succeeded = claim_failing("abc")
     jobs.record.enqueue("next")
-    assert transitions.release([lost]) == {lost.id}  # its failure below is stale
+    assert claim.release([lost]) == {lost.id}  # its failure below is stale
     outcomes = [failed(held), failed(lost)]
     retries = take(outcomes)
     assert [retry.job.id for retry in retries] == [held.id, lost.id]
@@ -174,7 +174,7 @@ def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> N
             [Succeeded(succeeded)], retries=retries, limit=10, lease_seconds=LEASE, queues=None
         )
     # One statement, and one more only because a retry was refused: it tells a stale
-    # attempt from one whose cancel was requested (services/cancel.py).
+    # attempt from one whose cancel was requested (jobs/recovery.py).
     assert [text[:4] for text in statements(captured)] == ["WITH", "WITH"]
     # The claim took the new job and the released one, not the job made ready beside it.
     assert sorted(job.id for job in claimed) == sorted([lost.id, Job.objects.get(args=["next"]).pk])
@@ -205,7 +205,7 @@ def test_only_retries_can_wait_for_the_claim() -> None:
     jobs.always_fails.enqueue("retried")
     jobs.fatal.enqueue("buried")
     jobs.record.using(policy="emails").enqueue("retry_for")  # decided under a lock, at the database's time
-    retried, buried, deadline = claim(3)
+    retried, buried, deadline = claim_now(3)
     outcomes = [failed(retried), Failed(buried, FatalError("bad")), failed(deadline)]
     recorder = Recorder(OWNER, object)
     attempts = [recorder.failed(outcome) for outcome in outcomes]
@@ -217,7 +217,7 @@ def test_only_retries_can_wait_for_the_claim() -> None:
 def test_the_claim_statement_keeps_error_history_limit_entries_unless_told() -> None:
     [job] = claim_failing("a")
     [retry] = take([failed(job)])
-    kept, claimed = transitions.succeed_and_claim(
+    kept, claimed = claim.succeed_and_claim(
         [],
         None,
         owner=OWNER,

@@ -18,8 +18,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from django_jobretry.holds import breakers
+from django_jobretry.jobs import claim
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.services import transitions
 from tests.integration.conftest import Operator
 from tests.jobs_app import jobs
 
@@ -39,7 +39,7 @@ def run(*args: str) -> str:
 def outage() -> None:
     """Queue "other": one job running, two due, one due in 30 minutes; its task's breaker open for an hour."""
     jobs.other_queue.enqueue("running")
-    [running] = transitions.claim("test", 1, 60, ["other"])
+    [running] = claim.claim("test", 1, 60, ["other"])
     jobs.other_queue.enqueue("due 1")
     jobs.other_queue.enqueue("due 2")
     jobs.other_queue.using(run_after=timedelta(minutes=30)).enqueue("later")

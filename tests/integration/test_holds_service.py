@@ -16,8 +16,8 @@ from django.db import connection
 from django_jobretry import CircuitOpen, FatalError, RetryPolicy, Snooze, job
 from django_jobretry.holds import breakers, pauses
 from django_jobretry.holds.status import holds_report
+from django_jobretry.jobs import claim
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus, Pause
-from django_jobretry.services import transitions
 from django_jobretry.testing import run_jobs
 
 pytestmark = pytest.mark.django_db
@@ -77,8 +77,8 @@ def db_now() -> datetime:
 
 
 def claim_ids() -> set[int]:
-    claimed = transitions.claim("test", 100, 60, None)
-    transitions.release(claimed)
+    claimed = claim.claim("test", 100, 60, None)
+    claim.release(claimed)
     return {job.id for job in claimed}
 
 

@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from django_jobretry.holds import breakers, pauses
+from django_jobretry.jobs.enqueue import CHANNEL
 from django_jobretry.models import Circuit
-from django_jobretry.services.enqueue import CHANNEL
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)

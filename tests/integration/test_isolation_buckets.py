@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from django_jobretry.jobs import claim
 from django_jobretry.models import RateBucket
-from django_jobretry.services import transitions
 from tests.integration.hostile import without_checks
 from tests.jobs_app import limited_jobs
 
@@ -47,7 +47,7 @@ def test_a_bucket_with_a_value_no_refill_can_use_is_refilled_and_every_limited_j
         cursor.execute(INSERT, [RATED, tokens, refilled_at])
     rated = limited_jobs.sixty_a_second.enqueue("rated")
     other = limited_jobs.three_at_once.enqueue("other", 0)
-    claimed, _ = transitions.claim_limited("w", 10, 30, None, LIMITS)
+    claimed, _ = claim.claim_limited("w", 10, 30, None, LIMITS)
     assert sorted(job.id for job in claimed) == sorted([rated.id, other.id])
     bucket = RateBucket.objects.get(name=RATED)
     assert 0 <= bucket.tokens <= 59  # full (60) when refilled, one spent

@@ -18,8 +18,8 @@ from django.db.models import QuerySet
 
 from django_jobretry import CircuitOpen, RetryPolicy, Snooze, job
 from django_jobretry.holds import breakers, pauses
+from django_jobretry.jobs import claim, recovery
 from django_jobretry.models import Circuit, CircuitState, Job, JobStatus
-from django_jobretry.services import cancel, transitions
 from django_jobretry.testing import run_jobs
 from tests.jobs_app.limited_jobs import limited_noop
 
@@ -73,9 +73,9 @@ def jobs() -> dict[str, int]:
     waiting = limited_noop.enqueue()
     limited_later = limited_noop.using(run_after=timedelta(hours=1)).enqueue()  # has a lane, not due
     ready, cancelled, running = plain.enqueue(), plain.enqueue(), plain.enqueue()
-    claimed = transitions.claim("test", 2, 600, None, task_names=[plain.name], skip=[ready.id])
+    claimed = claim.claim("test", 2, 600, None, task_names=[plain.name], skip=[ready.id])
     assert {job.id for job in claimed} == {cancelled.id, running.id}
-    assert cancel.cancel_jobs([cancelled.id], actor="bob").stopping == [cancelled.id]
+    assert recovery.cancel_jobs([cancelled.id], actor="bob").stopping == [cancelled.id]
     return {
         "paused": paused.id,
         "parked": behind_breaker.id,

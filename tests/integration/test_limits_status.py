@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from django_jobretry.jobs import claim
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.services import transitions
 from django_jobretry.worker import lifecycle
 from tests.jobs_app import limited_jobs
 
@@ -26,7 +26,7 @@ LIMITS = {
 
 def test_jobstatus_shows_running_over_limit_and_held_per_declared_limit() -> None:
     limited_jobs.one_per_tenant.bulk_enqueue([((tenant, 0), {}) for tenant in (1, 1, 1, 2)])
-    claimed, _ = transitions.claim_limited("w", 10, 30, None, LIMITS)
+    claimed, _ = claim.claim_limited("w", 10, 30, None, LIMITS)
     assert sorted(job.attempt for job in claimed) == [1, 1]  # one per tenant: 1 and 2
     out = io.StringIO()
     call_command("jobstatus", "--json", stdout=out)
@@ -44,14 +44,14 @@ def test_jobstatus_shows_running_over_limit_and_held_per_declared_limit() -> Non
 
 def test_the_ordinary_claim_leaves_limited_jobs_to_the_limited_claim() -> None:
     limited_jobs.three_at_once.bulk_enqueue([((f"o-{n}", 0), {}) for n in range(5)])
-    assert transitions.claim("w", 10, 30, None, skip_lanes=True) == []
+    assert claim.claim("w", 10, 30, None, skip_lanes=True) == []
     three = {
         "tasks": {limited_jobs.three_at_once.name: {"c": 3, "k": False, "r": None, "b": None}},
         "queues": {},
     }
-    claimed, _ = transitions.claim_limited("w", 10, 30, None, three)
+    claimed, _ = claim.claim_limited("w", 10, 30, None, three)
     assert len(claimed) == 3
-    assert len(transitions.claim("w", 10, 30, None)) == 2  # with no limit declared, lanes are ignored
+    assert len(claim.claim("w", 10, 30, None)) == 2  # with no limit declared, lanes are ignored
 
 
 def test_a_worker_whose_connection_is_cut_while_starting_starts_again(
@@ -86,7 +86,7 @@ def test_the_time_a_retry_waited_for_its_slot_is_left_out_of_retry_for() -> None
         "tasks": {limited_jobs.three_at_once.name: {"c": 3, "k": False, "r": None, "b": None}},
         "queues": {},
     }
-    [claimed], _ = transitions.claim_limited("w", 10, 30, None, three)
+    [claimed], _ = claim.claim_limited("w", 10, 30, None, three)
     held = Job.objects.get(pk=claimed.id).held_seconds
     assert 60 <= held < 70, held
 

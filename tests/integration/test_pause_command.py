@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_jobretry.holds import breakers
+from django_jobretry.jobs import claim
 from django_jobretry.models import Circuit, CircuitState, Pause
-from django_jobretry.services import transitions
 from tests.jobs_app import jobs
 from tests.manage_py import manage_py
 from tests.processes import test_database_url
@@ -28,8 +28,8 @@ def run(*args: str) -> tuple[str, str]:
 
 
 def claimed() -> set[int]:
-    taken = transitions.claim("test", 100, 60, None)
-    transitions.release(taken)
+    taken = claim.claim("test", 100, 60, None)
+    claim.release(taken)
     return {job.id for job in taken}
 
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from django_jobretry.jobs import retention
+from django_jobretry.jobs.sql import JOB
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import retention
-from django_jobretry.services.sql import JOB
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,8 +14,8 @@ from django.db.models import DurationField, Value
 from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
+from django_jobretry.jobs import retention
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import retention
 from tests.factories import DeadLetterFactory
 from tests.jobs_app import jobs
 

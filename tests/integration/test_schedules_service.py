@@ -19,9 +19,9 @@ from django.test import override_settings
 
 from django_jobretry.conf.schedules import declared
 from django_jobretry.deadletters import requeue
+from django_jobretry.jobs.recovery import recover_expired
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, Schedule
 from django_jobretry.services import schedules
-from django_jobretry.services.recovery import recover_expired
 
 pytestmark = pytest.mark.django_db
 

@@ -60,11 +60,11 @@ from hypothesis.stateful import (
 from django_jobretry import FatalError, RetryableError, RetryPolicy, deadletters, job
 from django_jobretry.decorators import JobDefinition
 from django_jobretry.exceptions import NotDead, RequeueConflict
+from django_jobretry.jobs import claim, recovery, retention
+from django_jobretry.jobs.claimed import ClaimedJob
+from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.registry import resolve_policy
-from django_jobretry.services import recovery, retention, transitions
-from django_jobretry.services.cancel import cancel_jobs
-from django_jobretry.services.claimed import ClaimedJob
 from tests.attempts import record_failure
 from tests.job_model import FATAL, LIVE, READY, RETRY_NOW, RETRYABLE, RUNNING, SUCCEEDED, Kind, Model
 
@@ -218,7 +218,7 @@ class JobStoreMachine(RuleBasedStateMachine):
         expected = [
             (j.id, j.attempts + 1, j.original_id, len(j.requeues)) for j in self.model.claimable(limit)
         ]
-        claimed = transitions.claim(OWNER, limit, LEASE, None)
+        claimed = claim.claim(OWNER, limit, LEASE, None)
         got = [(c.id, c.attempt, c.original_job_id, c.requeue_count) for c in claimed]
         assert got == expected, f"claim: got (id, attempt, original, requeues) {got}, model {expected}"
         self.model.claim(limit)
@@ -235,7 +235,7 @@ class JobStoreMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def succeed(self, data: st.DataObject) -> None:
         attempt = self._take_held(data)
-        assert transitions.succeed([attempt]) == {attempt.id}, "a held lease failed to record success"
+        assert claim.succeed([attempt]) == {attempt.id}, "a held lease failed to record success"
         self.model.succeed(attempt.id)
 
     @precondition(lambda self: bool(self.held))
@@ -267,7 +267,7 @@ class JobStoreMachine(RuleBasedStateMachine):
         before = snapshot()
         try:
             if how == "success":
-                assert transitions.succeed([attempt]) == set(), "a stale success was recorded"
+                assert claim.succeed([attempt]) == set(), "a stale success was recorded"
             else:
                 record_failure(attempt, ERRORS[how](), owner=OWNER)
         except DatabaseError as exc:  # e.g. a constraint refusing what the stale write tried

@@ -20,9 +20,9 @@ from django.db import connection
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from django_jobretry.services import burial_sql, failure_writes, statements, transitions
-from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.sql import END_LEASE, JOB
+from django_jobretry.jobs import claim, failures, statements
+from django_jobretry.jobs.claimed import ClaimedJob
+from django_jobretry.jobs.sql import END_LEASE, JOB
 from tests.integration.test_state_machine import MACHINE_SETTINGS, JobStoreMachine, short_history
 
 pytestmark = pytest.mark.django_db
@@ -75,14 +75,14 @@ CONTROL_SETTINGS = settings(MACHINE_SETTINGS, max_examples=1000, phases=[Phase.g
     ("module", "name", "broken", "caught_by"),
     [
         (statements, "claim_sql", claim_sql_without_counting, "^claim: got"),
-        (transitions, "succeed", succeed_fenced_by_status_only, "^a stale success was recorded"),
+        (claim, "succeed", succeed_fenced_by_status_only, "^a stale success was recorded"),
         (
-            failure_writes,
+            failures,
             "schedule_retries",
-            unfenced(failure_writes, "schedule_retries", fence_in=statements),
+            unfenced(failures, "schedule_retries", fence_in=statements),
             STALE_FAILURE,
         ),
-        (transitions, "bury", unfenced(transitions, "bury", fence_in=burial_sql), STALE_FAILURE),
+        (claim, "bury", unfenced(claim, "bury", fence_in=statements), STALE_FAILURE),
     ],
 )
 def test_the_machine_catches_a_broken_transition(

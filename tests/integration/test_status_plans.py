@@ -21,8 +21,8 @@ from django.db import connection
 from django.utils import timezone
 
 from django_jobretry.console import deaths, status, status_samples
+from django_jobretry.jobs.sql import DEAD, DEATHS, JOB
 from django_jobretry.models import DeadReason
-from django_jobretry.services.sql import DEAD, DEATHS, JOB
 
 pytestmark = pytest.mark.django_db
 

@@ -20,8 +20,8 @@ from django.db import connection
 from django.db.models.functions import Now
 
 from django_jobretry.console import status, status_samples
+from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.models import Job, StatusSample
-from django_jobretry.services.claimed import ClaimedJob
 from django_jobretry.worker.heartbeat import Heartbeat
 from tests.attempts import LEASE, OWNER, claim_one
 from tests.factories import DeadLetterFactory, JobFactory, StatusSampleFactory

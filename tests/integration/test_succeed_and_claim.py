@@ -1,4 +1,4 @@
-"""``transitions.succeed_and_claim``: a job's success and the next claim in one statement.
+"""``claim.succeed_and_claim``: a job's success and the next claim in one statement.
 
 The worker at ``--concurrency 1`` records each success this way, so the
 statement must keep both halves' rules: the success is fenced by attempt and
@@ -16,9 +16,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from django_jobretry.jobs import claim, statements
+from django_jobretry.jobs.sql import FENCE
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.services import statements, transitions
-from django_jobretry.services.sql import FENCE
 from tests.attempts import OWNER, claim_one
 from tests.jobs_app import jobs
 
@@ -26,11 +26,9 @@ pytestmark = pytest.mark.django_db
 
 
 def succeed_and_claim(
-    done: list[transitions.ClaimedJob], limit: int = 10, queues: list[str] | None = None
-) -> tuple[set[int], list[transitions.ClaimedJob]]:
-    return transitions.succeed_and_claim(
-        done, None, owner=OWNER, limit=limit, lease_seconds=30, queues=queues
-    )
+    done: list[claim.ClaimedJob], limit: int = 10, queues: list[str] | None = None
+) -> tuple[set[int], list[claim.ClaimedJob]]:
+    return claim.succeed_and_claim(done, None, owner=OWNER, limit=limit, lease_seconds=30, queues=queues)
 
 
 def test_one_statement_records_the_success_and_claims_in_claim_order() -> None:

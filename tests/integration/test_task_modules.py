@@ -18,9 +18,9 @@ from django_jobretry.conf import task_modules
 from django_jobretry.conf.checks import check_settings
 from django_jobretry.conf.task_module_checks import check_tasks_workers_import
 from django_jobretry.exceptions import UnknownTask
+from django_jobretry.jobs.claimed import Failed
 from django_jobretry.models import Job
 from django_jobretry.registry import registry
-from django_jobretry.services.claimed import Failed
 from django_jobretry.worker.runner import Runner
 from tests.attempts import claim_one
 from tests.jobs_app import jobs

@@ -31,9 +31,9 @@ from django_jobretry import FatalError
 from django_jobretry import deadletters as service
 from django_jobretry.backends import JobRetryBackend
 from django_jobretry.contrib.django_tasks.results import LOST_ATTEMPT_CLASS
+from django_jobretry.jobs import recovery
+from django_jobretry.jobs.recovery import bury_cancelled_attempt, cancel_jobs
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import recovery
-from django_jobretry.services.cancel import bury_cancelled_attempt, cancel_jobs
 from tests.integration.tasks_backend import claim_due, fail, succeed
 from tests.jobs_app import tasks
 

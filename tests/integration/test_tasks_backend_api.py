@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from django_jobretry.backends import JobRetryBackend
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.jobs import claim
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import transitions
 from tests.attempts import kill
 from tests.jobs_app import jobs, tasks
 
@@ -81,7 +81,7 @@ class TestResultIds:
 
     def test_refresh_reads_the_row_again(self) -> None:
         result = tasks.flaky.enqueue("k", 0)
-        transitions.claim("worker-a", 1, 30, None)
+        claim.claim("worker-a", 1, 30, None)
         result.refresh()
         assert (result.status, result.worker_ids) == (TaskResultStatus.RUNNING, ["worker-a"])
 
@@ -97,7 +97,7 @@ class TestAsyncEntryPoints:
             async_to_sync(tasks.fatal.aget_result)(enqueued.id)
         with pytest.raises(TaskResultDoesNotExist):
             async_to_sync(tasks.flaky.aget_result)("nope")
-        transitions.claim("worker-a", 1, 30, None)
+        claim.claim("worker-a", 1, 30, None)
         async_to_sync(fetched.arefresh)()
         assert fetched.status == TaskResultStatus.RUNNING
 
@@ -126,7 +126,7 @@ class TestEnqueue:
         }
         assert {(job.policy_name, job.max_attempts) for job in rows.values()} == {("three", 3)}
         # Higher priority first, as Django documents for task priorities.
-        claimed = transitions.claim("worker-a", 2, 30, None)
+        claimed = claim.claim("worker-a", 2, 30, None)
         assert [job.task_name.rsplit(".", 1)[1] for job in claimed] == ["other_queue", "flaky"]
 
     def test_run_after_defers_the_task(self) -> None:
@@ -135,7 +135,7 @@ class TestEnqueue:
         job = Job.objects.get()
         assert job.run_at == later
         assert result.status == TaskResultStatus.READY
-        assert transitions.claim("worker-a", 1, 30, None) == [], "not due before run_after"
+        assert claim.claim("worker-a", 1, 30, None) == [], "not due before run_after"
 
     @pytest.mark.parametrize(
         ("args", "kwargs"),

@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from django_jobretry import deadletters
 from django_jobretry.exceptions import InvalidJob, UnsupportedArgument
+from django_jobretry.jobs import claim
 from django_jobretry.models import DeadLetter, Job
-from django_jobretry.services import transitions
 from django_jobretry.testing import run_jobs
 from django_jobretry.worker.runner import STALE_ARGUMENTS_RULE
 from tests.jobs_app import tasks
@@ -72,7 +72,7 @@ class TestGetResult:
     def test_a_running_task_keeps_its_options(self) -> None:
         run_after = timezone.now() - timedelta(seconds=1)
         result = tasks.flaky.using(priority=-3, run_after=run_after).enqueue("k", 0)
-        transitions.claim("worker-a", 1, 30, None)
+        claim.claim("worker-a", 1, 30, None)
         fetched = tasks.flaky.get_result(result.id)
         assert fetched.status == TaskResultStatus.RUNNING
         assert fetched.task == result.task

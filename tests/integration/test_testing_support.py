@@ -22,10 +22,10 @@ from django.test import TestCase
 
 from django_jobretry import FatalError, RetryableError, RetryPolicy, job, signals
 from django_jobretry.exceptions import UnknownTask
+from django_jobretry.jobs import retention
+from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services import inline
-from django_jobretry.services.outcomes import Recorder
 from django_jobretry.testing import (
     MAX_RUNS,
     Counts,
@@ -191,7 +191,7 @@ class FallingDue(TestCase):
     def test_a_retry_falling_due_between_two_statements_still_runs(self) -> None:
         """The claim found nothing due, then the retry fell due before the bring-forward looked."""
         queued = jobs.record.using(run_after=timedelta(hours=1)).enqueue("k")
-        real = inline.bring_forward_next
+        real = retention.bring_forward_next
 
         def due_meanwhile(**filters: Any) -> list[int]:
             # The clock passing run_at between the two statements, made certain.
@@ -200,7 +200,7 @@ class FallingDue(TestCase):
             assert moved == [], "nothing is scheduled later any more"
             return moved
 
-        with mock.patch.object(inline, "bring_forward_next", side_effect=due_meanwhile):
+        with mock.patch.object(retention, "bring_forward_next", side_effect=due_meanwhile):
             assert run_jobs(include_scheduled=True) == RunSummary(succeeded=1)
         assert attempts_of("k") == [1]
 

@@ -19,8 +19,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from django_jobretry import job
 from django_jobretry.conf.schema import validate
+from django_jobretry.jobs import tracing
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import tracing
 from django_jobretry.testing import run_jobs
 from tests.integration.conftest import Operator
 from tests.jobs_app import jobs

@@ -19,10 +19,10 @@ from django.db.models.functions import Now
 
 from django_jobretry import signals
 from django_jobretry.exceptions import UnknownTask
+from django_jobretry.jobs import claim, recovery
+from django_jobretry.jobs.claimed import Failed
+from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import recovery, transitions
-from django_jobretry.services.claimed import Failed
-from django_jobretry.services.outcomes import Recorder
 from django_jobretry.worker.runner import Runner
 from tests.attempts import OWNER, claim_one, fail_attempt, record_failure
 from tests.jobs_app import jobs
@@ -60,29 +60,29 @@ class TestClaim:
         first = jobs.record.enqueue("first")
         second = jobs.record.enqueue("second")
         high = jobs.record.using(priority=10).enqueue("high")
-        claimed = transitions.claim(OWNER, 10, 30, None)
+        claimed = claim.claim(OWNER, 10, 30, None)
         assert [c.id for c in claimed] == [high.pk, first.pk, second.pk, low.pk]
 
     def test_future_jobs_and_other_queues_are_not_claimed(self) -> None:
         jobs.record.using(run_after=timedelta(hours=1)).enqueue("later")
         jobs.other_queue.enqueue("elsewhere")
-        assert transitions.claim(OWNER, 10, 30, ["default"]) == []
-        assert [c.queue_name for c in transitions.claim(OWNER, 10, 30, ["other"])] == ["other"]
+        assert claim.claim(OWNER, 10, 30, ["default"]) == []
+        assert [c.queue_name for c in claim.claim(OWNER, 10, 30, ["other"])] == ["other"]
 
     def test_a_claimed_job_is_not_claimed_again(self) -> None:
         jobs.record.enqueue("a")
         claim_one()
-        assert transitions.claim(OWNER, 10, 30, None) == []
+        assert claim.claim(OWNER, 10, 30, None) == []
 
 
 class TestFencing:
     def test_success_with_a_stale_token_changes_nothing(self) -> None:
         jobs.record.enqueue("a")
         claimed = claim_one()
-        assert transitions.succeed([replace(claimed, token=uuid.uuid4())]) == set()
-        assert transitions.succeed([replace(claimed, attempt=2)]) == set()
+        assert claim.succeed([replace(claimed, token=uuid.uuid4())]) == set()
+        assert claim.succeed([replace(claimed, attempt=2)]) == set()
         assert Job.objects.get(pk=claimed.id).status == JobStatus.RUNNING
-        assert transitions.succeed([claimed]) == {claimed.id}
+        assert claim.succeed([claimed]) == {claimed.id}
         row = Job.objects.get(pk=claimed.id)
         assert (row.status, row.lease_token) == (JobStatus.SUCCEEDED, None)
         assert row.finished_at is not None
@@ -106,16 +106,16 @@ class TestFencing:
         jobs.record.enqueue("a")
         claimed = claim_one()
         before = Job.objects.get(pk=claimed.id).lease_expires_at
-        assert transitions.heartbeat([claimed], 600) == {claimed.id: ""}
+        assert claim.heartbeat([claimed], 600) == {claimed.id: ""}
         assert Job.objects.get(pk=claimed.id).lease_expires_at > before
-        assert transitions.heartbeat([replace(claimed, token=uuid.uuid4())], 600) == {}
+        assert claim.heartbeat([replace(claimed, token=uuid.uuid4())], 600) == {}
 
 
 class TestRelease:
     def test_release_uncounts_the_attempt(self) -> None:
         jobs.record.enqueue("a")
         claimed = claim_one()
-        assert transitions.release([claimed]) == {claimed.id}
+        assert claim.release([claimed]) == {claimed.id}
         row = Job.objects.get(pk=claimed.id)
         assert (row.status, row.attempts, row.first_attempt_at, row.lease_token) == (
             JobStatus.READY,
@@ -149,7 +149,7 @@ class TestRecovery:
         assert row.errors[0]["delay"] == pytest.approx(recovered.delay.total_seconds())
         waited = row.run_at - datetime.fromisoformat(row.errors[0]["at"])
         assert abs(waited - recovered.delay) < timedelta(milliseconds=1)
-        assert transitions.claim(OWNER, 10, 30, None) == []  # not before its backoff
+        assert claim.claim(OWNER, 10, 30, None) == []  # not before its backoff
 
     def test_a_retry_for_deadline_buries_as_deadline(self) -> None:
         jobs.record.using(policy="emails").enqueue("a")  # retry_for 2 h
@@ -343,4 +343,4 @@ def test_a_row_that_could_never_run_cannot_be_stored() -> None:
     with pytest.raises(IntegrityError, match="jobretry_job_ready_has_attempts_left"), transaction.atomic():
         Job.objects.filter(pk=enqueued.pk).update(attempts=3)
     assert Job.objects.get(pk=enqueued.pk).attempts == 0
-    assert [c.id for c in transitions.claim(OWNER, 10, 30, None)] == [enqueued.pk]
+    assert [c.id for c in claim.claim(OWNER, 10, 30, None)] == [enqueued.pk]

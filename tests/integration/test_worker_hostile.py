@@ -21,8 +21,8 @@ from django.test import Client
 from django.urls import reverse
 
 from django_jobretry import RetryableError, RetryPolicy, deadletters, job
+from django_jobretry.jobs import history
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services import history
 from tests.inprocess import run_until_settled
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution

@@ -17,10 +17,10 @@ import django
 import pytest
 
 from django_jobretry import signals
+from django_jobretry.jobs.claim import Written
+from django_jobretry.jobs.claimed import Succeeded
+from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.services.claimed import Succeeded
-from django_jobretry.services.outcomes import Recorder
-from django_jobretry.services.transitions import Written
 from tests.inprocess import run_burst
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution

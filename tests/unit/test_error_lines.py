@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from django_jobretry.jobs.events import LOG_MESSAGE_CHARS, failure_phrase, logged_message
+from django_jobretry.jobs.history import AttemptEnd, attempt_entry
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services.error_lines import LOG_MESSAGE_CHARS, failure_phrase, logged_message
-from django_jobretry.services.history import AttemptEnd, attempt_entry
 
 
 def test_argument_values_it_quotes_are_scrubbed_longest_first_wherever_they_are_nested() -> None:

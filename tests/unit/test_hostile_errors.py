@@ -73,14 +73,14 @@ class ExitOnStrAndRepr(ExitOnStr):
 
 
 def test_a_str_that_raises_system_exit_falls_back_to_repr() -> None:
-    from django_jobretry.services.history import render_error
+    from django_jobretry.jobs.history import render_error
 
     rendered = render_error(ExitOnStr("boom"))
     assert (rendered.error_class, rendered.message) == (f"{__name__}.ExitOnStr", "ExitOnStr('boom')")
 
 
 def test_when_str_and_repr_both_raise_the_class_is_still_recorded() -> None:
-    from django_jobretry.services.history import render_error
+    from django_jobretry.jobs.history import render_error
 
     rendered = render_error(ExitOnStrAndRepr())
     assert (rendered.error_class, rendered.message) == (
@@ -90,7 +90,7 @@ def test_when_str_and_repr_both_raise_the_class_is_still_recorded() -> None:
 
 
 def test_a_str_that_never_returns_is_cut_off() -> None:
-    from django_jobretry.services.history import render_error
+    from django_jobretry.jobs.history import render_error
 
     release = threading.Event()
 

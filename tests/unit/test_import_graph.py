@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.features": 2,  # the list of capabilities: dotted paths only, each placed by READERS
     f"{PACKAGE}.models": 2,
     f"{PACKAGE}.migrations": 2,
+    f"{PACKAGE}.jobs": 3,  # the state machine: statements, claim, outcomes, enqueue, recovery
     f"{PACKAGE}.services": 3,
     f"{PACKAGE}.console": 3,  # what operators read and workers report, beside the services
     # Capability folders: each module in the layer of its role (declare/checks 2, service/status/SQL 3,
@@ -288,7 +289,7 @@ def test_a_planted_type_only_upward_import_is_found(tmp_path: Path) -> None:
         tmp_path,
         {
             "services/__init__.py": "",
-            "services/enqueue.py": (
+            "jobs/enqueue.py": (
                 "from typing import TYPE_CHECKING\n"
                 "if TYPE_CHECKING:\n"
                 "    from django_jobretry.decorators import JobDefinition\n"
@@ -297,7 +298,7 @@ def test_a_planted_type_only_upward_import_is_found(tmp_path: Path) -> None:
         },
     )
     assert upward_imports(import_graph(root)) == [
-        "django_jobretry.services.enqueue (services) imports django_jobretry.decorators (adapters)"
+        "django_jobretry.jobs.enqueue (services) imports django_jobretry.decorators (adapters)"
     ]
 
 
@@ -307,7 +308,7 @@ def test_a_planted_type_only_upward_import_is_found(tmp_path: Path) -> None:
         ("django_jobretry.policy.retry", 1),
         ("django_jobretry.models.job", 2),
         ("django_jobretry.features", 2),
-        ("django_jobretry.services.transitions", 3),
+        ("django_jobretry.jobs.claim", 3),
         ("django_jobretry.worker.engine", 4),
         ("django_jobretry.deadletters.admin", 5),
         ("django_jobretry.deadletters.chunks", 3),

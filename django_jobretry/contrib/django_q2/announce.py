@@ -1,7 +1,7 @@
 """What the monitor says once a django-q2 task's retry or burial is committed: a log line, a signal.
 
 The same lines as our own workers', and the same signal shape
-(services/job_lines.py, docs/worker.md#django-signals-for-metrics-and-alerts), so one log query and one
+(jobs/events.py, docs/worker.md#django-signals-for-metrics-and-alerts), so one log query and one
 signal receiver cover both: the message names the task, its queue, the
 attempt and how it ended.
 """
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django_jobretry import signals
+from django_jobretry.jobs.events import failure_phrase
+from django_jobretry.jobs.history import AttemptEntry
 from django_jobretry.models import DeadLetter, DeadReason
 from django_jobretry.policy import Decision, GiveUp, Retry
-from django_jobretry.services.error_lines import failure_phrase
-from django_jobretry.services.history import AttemptEntry
 
 logger = logging.getLogger("django_jobretry")
 

@@ -43,9 +43,9 @@ from django.utils import timezone
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.contrib.django_q2 import KEY, POLICY_ATTRIBUTE, claims
+from django_jobretry.jobs.history import AttemptEnd, render_error
 from django_jobretry.policy import Classification, ErrorKind
 from django_jobretry.registry import policy_for
-from django_jobretry.services.history import AttemptEnd, render_error
 from django_jobretry.signatures import mismatch
 
 logger = logging.getLogger("django_jobretry")

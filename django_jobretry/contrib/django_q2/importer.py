@@ -46,9 +46,9 @@ from django_jobretry.contrib.django_q2.pickles import NotPlainData, plain_data
 from django_jobretry.contrib.django_q2.rendering import arguments, json_safe
 from django_jobretry.contrib.django_q2.task_paths import refusal
 from django_jobretry.deadletters.external import ExternalDeadLetter, import_dead_letters, known
+from django_jobretry.jobs.history import AttemptEnd, attempt_entry
 from django_jobretry.models import DeadLetterSource, DeadReason
 from django_jobretry.policy import ErrorKind
-from django_jobretry.services.history import AttemptEnd, attempt_entry
 
 logger = logging.getLogger("django_jobretry")
 

@@ -37,11 +37,11 @@ from django_jobretry.contrib.django_q2 import KEY, redelivery
 from django_jobretry.contrib.django_q2.announce import Judgement, announce
 from django_jobretry.contrib.django_q2.rendering import arguments, json_safe
 from django_jobretry.deadletters.external import ExternalDeadLetter, bury_external
+from django_jobretry.jobs.decisions import decide
+from django_jobretry.jobs.history import AttemptEnd, AttemptEntry, attempt_entry
 from django_jobretry.models import DeadLetter, DeadLetterSource, DeadReason
 from django_jobretry.policy import ErrorKind, GiveUp, Retry
 from django_jobretry.registry import policy_for
-from django_jobretry.services.decisions import decide
-from django_jobretry.services.history import AttemptEnd, AttemptEntry, attempt_entry
 
 logger = logging.getLogger("django_jobretry")
 

@@ -30,8 +30,8 @@ from django.utils import timezone
 from django_jobretry.contrib.django_q2 import KEY
 from django_jobretry.deadletters.external import Resubmitted
 from django_jobretry.exceptions import CannotResubmit
+from django_jobretry.jobs.history import REQUEUE_ERROR_CHARS, RequeueEntry
 from django_jobretry.models import DeadLetter
-from django_jobretry.services.history import REQUEUE_ERROR_CHARS, RequeueEntry
 
 #: Keys a finished run adds to a package; a fresh delivery starts without them.
 RUN_KEYS = ("result", "success", "stopped", "ack_id", "time_taken", "attempt_count")

@@ -109,7 +109,7 @@ class JobRetryBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
         from django_jobretry.contrib.django_tasks.results import result_of
-        from django_jobretry.services.enqueue import JobSpec, enqueue_call
+        from django_jobretry.jobs.enqueue import JobSpec, enqueue_call
 
         self.validate_task(task)
         spec = JobSpec(

@@ -32,7 +32,7 @@ from django_jobretry.registry import registry
 from django_jobretry.validation import check_result, check_result_shape
 
 if TYPE_CHECKING:
-    from django_jobretry.services.claimed import Kept, Succeeded
+    from django_jobretry.jobs.claimed import Kept, Succeeded
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class TaskRun:
 
     def run(self, *args: Any, **kwargs: Any) -> Kept:
         """One attempt: send ``task_started``, call the task (with its context), keep its value and end."""
-        from django_jobretry.services.claimed import Kept
+        from django_jobretry.jobs.claimed import Kept
 
         result = running_result(self.task)
         send_task_signal(task_started, self.task, result)

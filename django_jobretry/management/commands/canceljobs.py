@@ -12,9 +12,9 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.deadletters.cli_bulk import default_actor
+from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.management.cli import DatabaseCommand, cancel_actor, positive_int
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
-from django_jobretry.services.cancel import cancel_jobs
 
 
 class Command(DatabaseCommand):

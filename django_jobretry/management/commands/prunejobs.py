@@ -13,8 +13,8 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.jobs.retention import prune_dead_letters, prune_succeeded
 from django_jobretry.management.cli import DatabaseCommand, duration
-from django_jobretry.services.retention import prune_dead_letters, prune_succeeded
 
 
 class Command(DatabaseCommand):

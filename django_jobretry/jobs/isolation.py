@@ -11,7 +11,7 @@ lets the caller go on with the next row.
 A lost connection is not a bad row: ``OperationalError`` and
 ``InterfaceError`` (which also cover lock and statement timeouts) are
 raised as they are, for the thread's own handling. Database errors are
-logged by class and SQLSTATE only (services.sql.loggable): their message
+logged by class and SQLSTATE only (jobs.sql.loggable): their message
 may quote the row.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 
-from django_jobretry.services.sql import loggable
+from django_jobretry.jobs.sql import loggable
 
 logger = logging.getLogger("django_jobretry")
 

@@ -1,29 +1,40 @@
-"""A job's database transitions: claim, finish, release, heartbeat; bury and revive.
+"""The claim, and a claimed job's other transitions: finish, release, heartbeat; bury and revive.
 
 Each runs one statement of statements.py, which says how they are fenced and
-timed; writing a failed attempt back is in failure_writes.py, lease recovery in recovery.py.
+timed; writing a failed attempt back is in failures.py, lease recovery in recovery.py.
+A worker calls one :meth:`Claims.claim`: the ordinary claim, with its successes and
+retries riding on it, then, while limits are declared, the limited one (LIMITED_CLAIM
+over jobretry_pick_limited, functions.sql). With no limit declared anywhere
+(limits/declare.claim_limits is None) no extra statement runs and the ordinary claim has
+no lane filter: a capability not declared costs nothing. Otherwise the ordinary claim
+leaves jobs with a lane to the limited one. When a rate held a job back, the loop is
+told when its next token comes, so it claims again then, not a poll interval later.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import time
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connection
 
+from django_jobretry.jobs import statements
+from django_jobretry.jobs.claimed import ClaimedJob, FailedAttempt, Succeeded
+from django_jobretry.jobs.history import AttemptEntry
+from django_jobretry.jobs.sql import named_rows
+from django_jobretry.limits.declare import claim_limits
 from django_jobretry.models import DeadReason
-from django_jobretry.services import burial_sql, limit_sql, statements
-from django_jobretry.services.claimed import ClaimedJob
-from django_jobretry.services.history import AttemptEntry
-from django_jobretry.services.sql import named_rows
 
 #: ClaimedJob is claim()'s result type, so it is exported here too.
 __all__ = [
     "Burial",
     "ClaimedJob",
+    "Claims",
     "Revival",
     "Written",
     "bury",
@@ -106,12 +117,12 @@ def claim_limited(
     """Claim up to ``limit`` due limited jobs while ``limits`` (limits/declare.claim_limits) have room.
 
     Returns the jobs and the seconds until a rate lets the next one start
-    (None: no job was held by a rate), services/limit_sql.py.
+    (None: no job was held by a rate), jobs/statements.py.
     """
     params = {**_claim_params(owner, limit, lease_seconds, queues), "limits": json.dumps(limits)}
     params["queues"] = list(queues) if queues else None
     with connection.cursor() as cursor:
-        cursor.execute(limit_sql.LIMITED_CLAIM, params)
+        cursor.execute(statements.LIMITED_CLAIM, params)
         rows = named_rows(cursor)
     wait = rows[0]["rate_wait"] if rows else None
     return claimed_jobs([row for row in rows if row["id"] is not None]), wait
@@ -160,7 +171,7 @@ def succeed_and_claim(
     """:func:`succeed`, the ``retries`` and then :func:`claim`, in one statement: one round trip, one commit.
 
     ``retries`` are the parameters of statements.schedule_retries_sql, prefixed
-    ``retry_`` (failure_writes.retry_params). Returns the ids (succeeded or
+    ``retry_`` (failures.retry_params). Returns the ids (succeeded or
     retried) that still held their lease, and the jobs claimed.
     """
     params = {
@@ -183,7 +194,7 @@ def release(jobs: Sequence[ClaimedJob]) -> set[int]:
 
     Not a job an operator asked to cancel: it stays claimed, and lease
     recovery buries it as "cancelled" once the releasing worker is gone
-    (services/recovery.py), so it never starts.
+    (jobs/recovery.py), so it never starts.
     """
     if not jobs:
         return set()
@@ -221,7 +232,7 @@ def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit
         "message": entry["message"],
     }
     with connection.cursor() as cursor:
-        cursor.execute(burial_sql.bury_sql(), params)
+        cursor.execute(statements.bury_sql(), params)
         rows = named_rows(cursor)
     return Burial(rows[0]["dead_letter_id"], rows[0]["requeue_count"]) if rows else None
 
@@ -245,13 +256,13 @@ def revive(
 
     ``allowed`` maps each dead letter's id to the max_attempts its job gets.
     Each new job carries the history of its dead letter plus one
-    :class:`~django_jobretry.services.history.RequeueEntry`. Returns one
+    :class:`~django_jobretry.jobs.history.RequeueEntry`. Returns one
     Revival per dead letter that still existed, in id order; one whose key a
     live job holds (or a lower id of the set took) stays a dead letter, with
     ``job_id`` None. The caller holds the rows' locks (or accepts that one
     may be gone by the time the statement runs). ``guarded=False``: the
     caller knows no dead letter of the set has a unique_key or a schedule
-    slot (burial_sql.revive_sql).
+    slot (statements.revive_sql).
     """
     ids = sorted(allowed)
     params: dict[str, Any] = {
@@ -261,5 +272,70 @@ def revive(
         "actor": actor,
     }
     with connection.cursor() as cursor:
-        cursor.execute(burial_sql.revive_sql(guarded=guarded), params)
+        cursor.execute(statements.revive_sql(guarded=guarded), params)
         return [Revival(*row) for row in cursor.fetchall()]
+
+
+class Riders(Protocol):
+    """What rides on the ordinary claim: the Recorder's writes (jobs/record.py, which imports this module)."""
+
+    #: When the next claim is due (time.monotonic(), a heap): the recorder's retries, a rate's next token.
+    retries_due: list[float]
+
+    def record_successes(self, outcomes: Sequence[Succeeded]) -> None: ...
+
+    def record_successes_and_claim(
+        self,
+        outcomes: Sequence[Succeeded],
+        *,
+        retries: Sequence[FailedAttempt],
+        limit: int,
+        lease_seconds: float,
+        queues: Sequence[str] | None,
+        skip_lanes: bool,
+    ) -> list[ClaimedJob]: ...
+
+
+class Claims:
+    """One worker's claim: the ordinary statement, outcomes riding on it, then the limited one."""
+
+    def __init__(
+        self, owner: str, lease_seconds: float, queues: Sequence[str] | None, riders: Riders
+    ) -> None:
+        self.owner, self.lease_seconds, self.queues, self.riders = owner, lease_seconds, queues, riders
+        self.limits: dict[str, Any] | None = claim_limits()
+
+    def claim(
+        self, free: int, succeeded: Sequence[Succeeded] = (), retries: Sequence[FailedAttempt] = ()
+    ) -> Iterator[list[ClaimedJob]]:
+        """Up to ``free`` jobs; ``succeeded`` and ``retries`` are written in the ordinary claim's statement.
+
+        Yields the ordinary claim's jobs, then the limited claim's, each batch
+        before the next statement runs: that one may fail, and the jobs of a
+        batch are the caller's either way. When a rate held a limited job
+        back, the time of its next token joins ``riders.retries_due``: the
+        loop claims again then.
+        """
+        lanes = self.limits is not None
+        claimed: list[ClaimedJob] = []
+        if (succeeded and free) or retries:
+            claimed = self.riders.record_successes_and_claim(
+                succeeded,
+                retries=retries,
+                limit=free,
+                lease_seconds=self.lease_seconds,
+                queues=self.queues,
+                skip_lanes=lanes,
+            )
+        elif succeeded:
+            self.riders.record_successes(succeeded)
+        elif free:
+            claimed = claim(self.owner, free, self.lease_seconds, self.queues, skip_lanes=lanes)
+        yield claimed
+        free -= len(claimed)
+        if self.limits is None or free <= 0:
+            return
+        jobs, wait = claim_limited(self.owner, free, self.lease_seconds, self.queues, self.limits)
+        if wait is not None:
+            heapq.heappush(self.riders.retries_due, time.monotonic() + wait)
+        yield jobs

@@ -39,8 +39,8 @@ from django.db import connection
 from django.db.models import Field
 
 from django_jobretry.console.counters import COUNTERS
+from django_jobretry.jobs.prototypes import ARGUMENTS, CACHED_DEFINITIONS, Shared, new_jobs, prototype
 from django_jobretry.models import CounterEvent, Job
-from django_jobretry.services.job_prototypes import ARGUMENTS, CACHED_DEFINITIONS, Shared, new_jobs, prototype
 from django_jobretry.validation import Arguments
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ CHANNEL = "django_jobretry"
 
 #: Bound per call of the one-job statement, besides the arguments (and run_at when given).
 PER_CALL = ("unique_key", "unique_for", "limit_lane", "trace_context")
-#: Bound once per statement, for every row of a bulk one: the enqueuer's trace context (services/tracing.py).
+#: Bound once per statement, for every row of a bulk one: the enqueuer's trace context (jobs/tracing.py).
 PER_STATEMENT = ("trace_context",)
 #: Bound as JSON text and cast: the arguments and the trace context.
 JSON_COLUMNS = (*ARGUMENTS, *PER_STATEMENT)
@@ -216,7 +216,7 @@ def insert_one(
     time the database stored comes back in the job's ``run_at``. ``lane``:
     its limit lane (limits/declare.py), None when no limit applies.
     ``unique_for``: how long ``unique_key`` stays taken after the job succeeds.
-    ``trace``: the enqueuer's trace context (services/tracing.py), None without one.
+    ``trace``: the enqueuer's trace context (jobs/tracing.py), None without one.
     """
     statement = _one_job(shared, _kind(run_at))
     given: dict[str, Any] = {

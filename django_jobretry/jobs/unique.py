@@ -32,10 +32,10 @@ from django.db.models.functions import Now
 
 from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob, JobConflict
+from django_jobretry.jobs.insert import RunAt, insert_one
+from django_jobretry.jobs.prototypes import Shared
+from django_jobretry.jobs.sql import statement_guard, violates
 from django_jobretry.models import Job, JobStatus
-from django_jobretry.services.job_insert import RunAt, insert_one
-from django_jobretry.services.job_prototypes import Shared
-from django_jobretry.services.sql import statement_guard, violates
 from django_jobretry.validation import Arguments
 
 logger = logging.getLogger("django_jobretry")

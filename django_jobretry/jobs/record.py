@@ -1,10 +1,10 @@
 """Recording attempt outcomes: success, durable retry, or dead letter.
 
 An attempt ends as a :class:`Succeeded`, :class:`Failed` or
-:class:`Interrupted` (services/claimed.py). The recorder turns a failure
+:class:`Interrupted` (jobs/claimed.py). The recorder turns a failure
 into one :class:`FailedAttempt`, classified and decided once
-(:meth:`Recorder.failed`); services/failure_writes.py writes it, fenced, and
-this module announces what was written (services/job_lines.py). A stale
+(:meth:`Recorder.failed`); jobs/failures.py writes it, fenced, and
+this module announces what was written (jobs/events.py). A stale
 outcome (the lease was lost and someone else owns the job now) changes
 nothing and never enters the retry path (docs/design.md#rule-3).
 """
@@ -23,16 +23,21 @@ from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.console import counters
 from django_jobretry.deadletters.chunks import Requeued, announce_requeue
-from django_jobretry.models import CounterEvent, DeadReason
-from django_jobretry.policy import Classification, Defer, ErrorKind, GiveUp
-from django_jobretry.registry import policy_for
-from django_jobretry.services import deferrals, schedules, transitions
-from django_jobretry.services.cancel import announce_cancelled
-from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
-from django_jobretry.services.decisions import classify_failure, dead_reason
-from django_jobretry.services.enqueue import notify
-from django_jobretry.services.error_lines import failure_phrase, job_arguments
-from django_jobretry.services.failure_writes import (
+from django_jobretry.jobs import claim, decisions
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
+from django_jobretry.jobs.decisions import classify_failure, dead_reason
+from django_jobretry.jobs.enqueue import notify
+from django_jobretry.jobs.events import (
+    JOB_LINE,
+    announce_dead,
+    announce_retry,
+    failure_phrase,
+    job_arguments,
+    job_line_args,
+    log_extra,
+    send_job_signal,
+)
+from django_jobretry.jobs.failures import (
     decided,
     honour_cancels,
     retry_params,
@@ -40,7 +45,7 @@ from django_jobretry.services.failure_writes import (
     write_one,
     written,
 )
-from django_jobretry.services.history import (
+from django_jobretry.jobs.history import (
     DEFERRALS,
     AttemptEnd,
     error_entry,
@@ -49,15 +54,12 @@ from django_jobretry.services.history import (
     render_error,
     what_ended,
 )
-from django_jobretry.services.job_lines import (
-    JOB_LINE,
-    announce_dead,
-    announce_retry,
-    job_line_args,
-    log_extra,
-    send_job_signal,
-)
-from django_jobretry.services.sql import loggable, statement_guard
+from django_jobretry.jobs.recovery import announce_cancelled
+from django_jobretry.jobs.sql import loggable, statement_guard
+from django_jobretry.models import CounterEvent, DeadReason
+from django_jobretry.policy import Classification, Defer, ErrorKind, GiveUp
+from django_jobretry.registry import policy_for
+from django_jobretry.services import schedules
 
 logger = logging.getLogger("django_jobretry")
 
@@ -81,7 +83,7 @@ class Recorder:
         job, rule = outcome.job, None
         policy = policy_for(job.task_name, job.policy_name)
         if isinstance(outcome, Failed) and outcome.ended in DEFERRALS:
-            return deferrals.deferred_attempt(outcome, policy, self.worker_id)
+            return decisions.deferred_attempt(outcome, policy, self.worker_id)
         if isinstance(outcome, Interrupted):  # no backoff: only the hold
             classification = Classification(ErrorKind.RETRYABLE, outcome.hold)
             entry = event_entry(
@@ -98,12 +100,12 @@ class Recorder:
             entry["trace_id"] = fallback["trace_id"] = outcome.trace_id
         attempt = FailedAttempt(job, policy, classification, entry, fallback)
         if isinstance(outcome, Failed):
-            attempt = deferrals.counted(attempt, outcome.error)
+            attempt = decisions.counted(attempt, outcome.error)
         return attempt if policy.retry_for is not None else decided(attempt, elapsed=None)
 
     def record_successes(self, outcomes: Sequence[Succeeded]) -> None:
         """Record finished attempts in one statement, with the values they keep."""
-        self._announce_successes(outcomes, transitions.succeed(*_written(outcomes)))
+        self._announce_successes(outcomes, claim.succeed(*_written(outcomes)))
 
     def record_successes_and_claim(
         self,
@@ -119,9 +121,9 @@ class Recorder:
         ``limit`` jobs, in the same statement (``skip_lanes``: not limited ones)."""
         history = jobretry_settings.error_history_limit
 
-        def claim(with_retries: bool) -> tuple[transitions.Written, list[ClaimedJob]]:
+        def write_and_claim(with_retries: bool) -> tuple[claim.Written, list[ClaimedJob]]:
             params = retry_params(retries, history, prefix="retry_") if with_retries and retries else None
-            return transitions.succeed_and_claim(
+            return claim.succeed_and_claim(
                 *_written(outcomes),
                 owner=self.worker_id,
                 limit=limit,
@@ -133,9 +135,9 @@ class Recorder:
 
         try:
             with statement_guard():
-                recorded, claimed = claim(True)
+                recorded, claimed = write_and_claim(True)
         except DataError:  # only an error text can be refused: the rest again, then each retry alone
-            recorded, claimed = claim(False)
+            recorded, claimed = write_and_claim(False)
             done = [write_one(attempt, history) for attempt in retries]
         else:
             with statement_guard():
@@ -145,7 +147,7 @@ class Recorder:
             self._announce_failure(attempt)
         return claimed
 
-    def _announce_successes(self, outcomes: Sequence[Succeeded], recorded: transitions.Written) -> None:
+    def _announce_successes(self, outcomes: Sequence[Succeeded], recorded: claim.Written) -> None:
         for outcome in outcomes:
             job = outcome.job
             if job.id not in recorded:
@@ -166,7 +168,7 @@ class Recorder:
         self.record_failures([self.failed(outcome)])
 
     def record_failures(self, attempts: Sequence[FailedAttempt]) -> None:
-        """Write and announce ``attempts`` (services/failure_writes.py), the retries in one statement."""
+        """Write and announce ``attempts`` (jobs/failures.py), the retries in one statement."""
         for attempt in write_failures(attempts, jobretry_settings.error_history_limit):
             self._announce_failure(attempt)
 
@@ -200,7 +202,7 @@ class Recorder:
                 **details,
             )
         elif isinstance(decision, Defer):
-            deferrals.announce(attempt, decision)
+            decisions.announce(attempt, decision)
             heapq.heappush(self.retries_due, time.monotonic() + decision.delay.total_seconds())
         elif attempt.retry is not None:
             delay = attempt.retry.delay
@@ -229,7 +231,7 @@ class Recorder:
         if attempt.requeue_count >= policy.requeue_budget:
             return None
         with transaction.atomic():
-            revived = transitions.revive(
+            revived = claim.revive(
                 {dead_id: policy.max_attempts}, run_after=policy.max_delay, actor=AUTO_REQUEUE_ACTOR
             )
             new_id = revived[0].job_id if revived else None

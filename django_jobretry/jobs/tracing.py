@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.services.claimed import ClaimedJob, Failed, Succeeded
-from django_jobretry.services.history import DEFERRALS, clean_text, render_error
-from django_jobretry.services.sql import as_json
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, Succeeded
+from django_jobretry.jobs.history import DEFERRALS, clean_text, render_error
+from django_jobretry.jobs.sql import as_json
 
 if TYPE_CHECKING:
     from django_jobretry.policy import Classification
@@ -83,7 +83,7 @@ def sent(job_id: int) -> None:
 def attempt(job: ClaimedJob, run: Callable[[], Succeeded | Failed], classify: Classify) -> Succeeded | Failed:
     """Run one attempt inside its CONSUMER span; a failure comes back with its trace id and classification.
 
-    ``classify`` is the recorder's own classification (services/decisions.py),
+    ``classify`` is the recorder's own classification (jobs/failures.py),
     done here once instead of there, so the span says the kind the worker acts on.
     """
     if trace is None:

@@ -14,16 +14,16 @@ from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.jobs import tracing
+from django_jobretry.jobs.insert import CHANNEL, insert_many, insert_one
+from django_jobretry.jobs.prototypes import Shared
+from django_jobretry.jobs.unique import UNIQUE_CONSTRAINT, Outcome, enqueue_unique
 from django_jobretry.limits.declare import lane
 from django_jobretry.models import Job
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.policy.limits import InvalidLimit
 from django_jobretry.registry import TaskDefinition, resolve_policy
-from django_jobretry.services import tracing
-from django_jobretry.services.job_insert import CHANNEL, insert_many, insert_one
-from django_jobretry.services.job_prototypes import Shared
-from django_jobretry.services.unique_enqueue import UNIQUE_CONSTRAINT, Outcome, enqueue_unique
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import Arguments, encode_arguments
 
@@ -79,7 +79,7 @@ class Enqueued:
 
 
 def enqueue(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Job:
-    """Insert one job: one statement in autocommit; a deduplicated one goes through unique_enqueue.
+    """Insert one job: one statement in autocommit; a deduplicated one goes through unique.py.
 
     The job's ``deduplicated`` says whether it already held the call's unique key.
     """
@@ -219,3 +219,6 @@ def _log_enqueued(job: Job) -> None:
         job.pk,
         extra={"job_id": job.pk, "task": job.task_name, "queue": job.queue_name, "outcome": "enqueued"},
     )
+
+
+#: How many definitions keep their statements and prototype (least recently used first out).

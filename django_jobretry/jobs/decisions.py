@@ -1,4 +1,10 @@
-"""Attempts a job gave back: ``raise Snooze(delay)`` and ``raise CircuitOpen(for_=...)``.
+"""Asking a job's policy what a failed attempt means: the worker's one source of jitter.
+
+Used when a handler's failure is recorded and when a lost lease is
+recovered, so both retry on the same schedule. The policy itself is pure
+and takes the jitter sample as an argument; the sample is drawn here.
+
+Beside it, the attempts a job gave back: ``raise Snooze(delay)`` and ``raise CircuitOpen(for_=...)``.
 
 Neither is a failure. The job is ready again after the delay with its
 attempt uncounted, its history holding the snooze; the snooze budget of its
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -29,10 +36,9 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.holds import breakers
 from django_jobretry.holds import sql as hold_sql
-from django_jobretry.policy import CircuitOpen, Classification, Defer, ErrorKind, RetryPolicy, Snooze
-from django_jobretry.policy.durations import to_timedelta
-from django_jobretry.services.claimed import ClaimedJob, Failed, FailedAttempt
-from django_jobretry.services.history import (
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, FailedAttempt
+from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra
+from django_jobretry.jobs.history import (
     AttemptEnd,
     AttemptEntry,
     clean_text,
@@ -40,7 +46,73 @@ from django_jobretry.services.history import (
     minimal_entry,
     render_error,
 )
-from django_jobretry.services.job_lines import JOB_LINE, job_line_args, log_extra
+from django_jobretry.models import DeadReason
+from django_jobretry.policy import CircuitOpen, Classification, Defer, ErrorKind, RetryPolicy, Snooze
+from django_jobretry.policy.decisions import Decision, GiveUp, GiveUpReason, Retry
+from django_jobretry.policy.durations import to_timedelta
+from django_jobretry.registry import INLINE_POLICY
+
+# A random.Random of our own: handlers reseeding the global one must not
+# synchronise every worker's jitter.
+_jitter = random.Random()  # noqa: S311 - jitter, not security
+
+
+def decide(
+    policy: RetryPolicy,
+    attempt: int,
+    kind: ErrorKind,
+    *,
+    elapsed: timedelta | None,
+    max_attempts: int,
+    requested_delay: timedelta | None = None,
+    window: float | None = None,
+) -> Decision:
+    """The policy's decision for failed ``attempt``, with a fresh jitter sample.
+
+    A retry that would not start within ``window`` seconds (its schedule's next slot) is a ``deadline``.
+    """
+    decision = policy.decide(
+        attempt,
+        kind,
+        _jitter.random(),
+        elapsed=elapsed,
+        requested_delay=requested_delay,
+        max_attempts=max_attempts,
+    )
+    if isinstance(decision, Retry) and window is not None and decision.delay.total_seconds() >= window:
+        return GiveUp(GiveUpReason.DEADLINE)
+    return decision
+
+
+def classify_failure(policy: RetryPolicy, outcome: Failed) -> Classification:
+    """The policy's verdict on the error; an unregistered task or a timeout is always worth retrying."""
+    if outcome.classification is not None:
+        return outcome.classification
+    if outcome.ended in (AttemptEnd.UNKNOWN_TASK, AttemptEnd.TIMEOUT):
+        return Classification(ErrorKind.RETRYABLE)
+    name = outcome.job.policy_name
+    try:
+        return policy.classify(outcome.error, name=None if name == INLINE_POLICY else name)
+    except Exception:  # the error is user code; what cannot be classified is retried
+        return Classification(ErrorKind.RETRYABLE)
+
+
+#: What a dead letter records for each reason a policy gives up.
+DEAD_REASONS = {
+    GiveUpReason.FATAL: DeadReason.FATAL,
+    GiveUpReason.EXHAUSTED: DeadReason.EXHAUSTED,
+    GiveUpReason.DEADLINE: DeadReason.DEADLINE,
+    GiveUpReason.SNOOZE_BUDGET: DeadReason.SNOOZE_BUDGET,
+}
+
+
+def dead_reason(reason: GiveUpReason, *, lease_lost: bool = False) -> DeadReason:
+    """The dead-letter reason of a policy's GiveUp; a lost lease's last attempt is ``lease_expired``,
+    unless the ``retry_for`` deadline passed."""
+    if lease_lost and reason is not GiveUpReason.DEADLINE:
+        return DeadReason.LEASE_EXPIRED
+    return DEAD_REASONS[reason]
+
 
 logger = logging.getLogger("django_jobretry")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from django_jobretry.jobs.history import REQUEUE_ERROR_CHARS
 from django_jobretry.models import DeadLetter, Death, Job
-from django_jobretry.services.history import REQUEUE_ERROR_CHARS
 
 JOB = Job._meta.db_table
 DEAD = DeadLetter._meta.db_table
@@ -23,6 +23,13 @@ DEATHS = Death._meta.db_table
 #: The fence every worker write carries (docs/design.md#rule-3): same job,
 #: still running, same attempt, same lease token.
 FENCE = "j.status = 'running' AND j.attempts = d.attempts AND j.lease_token = d.token"
+
+#: The claim's ready predicate on the job rows ``j``: due, with an attempt left. Holds and
+#: lanes are filtered beside it (holds/sql.not_held, jobretry_pick_limited).
+READY = "j.status = 'ready' AND j.run_at <= statement_timestamp() AND j.attempts < j.max_attempts"
+#: The claim order: the highest priority, then the longest due, then the oldest (claim.claimed_jobs
+#: sorts claimed rows the same way; jobretry_pick_limited walks each lane in it).
+CLAIM_ORDER = "j.priority DESC, j.run_at, j.id"
 
 # Which rows a statement of statements.py acts on, as the table ``d`` beside the job rows ``j``.
 #: One attempt, fenced by id, attempt and lease token, with the history entry it ends with.
@@ -189,6 +196,34 @@ def trimmed(array_sql: str, limit_sql: str) -> str:
 def stamped(entry_sql: str) -> str:
     """A history entry with the database's time of the event added."""
     return f"({entry_sql} || jsonb_build_object('at', statement_timestamp()))"
+
+
+# -- locking reads: they change no row, and lock the rows the statements of statements.py write next
+def lock_attempt_sql() -> str:
+    """Lock a running attempt (ONE_ATTEMPT without its entry), fenced, to read ``elapsed``."""
+    return f"""
+        SELECT {ELAPSED_SQL} AS elapsed FROM {JOB} AS j,
+               (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
+        WHERE j.id = d.id AND {FENCE}
+        FOR UPDATE OF j
+    """
+
+
+#: Running jobs whose lease ran out, locked for this transaction (lease recovery).
+EXPIRED_LEASES = f"""
+    SELECT j.id, j.task_name, j.queue_name, j.policy_name, j.attempts, j.max_attempts,
+           {ELAPSED_SQL} AS elapsed, j.cancel_requested_at IS NOT NULL AS cancelled, j.cancel_requested_by,
+           j.lease_owner, {RETRY_WINDOW}
+    FROM {JOB} AS j
+    WHERE j.status = 'running' AND j.lease_expires_at < statement_timestamp()
+    ORDER BY j.lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+"""
+
+
+#: Lock the live jobs an operator cancels, in id order (two cancels cannot deadlock).
+LOCK_FOR_CANCEL = f"SELECT id, status FROM {JOB} WHERE id = ANY(%(ids)s) ORDER BY id FOR UPDATE"
 
 
 def as_json(value: Any) -> Any:

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django_jobretry.exceptions import UndecodableArguments
+from django_jobretry.jobs.history import AttemptEnd, AttemptEntry, RenderedError
+from django_jobretry.jobs.sql import as_json
 from django_jobretry.policy import Classification, Decision, Retry, RetryPolicy
-from django_jobretry.services.history import AttemptEnd, AttemptEntry, RenderedError
-from django_jobretry.services.sql import as_json
 
 #: (job id, attempt): one attempt of a job. A worker may hold two attempts of one job at once, a
 #: timed-out one whose thread still runs and the retry, so what it keeps per attempt is keyed by this.
@@ -51,7 +51,7 @@ class ClaimedJob:
     snoozes: int = 0
     #: Seconds from the claim to the moment its retries stop (its schedule's next slot); None: never.
     retry_window: float | None = None
-    #: The enqueuer's trace context as stored (services/tracing.py reads it warily); None: none.
+    #: The enqueuer's trace context as stored (jobs/tracing.py reads it warily); None: none.
     trace_context: Any = None
     #: When this worker claimed it (time.monotonic()): what is left of ``retry_window`` is measured from it.
     claimed_at: float = field(default_factory=time.monotonic, init=False, compare=False)
@@ -119,7 +119,7 @@ class Failed:
     rendered: RenderedError | None = None
     #: Set when the error was classified where it was raised (a child process, or the attempt's span).
     classification: Classification | None = None
-    #: The trace id of the attempt's span (services/tracing.py), kept in its history entry; "": none.
+    #: The trace id of the attempt's span (jobs/tracing.py), kept in its history entry; "": none.
     trace_id: str = ""
 
 
@@ -145,7 +145,7 @@ class FailedAttempt:
 
     Built by the recorder with its policy's decision, or without one for a
     policy with ``retry_for`` and for a Snooze or CircuitOpen, which are
-    decided under the row lock when written (services/failure_writes.py). Writing it returns a copy saying
+    decided under the row lock when written (jobs/failures.py). Writing it returns a copy saying
     what was written: the entry (``fallback`` when PostgreSQL refused
     ``entry``), the dead letter, or ``stale`` when the lease was lost.
     """

@@ -24,13 +24,13 @@ from typing import Any
 from django.db import DataError, connection, transaction
 
 from django_jobretry.holds.breakers import count_failure
+from django_jobretry.jobs import claim, decisions, sql, statements
+from django_jobretry.jobs.claimed import FailedAttempt
+from django_jobretry.jobs.decisions import dead_reason, decide
+from django_jobretry.jobs.history import DEFERRALS, AttemptEntry
+from django_jobretry.jobs.recovery import bury_cancel_requested
+from django_jobretry.jobs.sql import loggable, named_rows, statement_guard
 from django_jobretry.policy import Defer, GiveUp, Retry
-from django_jobretry.services import deferrals, statements, transitions
-from django_jobretry.services.cancel import bury_cancel_requested
-from django_jobretry.services.claimed import FailedAttempt
-from django_jobretry.services.decisions import dead_reason, decide
-from django_jobretry.services.history import DEFERRALS, AttemptEntry
-from django_jobretry.services.sql import loggable, named_rows, statement_guard
 
 logger = logging.getLogger("django_jobretry")
 
@@ -118,7 +118,7 @@ def _decide_and_record(attempt: FailedAttempt, history_limit: int) -> FailedAtte
             return _record(attempt, history_limit)
     with transaction.atomic():  # decided now, on the locked row
         if attempt.entry["ended"] in DEFERRALS:  # the time snoozed so far, whether it is the probe
-            settled = deferrals.settle(attempt)
+            settled = decisions.settle(attempt)
             return settled if settled.stale else _record(settled, history_limit)
         locked = lock_running(attempt)  # a retry_for policy: the elapsed time
         if locked is None:
@@ -128,11 +128,11 @@ def _decide_and_record(attempt: FailedAttempt, history_limit: int) -> FailedAtte
 
 def _record(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
     if isinstance(attempt.decision, Defer):
-        kept = deferrals.write(attempt, attempt.decision, history_limit)
+        kept = decisions.write(attempt, attempt.decision, history_limit)
         return honour_cancels(written([attempt], kept), history_limit)[0]
     if isinstance(attempt.decision, GiveUp):
         reason = dead_reason(attempt.decision.reason)
-        burial = transitions.bury(attempt.job, attempt.entry, reason, history_limit)
+        burial = claim.bury(attempt.job, attempt.entry, reason, history_limit)
         if burial is None:
             return replace(attempt, stale=True)
         return replace(attempt, dead_letter_id=burial.dead_letter_id, requeue_count=burial.requeue_count)
@@ -183,7 +183,7 @@ def lock_running(attempt: FailedAttempt) -> LockedRun | None:
         "token": attempt.job.token,
     }
     with connection.cursor() as cursor:
-        cursor.execute(statements.lock_attempt_sql(), params)
+        cursor.execute(sql.lock_attempt_sql(), params)
         rows = named_rows(cursor)
     return LockedRun(rows[0]["elapsed"]) if rows else None
 

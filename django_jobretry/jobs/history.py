@@ -40,7 +40,7 @@ class AttemptEnd(enum.StrEnum):
     CIRCUIT_OPEN = "circuit_open"
 
 
-#: How an attempt that gave itself back ended (services/deferrals.py): not a failure.
+#: How an attempt that gave itself back ended (jobs/decisions.py): not a failure.
 DEFERRALS = frozenset({AttemptEnd.SNOOZED, AttemptEnd.CIRCUIT_OPEN})
 
 
@@ -63,9 +63,9 @@ class AttemptEntry(TypedDict):
     #: The failure group the task chose, from its exception's ``fingerprint`` attribute
     #: (models/fingerprints.py); absent when it chose none.
     fingerprint: NotRequired[str]
-    #: The trace of the attempt's span (services/tracing.py), 32 hex digits; absent without tracing.
+    #: The trace of the attempt's span (jobs/tracing.py), 32 hex digits; absent without tracing.
     trace_id: NotRequired[str]
-    #: A CircuitOpen of its breaker's probe: not counted against the snooze budget (services/deferrals.py).
+    #: A CircuitOpen of its breaker's probe: not counted against the snooze budget (jobs/decisions.py).
     probe: NotRequired[bool]
 
 
