@@ -115,9 +115,11 @@ WITH accepted AS (
     SELECT job_id, attempt FROM chaos_entry WHERE ended IN ('error', 'fatal', 'unknown_task')
     UNION SELECT job_id, attempts FROM chaos_audit WHERE op = 'update' AND new_status = 'succeeded'
 ), lost AS (
-    SELECT a.job_id, a.attempt, a.pid, a.started_at,
+    SELECT a.job_id, a.attempt, a.pid, a.started_at, a.ended_at AS handler_ended_at,
            (SELECT min(e.at) FROM chaos_entry AS e
             WHERE e.job_id = a.job_id AND e.attempt = a.attempt) AS ended_at,
+           (SELECT string_agg(DISTINCT e.ended, ',') FROM chaos_entry AS e
+            WHERE e.job_id = a.job_id AND e.attempt = a.attempt) AS ended,
            EXISTS (SELECT 1 FROM chaos_attempt AS b
                    WHERE b.job_id = a.job_id AND b.attempt > a.attempt) AS rerun
     FROM chaos_attempt AS a
@@ -130,7 +132,14 @@ SELECT l.job_id, l.attempt, l.pid, l.rerun,
        (SELECT string_agg(DISTINCT f.kind, ',') FROM faults AS f
         WHERE (f.target_pid IS NULL OR f.target_pid = l.pid)
           AND f.ended_at >= l.started_at - %(slack)s
-          AND f.started_at <= COALESCE(l.ended_at, 'infinity') + %(slack)s)
+          AND f.started_at <= COALESCE(l.ended_at, 'infinity') + %(slack)s),
+       l.started_at, l.handler_ended_at, l.ended_at, l.ended,
+       (SELECT f.kind || ' ' || to_char(f.started_at, 'HH24:MI:SS.MS') || '-'
+               || to_char(f.ended_at, 'HH24:MI:SS.MS') FROM faults AS f
+        WHERE f.target_pid IS NULL OR f.target_pid = l.pid
+        ORDER BY least(abs(extract(epoch FROM f.ended_at - l.started_at)),
+                       abs(extract(epoch FROM f.started_at - COALESCE(l.ended_at, l.started_at))))
+        LIMIT 1)
 FROM lost AS l
 """
 
@@ -140,10 +149,14 @@ def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int]]:
     rows = _rows(LOST_ATTEMPTS, {"slack": slack})
     check = Check("duplicate starts only for attempts in flight at a fault", len(rows))
     by_kind: dict[str, int] = {"rerun after a lost attempt": 0}
-    for job_id, attempt, pid, rerun, kinds in rows:
+    for job_id, attempt, pid, rerun, kinds, started, handler_ended, ended_at, ended, nearest in rows:
         by_kind["rerun after a lost attempt"] += int(rerun)
         if kinds is None:
-            check.violations.append(f"job {job_id} attempt {attempt} (pid {pid}) lost with no fault near it")
+            check.violations.append(
+                f"job {job_id} attempt {attempt} (pid {pid}) lost with no fault near it: started "
+                f"{_clock(started)}, handler ended {_clock(handler_ended)}, ended {ended or 'never'} at "
+                f"{_clock(ended_at)}; nearest fault of that worker: {nearest or 'none'}"
+            )
         else:
             for kind in kinds.split(","):
                 by_kind[kind] = by_kind.get(kind, 0) + 1
@@ -151,6 +164,11 @@ def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int]]:
     once = Check("one start per claimed attempt", _rows("SELECT count(*) FROM chaos_attempt")[0][0])
     once.violations += [f"job {j} attempt {a} started {n} times" for j, a, n in twice]
     return check, once, by_kind
+
+
+def _clock(at: Any) -> str:
+    """A timestamp as the worker logs show it (UTC, milliseconds); "-" for none."""
+    return "-" if at is None else f"{at:%H:%M:%S}.{at.microsecond // 1000:03d}"
 
 
 NO_CLAIM_AFTER_CANCEL = """

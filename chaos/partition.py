@@ -191,6 +191,11 @@ def measure(episodes: list[Episode], log_dir: Path, host: str) -> Check:
     return check
 
 
+def clock() -> str:
+    """The wall clock as the worker logs show it (local time, milliseconds): to find a fault in them."""
+    return datetime.now().astimezone().strftime("%H:%M:%S.%f")[:12]
+
+
 def _seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.1f} s"
 
