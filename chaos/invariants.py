@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -37,6 +37,8 @@ class Check:
     name: str
     checked: int
     violations: list[str] = field(default_factory=list)
+    #: Lines printed after the violations that help explain them (worker log lines, say).
+    context: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -144,10 +146,16 @@ FROM lost AS l
 """
 
 
-def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int]]:
-    """(lost attempts explained by a fault, one start per claimed attempt, lost attempts by fault kind)."""
+#: An attempt lost with no fault near it: its worker's pid, when it started, when it was ended (None: never).
+Unexplained = tuple[int, datetime, datetime | None]
+
+
+def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int], list[Unexplained]]:
+    """(lost attempts explained by a fault, one start per claimed attempt, lost attempts by fault kind,
+    the lost attempts no fault explains)."""
     rows = _rows(LOST_ATTEMPTS, {"slack": slack})
     check = Check("duplicate starts only for attempts in flight at a fault", len(rows))
+    unexplained: list[Unexplained] = []
     by_kind: dict[str, int] = {"rerun after a lost attempt": 0}
     for job_id, attempt, pid, rerun, kinds, started, handler_ended, ended_at, ended, nearest in rows:
         by_kind["rerun after a lost attempt"] += int(rerun)
@@ -157,13 +165,14 @@ def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int]]:
                 f"{_clock(started)}, handler ended {_clock(handler_ended)}, ended {ended or 'never'} at "
                 f"{_clock(ended_at)}; nearest fault of that worker: {nearest or 'none'}"
             )
+            unexplained.append((pid, started, ended_at))
         else:
             for kind in kinds.split(","):
                 by_kind[kind] = by_kind.get(kind, 0) + 1
     twice = _rows("SELECT job_id, attempt, count(*) FROM chaos_attempt GROUP BY 1, 2 HAVING count(*) > 1")
     once = Check("one start per claimed attempt", _rows("SELECT count(*) FROM chaos_attempt")[0][0])
     once.violations += [f"job {j} attempt {a} started {n} times" for j, a, n in twice]
-    return check, once, by_kind
+    return check, once, by_kind, unexplained
 
 
 def _clock(at: Any) -> str:
