@@ -176,7 +176,7 @@ def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int], li
 
 
 def _clock(at: Any) -> str:
-    """A timestamp as the worker logs show it (UTC, milliseconds); "-" for none."""
+    """A timestamp of the database (UTC) to the millisecond; "-" for none."""
     return "-" if at is None else f"{at:%H:%M:%S}.{at.microsecond // 1000:03d}"
 
 

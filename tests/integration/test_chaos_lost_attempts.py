@@ -1,0 +1,78 @@
+"""The duplicate-start invariant: a lost attempt no fault explains is reported with what explains a failure.
+
+A run's worker logs and database are gone once a CI job ends, so the
+report itself must say when the attempt started and ended, which fault of
+its worker was nearest, and what the workers warned about around it. The
+harness's tables are installed in the test database (rolled back with the
+test); attempts and faults are written as the harness writes them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from chaos import report, schema
+from chaos.invariants import duplicate_starts
+
+pytestmark = pytest.mark.django_db
+
+SLACK = timedelta(seconds=5)
+
+
+@pytest.fixture(autouse=True)
+def harness_tables() -> None:
+    schema.install()
+
+
+def lost_attempt(job_id: int, pid: int, started: datetime) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO chaos_attempt (job_id, attempt, pid, started_at) VALUES (%s, 1, %s, %s)",
+            [job_id, pid, started],
+        )
+
+
+def fault(pid: int, started: datetime, ended: datetime) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO chaos_fault (kind, target_pid, started_at, ended_at) "
+            "VALUES ('partition', %s, %s, %s)",
+            [pid, started, ended],
+        )
+
+
+def test_a_lost_attempt_in_a_fault_window_is_explained() -> None:
+    at = datetime(2026, 12, 7, 12, 0, 0, tzinfo=UTC)
+    fault(41, at, at + timedelta(seconds=12))
+    lost_attempt(1, 41, at + timedelta(seconds=12) + SLACK - timedelta(seconds=1))
+    check, _, by_kind, unexplained = duplicate_starts(SLACK)
+    assert (check.checked, check.violations, unexplained) == (1, [], [])
+    assert by_kind["partition"] == 1
+
+
+def test_a_lost_attempt_far_from_its_workers_faults_is_reported_with_its_times(tmp_path: Path) -> None:
+    at = datetime(2026, 12, 7, 12, 0, 0, tzinfo=UTC)
+    fault(41, at, at + timedelta(seconds=12))
+    fault(42, at + timedelta(seconds=30), at + timedelta(seconds=31))  # another worker's: no excuse
+    started = at + timedelta(seconds=30, milliseconds=250)
+    lost_attempt(1, 41, started)
+    check, _, _, unexplained = duplicate_starts(SLACK)
+    assert check.violations == [
+        "job 1 attempt 1 (pid 41) lost with no fault near it: started 12:00:30.250, handler ended -, "
+        "ended never at -; nearest fault of that worker: partition 12:00:00.000-12:00:12.000"
+    ]
+    assert unexplained == [(41, started, None)]
+    local = started.astimezone()  # the worker logs are in local time
+    (tmp_path / "worker-0.log").write_text(
+        f"{local - timedelta(seconds=3):%Y-%m-%d %H:%M:%S},000 WARNING near it, before\n"
+        f"{local:%Y-%m-%d %H:%M:%S},500 INFO not a warning\n"
+        f"{local + timedelta(seconds=4):%Y-%m-%d %H:%M:%S},000 ERROR near it, after\n"
+        f"{local + timedelta(minutes=1):%Y-%m-%d %H:%M:%S},000 WARNING a minute later\n"
+    )
+    lines = report.worker_lines(tmp_path, unexplained)
+    assert [line.split(" ", 3)[-1] for line in lines] == ["WARNING near it, before", "ERROR near it, after"]
+    assert all(line.startswith("worker-0: ") for line in lines)
