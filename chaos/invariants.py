@@ -112,15 +112,24 @@ def final_transitions() -> Check:
     return check
 
 
+#: A requeued job carries its dead letter's history, whose entries number the attempts of the job
+#: that died: entries older than the job row are not this job's (``own``), or the original's fatal
+#: attempt 1 would pass for the requeued job's attempt 1, and a lost attempt's end could be a
+#: time from before its job existed.
 LOST_ATTEMPTS = """
-WITH accepted AS (
-    SELECT job_id, attempt FROM chaos_entry WHERE ended IN ('error', 'fatal', 'unknown_task')
+WITH born AS (
+    SELECT row_id AS job_id, min(at) AS at FROM chaos_audit WHERE source = 'job' AND op = 'insert' GROUP BY 1
+), own AS (
+    SELECT e.* FROM chaos_entry AS e LEFT JOIN born AS b ON b.job_id = e.job_id
+    WHERE b.at IS NULL OR e.at IS NULL OR e.at >= b.at
+), accepted AS (
+    SELECT job_id, attempt FROM own WHERE ended IN ('error', 'fatal', 'unknown_task')
     UNION SELECT job_id, attempts FROM chaos_audit WHERE op = 'update' AND new_status = 'succeeded'
 ), lost AS (
     SELECT a.job_id, a.attempt, a.pid, a.started_at, a.ended_at AS handler_ended_at,
-           (SELECT min(e.at) FROM chaos_entry AS e
+           (SELECT min(e.at) FROM own AS e
             WHERE e.job_id = a.job_id AND e.attempt = a.attempt) AS ended_at,
-           (SELECT string_agg(DISTINCT e.ended, ',') FROM chaos_entry AS e
+           (SELECT string_agg(DISTINCT e.ended, ',') FROM own AS e
             WHERE e.job_id = a.job_id AND e.attempt = a.attempt) AS ended,
            EXISTS (SELECT 1 FROM chaos_attempt AS b
                    WHERE b.job_id = a.job_id AND b.attempt > a.attempt) AS rerun

@@ -17,6 +17,10 @@ from django.db import connection
 
 from chaos import report, schema
 from chaos.invariants import duplicate_starts
+from django_jobretry.deadletters import requeue_many
+from django_jobretry.models import Job
+from django_jobretry.services import recovery
+from tests.attempts import claim_one, kill
 
 pytestmark = pytest.mark.django_db
 
@@ -43,6 +47,25 @@ def fault(pid: int, started: datetime, ended: datetime) -> None:
             "VALUES ('partition', %s, %s, %s)",
             [pid, started, ended],
         )
+
+
+def test_a_requeued_job_s_lost_attempt_is_not_hidden_by_the_history_it_carries() -> None:
+    """The dead letter's "attempt 1 fatal" entry comes along; the new attempt 1 is lost all the same."""
+    dead = kill()
+    [job] = requeue_many([dead.id]).jobs
+    job_id = job.id
+    claimed = claim_one()
+    assert (claimed.id, claimed.attempt) == (job_id, 1)
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO chaos_attempt (job_id, attempt, pid) VALUES (%s, 1, 41)", [job_id])
+    Job.objects.filter(pk=job_id).update(lease_expires_at=datetime(2000, 1, 1, tzinfo=UTC))
+    assert [item.id for item in recovery.recover_expired(100, 10)] == [job_id]
+    check, _, _, unexplained = duplicate_starts(SLACK)
+    assert [v.split(": started")[0] for v in check.violations] == [
+        f"job {job_id} attempt 1 (pid 41) lost with no fault near it"
+    ]
+    assert "ended lease_expired" in check.violations[0]
+    assert len(unexplained) == 1
 
 
 def test_a_lost_attempt_in_a_fault_window_is_explained() -> None:
