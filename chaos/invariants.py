@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
@@ -37,6 +37,8 @@ class Check:
     name: str
     checked: int
     violations: list[str] = field(default_factory=list)
+    #: Lines printed after the violations that help explain them (worker log lines, say).
+    context: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -110,14 +112,25 @@ def final_transitions() -> Check:
     return check
 
 
+#: A requeued job carries its dead letter's history, whose entries number the attempts of the job
+#: that died: entries older than the job row are not this job's (``own``), or the original's fatal
+#: attempt 1 would pass for the requeued job's attempt 1, and a lost attempt's end could be a
+#: time from before its job existed.
 LOST_ATTEMPTS = """
-WITH accepted AS (
-    SELECT job_id, attempt FROM chaos_entry WHERE ended IN ('error', 'fatal', 'unknown_task')
+WITH born AS (
+    SELECT row_id AS job_id, min(at) AS at FROM chaos_audit WHERE source = 'job' AND op = 'insert' GROUP BY 1
+), own AS (
+    SELECT e.* FROM chaos_entry AS e LEFT JOIN born AS b ON b.job_id = e.job_id
+    WHERE b.at IS NULL OR e.at IS NULL OR e.at >= b.at
+), accepted AS (
+    SELECT job_id, attempt FROM own WHERE ended IN ('error', 'fatal', 'unknown_task')
     UNION SELECT job_id, attempts FROM chaos_audit WHERE op = 'update' AND new_status = 'succeeded'
 ), lost AS (
-    SELECT a.job_id, a.attempt, a.pid, a.started_at,
-           (SELECT min(e.at) FROM chaos_entry AS e
+    SELECT a.job_id, a.attempt, a.pid, a.started_at, a.ended_at AS handler_ended_at,
+           (SELECT min(e.at) FROM own AS e
             WHERE e.job_id = a.job_id AND e.attempt = a.attempt) AS ended_at,
+           (SELECT string_agg(DISTINCT e.ended, ',') FROM own AS e
+            WHERE e.job_id = a.job_id AND e.attempt = a.attempt) AS ended,
            EXISTS (SELECT 1 FROM chaos_attempt AS b
                    WHERE b.job_id = a.job_id AND b.attempt > a.attempt) AS rerun
     FROM chaos_attempt AS a
@@ -130,27 +143,50 @@ SELECT l.job_id, l.attempt, l.pid, l.rerun,
        (SELECT string_agg(DISTINCT f.kind, ',') FROM faults AS f
         WHERE (f.target_pid IS NULL OR f.target_pid = l.pid)
           AND f.ended_at >= l.started_at - %(slack)s
-          AND f.started_at <= COALESCE(l.ended_at, 'infinity') + %(slack)s)
+          AND f.started_at <= COALESCE(l.ended_at, 'infinity') + %(slack)s),
+       l.started_at, l.handler_ended_at, l.ended_at, l.ended,
+       (SELECT f.kind || ' ' || to_char(f.started_at, 'HH24:MI:SS.MS') || '-'
+               || to_char(f.ended_at, 'HH24:MI:SS.MS') FROM faults AS f
+        WHERE f.target_pid IS NULL OR f.target_pid = l.pid
+        ORDER BY least(abs(extract(epoch FROM f.ended_at - l.started_at)),
+                       abs(extract(epoch FROM f.started_at - COALESCE(l.ended_at, l.started_at))))
+        LIMIT 1)
 FROM lost AS l
 """
 
 
-def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int]]:
-    """(lost attempts explained by a fault, one start per claimed attempt, lost attempts by fault kind)."""
+#: An attempt lost with no fault near it: its worker's pid, when it started, when it was ended (None: never).
+Unexplained = tuple[int, datetime, datetime | None]
+
+
+def duplicate_starts(slack: timedelta) -> tuple[Check, Check, dict[str, int], list[Unexplained]]:
+    """(lost attempts explained by a fault, one start per claimed attempt, lost attempts by fault kind,
+    the lost attempts no fault explains)."""
     rows = _rows(LOST_ATTEMPTS, {"slack": slack})
     check = Check("duplicate starts only for attempts in flight at a fault", len(rows))
+    unexplained: list[Unexplained] = []
     by_kind: dict[str, int] = {"rerun after a lost attempt": 0}
-    for job_id, attempt, pid, rerun, kinds in rows:
+    for job_id, attempt, pid, rerun, kinds, started, handler_ended, ended_at, ended, nearest in rows:
         by_kind["rerun after a lost attempt"] += int(rerun)
         if kinds is None:
-            check.violations.append(f"job {job_id} attempt {attempt} (pid {pid}) lost with no fault near it")
+            check.violations.append(
+                f"job {job_id} attempt {attempt} (pid {pid}) lost with no fault near it: started "
+                f"{_clock(started)}, handler ended {_clock(handler_ended)}, ended {ended or 'never'} at "
+                f"{_clock(ended_at)}; nearest fault of that worker: {nearest or 'none'}"
+            )
+            unexplained.append((pid, started, ended_at))
         else:
             for kind in kinds.split(","):
                 by_kind[kind] = by_kind.get(kind, 0) + 1
     twice = _rows("SELECT job_id, attempt, count(*) FROM chaos_attempt GROUP BY 1, 2 HAVING count(*) > 1")
     once = Check("one start per claimed attempt", _rows("SELECT count(*) FROM chaos_attempt")[0][0])
     once.violations += [f"job {j} attempt {a} started {n} times" for j, a, n in twice]
-    return check, once, by_kind
+    return check, once, by_kind, unexplained
+
+
+def _clock(at: Any) -> str:
+    """A timestamp of the database (UTC) to the millisecond; "-" for none."""
+    return "-" if at is None else f"{at:%H:%M:%S}.{at.microsecond // 1000:03d}"
 
 
 NO_CLAIM_AFTER_CANCEL = """

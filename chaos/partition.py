@@ -154,7 +154,7 @@ WHERE application_name = %s AND state = 'idle' AND query_start >= %s
 """
 
 
-def _log_times(path: Path) -> list[tuple[datetime, str]]:
+def log_times(path: Path) -> list[tuple[datetime, str]]:
     """(time, line) of each timestamped line of a worker log (local time, as logging writes it)."""
     lines = []
     for line in path.read_text(errors="replace").splitlines():
@@ -179,7 +179,7 @@ def measure(episodes: list[Episode], log_dir: Path, host: str) -> Check:
         if fault.kind in CUTS:
             warnings = [
                 at
-                for at, line in _log_times(log_dir / f"{episode.slot}.log")
+                for at, line in log_times(log_dir / f"{episode.slot}.log")
                 if fault.started_at <= at < fault.ended_at + late and is_partition_warning(line, host)
             ]
             if warnings:
@@ -189,6 +189,11 @@ def measure(episodes: list[Episode], log_dir: Path, host: str) -> Check:
         if episode.recovered is None or episode.recovered >= RECOVER_SECONDS:
             check.violations.append(f"{what}: resumed after {_seconds(episode.recovered)}")
     return check
+
+
+def clock() -> str:
+    """The wall clock as the worker logs show it (local time, milliseconds): to find a fault in them."""
+    return datetime.now().astimezone().strftime("%H:%M:%S.%f")[:12]
 
 
 def _seconds(value: float | None) -> str:

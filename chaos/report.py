@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from django.db import DatabaseError, InterfaceError, connection
 
-from chaos import invariants, stale
+from chaos import invariants, partition, stale
 from chaos.faults import Fault
 from chaos.invariants import Check
 from chaos.processes import Pool
@@ -100,7 +100,8 @@ def evaluate(
     pool: Pool, feeder: Feeder, drained: bool, slack: timedelta, log_dir: Path
 ) -> tuple[list[Check], dict[str, Any]]:
     lost, double, ends = invariants.terminals()
-    duplicates, once, by_kind = invariants.duplicate_starts(slack)
+    duplicates, once, by_kind, unexplained = invariants.duplicate_starts(slack)
+    duplicates.context = worker_lines(log_dir, unexplained)
     after_cancel, cancel_ends = invariants.no_claim_after_cancel()
     checks = [
         lost,
@@ -143,6 +144,31 @@ def evaluate(
     return checks, figures
 
 
+#: Worker log lines this long before a lost attempt started and after it ended explain it, if any do.
+AROUND = timedelta(seconds=10)
+#: At most this many of them: the run's output stays readable.
+MOST_LINES = 60
+
+
+def worker_lines(log_dir: Path, attempts: list[invariants.Unexplained]) -> list[str]:
+    """The warnings and errors of the workers' logs around the lost attempts no fault explains.
+
+    A run's logs are in a temporary folder that a CI machine does not keep:
+    without these lines such a failure cannot be explained afterwards.
+    """
+    windows = [(started - AROUND, (ended or started) + AROUND) for _, started, ended in attempts]
+    lines: list[tuple[datetime, str]] = []
+    for path in sorted(log_dir.glob("worker-*.log")):
+        for at, line in partition.log_times(path):
+            if (" WARNING " in line or " ERROR " in line) and any(a <= at <= b for a, b in windows):
+                lines.append((at, f"{path.stem}: {line[:300]}"))
+    lines.sort()
+    shown = [line for _, line in lines[:MOST_LINES]]
+    if len(lines) > MOST_LINES:
+        shown.append(f"... and {len(lines) - MOST_LINES} more lines")
+    return shown
+
+
 def print_table(checks: list[Check], figures: dict[str, Any]) -> None:
     width = max(len(check.name) for check in checks)
     print()
@@ -156,6 +182,8 @@ def print_table(checks: list[Check], figures: dict[str, Any]) -> None:
             print(f"  FAIL {check.name}: {violation}")
         if len(check.violations) > 10:
             print(f"  ... and {len(check.violations) - 10} more")
+        for line in check.context:
+            print(f"  | {line}")
     print()
     print("| figure | value |")
     print("| --- | --- |")

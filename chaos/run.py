@@ -194,7 +194,7 @@ def _run(
     interval = size.fault_seconds / (len(events) + 1)
     for i, event in enumerate(events):
         time.sleep(max(0.0, started + (i + 1) * interval - time.monotonic()))
-        print(f"chaos: {time.monotonic() - started:6.1f}s {event}", flush=True)
+        print(f"chaos: {time.monotonic() - started:6.1f}s {event} at {partition.clock()}", flush=True)
         actions[event]()
     feeder.join(max(deadline - time.monotonic(), 1))
     fault_phase = time.monotonic() - started
