@@ -292,7 +292,7 @@ def status_lines(states: list[ScheduleState]) -> list[str]:
         return []
     paused = sum(1 for state in states if state.paused_at is not None)
     header = ("schedule", "next slot", "last success", "runs", "skipped", "missed", "paused")
-    rows = [
+    cells = [
         (
             name_cell(state),
             next_cell(state),
@@ -304,7 +304,7 @@ def status_lines(states: list[ScheduleState]) -> list[str]:
         )
         for state in states
     ]
-    return [f"Schedules: {len(states)}, {paused} paused", *table(header, rows, {3, 4, 5})]
+    return [f"Schedules: {len(states)}, {paused} paused", *table(header, cells, {3, 4, 5})]
 
 
 def listing_lines(states: list[ScheduleState]) -> list[str]:
@@ -317,7 +317,7 @@ def listing_lines(states: list[ScheduleState]) -> list[str]:
         *("schedule", "task", "cadence", "next slot", "last run"),
         *("last success", "runs", "skipped", "missed", "refused", "paused"),
     )
-    rows = [
+    cells = [
         (
             name_cell(state),
             state.task,
@@ -333,4 +333,4 @@ def listing_lines(states: list[ScheduleState]) -> list[str]:
         )
         for state in states
     ]
-    return table(header, rows, {6, 7, 8, 9})
+    return table(header, cells, {6, 7, 8, 9})
