@@ -59,10 +59,11 @@ def report(count: int, repeat: int) -> None:
     from django.db.models.functions import Now
     from django.test.utils import CaptureQueriesContext
 
-    from django_jobretry.conf.schedules import ScheduleSpec
     from django_jobretry.models import Schedule
     from django_jobretry.policy.slots import Cadence, Overlap
-    from django_jobretry.services import schedules
+    from django_jobretry.schedules.declare import ScheduleSpec
+    from django_jobretry.schedules.rows import declare_rows
+    from django_jobretry.schedules.runs import run_due
 
     specs = {
         f"{PREFIX}{i}": ScheduleSpec(
@@ -95,11 +96,11 @@ def report(count: int, repeat: int) -> None:
 
         return prepare
 
-    declare = measure("declare (once per worker start)", lambda: None, lambda: schedules.declare_rows(specs))
-    idle = measure("look, nothing due", lambda: None, lambda: schedules.run_due(specs))
-    measure("look, 1 due", due(1), lambda: schedules.run_due(specs))
-    measure(f"look, {count // 10} due", due(count // 10), lambda: schedules.run_due(specs))
-    every_one = measure(f"look, all {count} due", due(count), lambda: schedules.run_due(specs))
+    declare = measure("declare (once per worker start)", lambda: None, lambda: declare_rows(specs))
+    idle = measure("look, nothing due", lambda: None, lambda: run_due(specs))
+    measure("look, 1 due", due(1), lambda: run_due(specs))
+    measure(f"look, {count // 10} due", due(count // 10), lambda: run_due(specs))
+    every_one = measure(f"look, all {count} due", due(count), lambda: run_due(specs))
     print(f"{count} schedules declared; {repeat} runs of each measurement; declare took {declare:.1f} ms")
     print("| look | median ms | slowest ms | statements |")
     print("|---|---:|---:|---:|")

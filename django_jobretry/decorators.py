@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Unpack, cast, overload
 
-from django_jobretry.conf.schedules import InvalidSchedule, ScheduleSpec, declare, job_schedule
 from django_jobretry.conf.task_options import TaskKeywords, TaskOptions
 from django_jobretry.conf.uniqueness import NOT_UNIQUE, OnConflict, Uniqueness
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.limits.declare import declare_task
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.registry import registry
+from django_jobretry.schedules.declare import InvalidSchedule, ScheduleSpec, declare, job_schedule
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import (
     check_priority,

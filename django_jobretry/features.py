@@ -56,8 +56,9 @@ class Feature:
     """One capability's faces; each part is optional and names what the face imports and calls."""
 
     name: str
-    #: A class shaped as a ``worker.heartbeat.Duty`` (``failure`` and its four steps), built without
-    #: arguments for each heartbeat and run every beat; it does not import worker/ (which imports it).
+    #: A class shaped as a ``worker.lifecycle.Duty`` (``failure`` and its four steps), run every beat;
+    #: built for each heartbeat by its ``serving(shift)`` if it has one (None: not on this worker), else
+    #: without arguments.
     duty: str | None = None
     status: Section | None = None
     #: ``() -> Iterator[prometheus_client Metric]``, called at each scrape.
@@ -77,19 +78,20 @@ def load(path: str) -> Any:
 FEATURES: tuple[Feature, ...] = (
     Feature(
         "schedules",
+        duty="django_jobretry.schedules.runs.Scheduler",
         status=Section(
             "schedules",
-            "django_jobretry.management.schedule_lines.read",
-            "django_jobretry.management.schedule_lines.list_json",
-            "django_jobretry.management.schedule_lines.status_lines",
+            "django_jobretry.schedules.cli.read",
+            "django_jobretry.schedules.cli.list_json",
+            "django_jobretry.schedules.cli.status_lines",
         ),
-        collect="django_jobretry.metrics.schedules.collect",
+        collect="django_jobretry.schedules.status.collect",
         panel=Panel(
             "schedules",
-            "django_jobretry.admin.dashboard_panels.schedules_panel",
+            "django_jobretry.schedules.admin.schedules_panel",
             "admin/django_jobretry/includes/panel_schedules.html",
         ),
-        admins=(("django_jobretry.models.Schedule", "django_jobretry.admin.schedules.ScheduleAdmin"),),
+        admins=(("django_jobretry.models.Schedule", "django_jobretry.schedules.admin.ScheduleAdmin"),),
     ),
     Feature(
         "holds",

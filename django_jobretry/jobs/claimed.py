@@ -45,7 +45,7 @@ class ClaimedJob:
     #: The job id the requeue chain started from; ``id`` when never requeued.
     original_job_id: int
     requeue_count: int
-    #: The schedule this job is a run of (services/schedules.py), if any.
+    #: The schedule this job is a run of (schedules/runs.py), if any.
     schedule_name: str | None = None
     #: Times it snoozed before this attempt (``raise Snooze``), against its policy's ``max_snoozes``.
     snoozes: int = 0

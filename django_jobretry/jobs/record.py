@@ -59,7 +59,7 @@ from django_jobretry.jobs.sql import loggable, statement_guard
 from django_jobretry.models import CounterEvent, DeadReason
 from django_jobretry.policy import Classification, Defer, ErrorKind, GiveUp
 from django_jobretry.registry import policy_for
-from django_jobretry.services import schedules
+from django_jobretry.schedules.rows import record_successes
 
 logger = logging.getLogger("django_jobretry")
 
@@ -160,7 +160,7 @@ class Recorder:
         runs = [o.job.schedule_name for o in outcomes if o.job.schedule_name and o.job.id in recorded]
         if runs:
             try:
-                schedules.record_successes(runs)
+                record_successes(runs)
             except DatabaseError as exc:  # only what an alert reads: the successes are recorded
                 logger.warning("could not note the success of a schedule's run", extra=loggable(exc))
 

@@ -217,7 +217,7 @@ class Job(models.Model):
             ),
         ]
         constraints = [
-            # One run per slot of a schedule, whichever worker inserts it (services/schedules.py).
+            # One run per slot of a schedule, whichever worker inserts it (schedules/runs.py).
             models.UniqueConstraint(
                 fields=["schedule_name", "schedule_slot"],
                 condition=models.Q(schedule_name__isnull=False),

@@ -1,10 +1,10 @@
 """The Schedule row: where one periodic schedule stands, shared by every worker on every host.
 
-Declarations live in code and settings (conf/schedules.py); this row is
+Declarations live in code and settings (schedules/declare.py); this row is
 their state in the database: the next slot no worker has decided yet, the
 last run, and what became of the slots that did not run. Workers insert a
 slot's run and move ``next_slot`` on in one transaction, holding this row's
-lock (services/schedules.py), so exactly one of them acts on each slot.
+lock (schedules/runs.py), so exactly one of them acts on each slot.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Threads: the main loop (claim, record, recover), N runners (user code only),
 a heartbeat thread, a LISTEN thread and, with schedules, a scheduler thread
-(which only inserts runs). Only the main loop and the heartbeat write job
-state, on connections with worker timeouts.
+(which only inserts runs; a heartbeat duty starts it: schedules/runs.py).
+Only the main loop and the heartbeat write job state, on connections with
+worker timeouts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from collections.abc import Sequence
 from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.conf.schedules import declared as declared_schedules
 from django_jobretry.jobs import recovery
 from django_jobretry.jobs.claim import Claims
 from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
@@ -34,6 +34,7 @@ from django_jobretry.worker.lifecycle import (
     DRAIN_MARGIN,
     EXIT_UNRECORDED,
     STOP_REQUESTED,
+    Shift,
     WorkerOptions,
     drain,
     install_stop_handlers,
@@ -41,7 +42,6 @@ from django_jobretry.worker.lifecycle import (
 from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.process_pool import ChildSlot
 from django_jobretry.worker.runner import Runner
-from django_jobretry.worker.scheduler import Scheduler
 from django_jobretry.worker.session import (
     Backoff,
     drop_connection,
@@ -120,13 +120,11 @@ class Worker:
             lease_seconds=self.lease,
             every=self.heartbeat_every,
             stop=self.heartbeat_stop,
-            registration=self.registration,
+            shift=Shift(self.registration, self.options, self.stopping),
         )
         threads.append(heartbeat)
         if self.options.listen:
             threads.append(Listener(self.wake, self.stopping, self.options.queues))
-        if self.options.schedules and not self.options.burst and declared_schedules():
-            threads.append(Scheduler(self.id, declared_schedules, self.stopping))
         for thread in threads:
             thread.start()
         lifecycle.started(self.id, self.options)

@@ -13,8 +13,10 @@ what a worker reports for operators) in turn, once at start and once a
 beat. None of these duties can cost a lease: a duty that fails is logged
 (once per failing stretch, then at DEBUG: a table not migrated yet would
 warn every beat), its connection is dropped, and the beat goes on. A
-capability's periodic duty is named by its entry in features.py, and runs
-between the worker's own duties below.
+capability's periodic duty is named by its entry in features.py, built for
+the worker by its ``serving``, and runs between the worker's own duties
+below. The :class:`Duty` base lives in worker/lifecycle.py, which reads no
+FEATURES, so a capability's duty may subclass it without an import cycle.
 
 - :class:`WorkerRow` keeps the worker's row in the workers table
   (console/workers.py): registered at once, refreshed with each beat (one
@@ -44,7 +46,7 @@ from django_jobretry.jobs import claim
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.events import log_extra
 from django_jobretry.worker import runner
-from django_jobretry.worker.lifecycle import WorkerOptions
+from django_jobretry.worker.lifecycle import Duty, Shift, WorkerOptions
 from django_jobretry.worker.session import (
     RECONNECT_CAP,
     Backoff,
@@ -88,13 +90,13 @@ class Heartbeat(threading.Thread):
         every: float,
         stop: threading.Event,
         on_cancel: Callable[[int, str], None] | None = None,
-        registration: workers.Registration | None = None,
+        shift: Shift | None = None,
     ) -> None:
         super().__init__(name="jobretry-heartbeat", daemon=True)
         #: Told of each running job an operator asked to cancel (job id, who).
         self.on_cancel = on_cancel
         #: A registered worker's duties (console_duties); none for a bare heartbeat (in tests).
-        self.duties: list[Duty] = console_duties(registration) if registration is not None else []
+        self.duties: list[Duty] = console_duties(shift) if shift is not None else []
         self._failing: set[int] = set()  # indexes of the duties failing since their last success
         self.worker_id, self.running, self.lease, self.every, self.stop = (
             worker_id,
@@ -183,25 +185,6 @@ class Heartbeat(threading.Thread):
                 )
 
 
-class Duty:
-    """One periodic duty of the heartbeat thread; what a duty does not override does nothing."""
-
-    #: What failed, for the log line: "could not <failure>".
-    failure: str
-
-    def start(self) -> None:
-        """On the thread starting the heartbeat, before it runs (the worker may claim at once)."""
-
-    def beat(self, running: int) -> None:
-        """Once at start (``running`` 0) and once a beat, after the leases; may raise."""
-
-    def finish(self) -> None:
-        """Once, at a clean stop after the drain (in reverse order of the list); may raise."""
-
-    def close(self) -> None:
-        """Always, last, on the heartbeat thread; never raises."""
-
-
 class WorkerRow(Duty):
     """The worker's row in the workers table; logs the lost workers a beat removed."""
 
@@ -263,7 +246,15 @@ class StatusSample(Duty):
         status_samples.take()
 
 
-def console_duties(registration: workers.Registration) -> list[Duty]:
-    """A registered worker's duties, in the order each beat runs them: its own, and each capability's."""
-    found: list[Duty] = [features.load(feature.duty)() for feature in features.FEATURES if feature.duty]
-    return [WorkerRow(registration), EventCounts(), *found, StatusSample()]
+def console_duties(shift: Shift) -> list[Duty]:
+    """A registered worker's duties, in the order each beat runs them: its own, and each capability's.
+
+    A capability's duty with a ``serving`` (worker/lifecycle.py ``Duty``) is built by it for this
+    worker, and may decline (None); one shaped as a duty without it is built without arguments.
+    """
+    found: list[Duty | None] = []
+    for feature in features.FEATURES:
+        if feature.duty:
+            kind = features.load(feature.duty)
+            found.append(kind.serving(shift) if hasattr(kind, "serving") else kind())
+    return [WorkerRow(shift.registration), EventCounts(), *filter(None, found), StatusSample()]

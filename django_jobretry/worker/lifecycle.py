@@ -48,6 +48,7 @@ from typing import Literal, Protocol
 from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
+from django_jobretry.console import workers
 from django_jobretry.display.humanize import count_of
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.jobs import claim
@@ -94,7 +95,7 @@ class WorkerOptions:
     pool: Literal["thread", "process"] = "thread"
     max_jobs_per_child: int | None = None
     max_memory_mb: int | None = None
-    #: Look for due schedule slots (worker/scheduler.py); never in burst mode. ``runworker --no-schedules``.
+    #: Look for due schedule slots (schedules/runs.py); never in burst mode. ``runworker --no-schedules``.
     schedules: bool = True
 
     def __post_init__(self) -> None:
@@ -113,6 +114,46 @@ class WorkerOptions:
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - claimed_total)
         return max(free, 0)
+
+
+# -- what runs beside the loop for the worker's life: the heartbeat's duties (worker/heartbeat.py) --
+
+
+@dataclass(frozen=True)
+class Shift:
+    """The worker a heartbeat's duties serve: its row, how it runs, and when it stops claiming."""
+
+    registration: workers.Registration
+    options: WorkerOptions
+    #: Set when the worker stops claiming (a signal, or burst or max_jobs done), before its drain.
+    stopping: threading.Event
+
+
+class Duty:
+    """One periodic duty of the heartbeat thread; what a duty does not override does nothing."""
+
+    #: What failed, for the log line: "could not <failure>".
+    failure: str
+
+    @classmethod
+    def serving(cls, shift: Shift) -> Duty | None:
+        """This duty for the worker of ``shift``, or None when it has nothing to do there.
+
+        How the heartbeat builds each capability's duty (features.py); most need nothing of the worker.
+        """
+        return cls()
+
+    def start(self) -> None:
+        """On the thread starting the heartbeat, before it runs (the worker may claim at once)."""
+
+    def beat(self, running: int) -> None:
+        """Once at start (``running`` 0) and once a beat, after the leases; may raise."""
+
+    def finish(self) -> None:
+        """Once, at a clean stop after the drain (in reverse order of the list); may raise."""
+
+    def close(self) -> None:
+        """Always, last, on the heartbeat thread; never raises."""
 
 
 #: Set by a SIGTERM or SIGINT received before the worker took over the signals.

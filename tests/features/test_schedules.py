@@ -12,9 +12,10 @@ from django.db.models.functions import Now
 from django.test import override_settings
 from pytest_bdd import given, parsers, scenarios, then, when
 
-from django_jobretry.conf.schedules import declared
 from django_jobretry.models import DeadLetter, DeadReason, Job, Schedule
-from django_jobretry.services import schedules
+from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules.rows import declare_rows
+from django_jobretry.schedules.runs import run_due
 from tests.inprocess import run_until_settled
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("keep_signal_handlers")]
@@ -44,7 +45,7 @@ def declared_in_settings(declaration: dict[str, Any]) -> Iterator[None]:
 def looked_back(slots: int) -> list[Any]:
     """The last ``slots`` slots of the schedule before its next one, oldest first, after moving it back."""
     spec = declared()[NAME]
-    schedules.declare_rows({NAME: spec})
+    declare_rows({NAME: spec})
     row = Schedule.objects.get(name=NAME)
     step = spec.cadence.every
     assert step is not None
@@ -74,7 +75,7 @@ def downtime(slots: int) -> list[Any]:
 @given("a worker looked at its schedules")
 @when("a worker looks at its schedules")
 def look() -> None:
-    schedules.run_due(declared())
+    run_due(declared())
 
 
 @given("its run may retry for five seconds more")

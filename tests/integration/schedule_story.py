@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django_jobretry.conf.schedules import declared
 from django_jobretry.models import DeadLetter, Schedule
-from django_jobretry.services import schedule_controls, schedules
+from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules.rows import declare_rows, pause, run_now
 from django_jobretry.testing import run_jobs
 from tests.factories import ScheduleFactory
 
@@ -58,11 +58,11 @@ class Story:
 def story(settings: Any) -> Story:
     """The four schedules above, in their states."""
     declare(settings)
-    schedules.declare_rows(declared())
-    dead = schedule_controls.run_now("nightly", actor="tester")
-    succeeded = schedule_controls.run_now("tick", actor="tester")
+    declare_rows(declared())
+    dead = run_now("nightly", actor="tester")
+    succeeded = run_now("tick", actor="tester")
     run_jobs()
-    schedule_controls.pause("hourly", actor="alice", reason=PAUSE_REASON)
+    pause("hourly", actor="alice", reason=PAUSE_REASON)
     ScheduleFactory.create(name="retired", task_name="old.jobs.report", cadence="cron 0 4 * * * UTC")
     dead_letter = DeadLetter.objects.get(job_id=dead)
     return Story(dead_job_id=dead, dead_letter_id=dead_letter.pk, succeeded_job_id=succeeded)

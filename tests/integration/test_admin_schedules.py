@@ -23,7 +23,7 @@ from django.urls import reverse
 
 from django_jobretry.admin.rendering import PAYLOAD_PERMISSION_NAME
 from django_jobretry.models import Job, Schedule
-from django_jobretry.services.console.status_schedules import utc, zoned
+from django_jobretry.schedules.status import utc, zoned
 from tests.factories import ScheduleFactory
 from tests.integration.conftest import Operator, messages_of
 from tests.integration.schedule_admin import LIST, VIEW, act, confirm, detail, operator, rows_of

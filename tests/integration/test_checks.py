@@ -210,16 +210,12 @@ def test_check_ids_are_unique_and_documented() -> None:
     its alias in pooling.py) and E014 (TASK_MODULES' type, and a module of it that does not import).
     """
     root = Path(__file__).parents[2]
-    package = root / "django_jobretry" / "conf"
+    package = root / "django_jobretry"
     modules = (
-        "schema.py",
-        "error_classes.py",
-        "pooling.py",
-        "checks.py",
-        "database_engine.py",
-        "task_module_checks.py",
-        "schedule_checks.py",
-        "service_settings.py",
+        *(f"conf/{name}.py" for name in ("schema", "error_classes", "pooling", "checks", "database_engine")),
+        "conf/task_module_checks.py",
+        "schedules/checks.py",
+        "conf/service_settings.py",
     )
     found = {
         found

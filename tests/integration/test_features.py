@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,17 +25,19 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 import django_jobretry.admin
 from django_jobretry import features
 from django_jobretry.admin import register_capabilities
-from django_jobretry.admin.schedules import ScheduleAdmin
 from django_jobretry.console.workers import Registration
 from django_jobretry.features import FEATURES, Feature, Panel, Section
 from django_jobretry.holds import cli as holds_cli
 from django_jobretry.holds.admin import CircuitAdmin, PauseAdmin
 from django_jobretry.limits import faces as limits_faces
 from django_jobretry.limits import status as status_limits
-from django_jobretry.metrics import schedules
 from django_jobretry.metrics.collector import JobRetryCollector
 from django_jobretry.models import Circuit, Job, Pause, Schedule
-from django_jobretry.worker import heartbeat
+from django_jobretry.schedules import status as schedule_status
+from django_jobretry.schedules.admin import ScheduleAdmin
+from django_jobretry.schedules.runs import Scheduler
+from django_jobretry.worker import heartbeat, lifecycle
+from django_jobretry.worker.lifecycle import Shift, WorkerOptions
 from tests.integration.conftest import Operator
 
 HERE = __name__
@@ -42,7 +45,7 @@ DASHBOARD = reverse("admin:django_jobretry_deadletter_dashboard")
 CAPABILITY_KEYS = {"schedules", "held", "limits"}
 
 
-class PlantedDuty(heartbeat.Duty):
+class PlantedDuty(lifecycle.Duty):
     failure = "do the planted duty"
 
 
@@ -96,8 +99,9 @@ def jobstatus(*args: str) -> str:
     return out.getvalue()
 
 
-def registration() -> Registration:
-    return Registration("w1", "host", 1, ["default"], 1, "thread", "0", 30.0)
+def shift(**options: Any) -> Shift:
+    registration = Registration("w1", "host", 1, ["default"], 1, "thread", "0", 30.0)
+    return Shift(registration, WorkerOptions(**options), threading.Event())
 
 
 # -- every dotted path of the list names something ------------------------------------------------
@@ -119,19 +123,31 @@ def test_every_path_of_every_capability_imports() -> None:
 
 
 def test_the_heartbeat_runs_each_capabilitys_duty_between_the_workers_own() -> None:
-    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(registration())]
+    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(shift())]
     assert kinds == ["WorkerRow", "EventCounts", "Holds", "StatusSample"]
+
+
+def test_a_worker_declaring_schedules_runs_the_scheduler_duty_unless_burst_or_told_not_to(
+    settings: Any,
+) -> None:
+    settings.JOBRETRY = {"SCHEDULES": {"tick": {"task": "tests.jobs_app.jobs.noop", "every": 60}}}
+    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(shift())]
+    assert kinds == ["WorkerRow", "EventCounts", "Scheduler", "Holds", "StatusSample"]
+    scheduler = next(duty for duty in heartbeat.console_duties(shift()) if isinstance(duty, Scheduler))
+    assert not scheduler.thread.is_alive()  # its thread starts with the heartbeat's duties, not before
+    for options in ({"burst": True}, {"schedules": False}):
+        assert "Scheduler" not in [type(duty).__name__ for duty in heartbeat.console_duties(shift(**options))]
 
 
 @pytest.mark.usefixtures("planted")
 def test_a_planted_capabilitys_duty_runs_on_the_heartbeat() -> None:
-    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(registration())]
+    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(shift())]
     assert kinds == ["WorkerRow", "EventCounts", "Holds", "PlantedDuty", "StatusSample"]
 
 
 @pytest.mark.usefixtures("emptied")
 def test_without_capabilities_the_heartbeat_runs_only_the_workers_own_duties() -> None:
-    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(registration())]
+    kinds = [type(duty).__name__ for duty in heartbeat.console_duties(shift())]
     assert kinds == ["WorkerRow", "EventCounts", "StatusSample"]
 
 
@@ -174,7 +190,9 @@ def test_the_metrics_add_each_capabilitys_families_and_only_through_the_list(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     full = family_names()
-    own = [metric.name for collect in (schedules, holds_cli, limits_faces) for metric in collect.collect()]
+    own = [
+        metric.name for collect in (schedule_status, holds_cli, limits_faces) for metric in collect.collect()
+    ]
     monkeypatch.setattr(features, "FEATURES", ())
     core = family_names()
     assert full == [*core, *own]

@@ -22,12 +22,12 @@ from django.db import connection
 from django.db.models import F
 from django.test import override_settings
 
-from django_jobretry.conf.schedule_checks import check_schedule_settings
-from django_jobretry.conf.schedules import InvalidSchedule, ScheduleSpec, declared, job_schedule
 from django_jobretry.models import Job, Schedule
 from django_jobretry.policy.slots import Cadence
-from django_jobretry.services import schedules
-from django_jobretry.worker.scheduler import Scheduler
+from django_jobretry.schedules.checks import check_schedule_settings
+from django_jobretry.schedules.declare import InvalidSchedule, ScheduleSpec, declared, job_schedule
+from django_jobretry.schedules.rows import declare_rows, looks
+from django_jobretry.schedules.runs import Scheduler, run_due
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +56,7 @@ def two(**bad: Any) -> dict[str, ScheduleSpec]:
     """Schedules "good" and "bad" (hourly unless ``bad`` says otherwise), declared and one slot behind."""
     with override_settings(JOBRETRY={"SCHEDULES": {"good": HOURLY, "bad": {**HOURLY, **bad}}}):
         specs = declared()
-        schedules.declare_rows(specs)
+        declare_rows(specs)
         for name in specs:
             behind(name)
     return specs
@@ -90,20 +90,20 @@ class TestRuntime:
         long = Cadence(cron=LONG_CRON)
         specs["bad"] = ScheduleSpec(name="bad", task_name="tests.jobs_app.jobs.noop", cadence=long)
         with caplog.at_level(logging.INFO, "django_jobretry"):
-            schedules.declare_rows(specs)
+            declare_rows(specs)
         assert list(Schedule.objects.values_list("name", flat=True)) == ["good"]
         refused = [r for r in caplog.records if getattr(r, "outcome", None) == "schedule_not_declared"]
         assert [(r.levelno, r.schedule) for r in refused] == [(logging.ERROR, "bad")]  # type: ignore[attr-defined]
         assert "cadence" in refused[0].getMessage()
         assert "300" in refused[0].getMessage()
         behind("good")
-        schedules.run_due(specs)
+        run_due(specs)
         assert Schedule.objects.get(name="good").runs == 1
 
     def test_counts_at_the_column_maximum_stay_there_and_every_schedule_runs(self) -> None:
         specs = two()
         Schedule.objects.filter(name="bad").update(runs=BIGINT_MAX, missed=BIGINT_MAX, skipped=BIGINT_MAX)
-        schedules.run_due(specs)
+        run_due(specs)
         good, bad = Schedule.objects.get(name="good"), Schedule.objects.get(name="bad")
         assert (good.runs, bad.runs, bad.missed) == (1, BIGINT_MAX, BIGINT_MAX)
         assert Job.objects.filter(schedule_name="bad").count() == 1
@@ -124,10 +124,10 @@ class TestRuntime:
                 f"CREATE TRIGGER refuse BEFORE UPDATE ON {Schedule._meta.db_table} "
                 "FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse()"
             )
-        looked = schedules.looks()
+        looked = looks()
         with caplog.at_level(logging.DEBUG, "django_jobretry"):
-            until = schedules.run_due(specs, looked)
-            schedules.run_due(specs, looked)  # the bad one is still due, and fails again
+            until = run_due(specs, looked)
+            run_due(specs, looked)  # the bad one is still due, and fails again
         assert Schedule.objects.get(name="good").runs == 1
         assert Schedule.objects.get(name="bad").next_slot == before  # left as it was: due at the next look
         assert not Job.objects.filter(schedule_name="bad").exists()  # its run went with its savepoint
@@ -150,7 +150,7 @@ def test_the_scheduler_thread_runs_the_others_while_one_fails_look_after_look(
     every_second = {"task": "tests.jobs_app.jobs.noop", "every": 1, "overlap": "allow"}
     with override_settings(JOBRETRY={"SCHEDULES": {"good": every_second, "bad": HOURLY}}):
         specs = declared()
-    schedules.declare_rows(specs)
+    declare_rows(specs)
     behind("bad")
     before = Schedule.objects.get(name="bad").next_slot
     table = Schedule._meta.db_table
@@ -165,22 +165,22 @@ def test_the_scheduler_thread_runs_the_others_while_one_fails_look_after_look(
             "FOR EACH ROW EXECUTE FUNCTION jobretry_test_refuse()"
         )
     stop = threading.Event()
-    thread = Scheduler("w", lambda: specs, stop)
+    scheduler = Scheduler("w", lambda: specs, stop)
     try:
         with caplog.at_level(logging.DEBUG, "django_jobretry"):
-            thread.start()
+            scheduler.start()  # the duty starts its own thread
             deadline = time.monotonic() + 30
             while Schedule.objects.get(name="good").runs < 3:
                 assert time.monotonic() < deadline, "the good schedule stopped running"
                 stop.wait(0.1)
             stop.set()
-            thread.join(timeout=10)
+            scheduler.thread.join(timeout=10)
     finally:
         stop.set()
         with connection.cursor() as cursor:
             cursor.execute(f"DROP TRIGGER IF EXISTS jobretry_test_refuse ON {table}")
             cursor.execute("DROP FUNCTION IF EXISTS jobretry_test_refuse()")
-    assert not thread.is_alive()
+    assert not scheduler.thread.is_alive()
     assert Schedule.objects.get(name="bad").next_slot == before
     assert not Job.objects.filter(schedule_name="bad").exists()
     lines = skipped_lines(caplog)

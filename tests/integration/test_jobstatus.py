@@ -174,7 +174,7 @@ def test_names_from_the_database_never_drive_the_terminal() -> None:
 
 
 def test_a_schedules_section_per_schedule_next_slot_last_success_counts_and_pause(settings: Any) -> None:
-    from django_jobretry.services.console.status_schedules import utc, zoned
+    from django_jobretry.schedules.status import utc, zoned
     from tests.integration.schedule_story import PAUSE_REASON, story
     from tests.integration.schedule_story import SECRET as SCHEDULE_SECRET
 
@@ -232,13 +232,13 @@ def test_no_schedules_no_section_and_an_empty_list() -> None:
 
 
 def test_a_pause_reason_never_drives_the_terminal(settings: Any) -> None:
-    from django_jobretry.conf.schedules import declared
-    from django_jobretry.services import schedule_controls, schedules
+    from django_jobretry.schedules.declare import declared
+    from django_jobretry.schedules.rows import declare_rows, pause
     from tests.integration.schedule_story import declare
 
     declare(settings)
-    schedules.declare_rows(declared())
-    schedule_controls.pause("tick", actor=f"a{HOSTILE}", reason=f"r{HOSTILE}")
+    declare_rows(declared())
+    pause("tick", actor=f"a{HOSTILE}", reason=f"r{HOSTILE}")
     text = jobstatus()
     assert not UNSAFE.search(text.replace("\n", ""))
     assert text.count("\\x1b]0;owned\\x07\\x1b[2J\\x0dfake\\u202egnp.exe\\u2066x\\u2069") == 2

@@ -190,7 +190,7 @@ def test_one_query_for_all_schedules_whatever_their_number(settings: Any) -> Non
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_jobretry.metrics import schedules
+    from django_jobretry.schedules import status
     from tests.factories import ScheduleFactory
     from tests.integration.schedule_story import story
 
@@ -198,7 +198,7 @@ def test_one_query_for_all_schedules_whatever_their_number(settings: Any) -> Non
     for extra in (0, 20):
         ScheduleFactory.create_batch(extra)
         with CaptureQueriesContext(connection) as captured:
-            families = {family.name: family for family in schedules.collect()}
+            families = {family.name: family for family in status.collect()}
         assert len(captured.captured_queries) == 1
         assert len(families["jobretry_schedule_paused"].samples) == 4 + extra
 
@@ -215,7 +215,7 @@ def test_the_period_is_the_longer_of_the_last_two_so_a_weekend_is_no_failure() -
     from itertools import islice
 
     from django_jobretry.policy.slots import Cadence
-    from django_jobretry.services.console.status_schedules import period
+    from django_jobretry.schedules.status import period
 
     def reaches_two_slots_back(measure: Any, cadence: Cadence, next_slot: datetime) -> bool:
         two_back = list(islice(cadence.slots_before(next_slot), 2))[1]

@@ -1,4 +1,4 @@
-"""The scheduler thread: it declares once, sleeps until the next slot, and rides out a failing look."""
+"""The scheduler duty, with a thread of its own: it declares once, sleeps until a slot, rides out failures."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import pytest
 from django.db import DatabaseError
 from django.db.models.functions import Now
 
-from django_jobretry.conf.schedules import ScheduleSpec
 from django_jobretry.models import Schedule
 from django_jobretry.policy.slots import Cadence
-from django_jobretry.services import schedules
-from django_jobretry.worker import scheduler
-from django_jobretry.worker.scheduler import MAX_SLEEP, Scheduler
+from django_jobretry.schedules import runs
+from django_jobretry.schedules.declare import ScheduleSpec
+from django_jobretry.schedules.runs import MAX_SLEEP, Scheduler
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,13 +24,13 @@ HOURLY = {
 
 
 def test_the_first_look_declares_and_sleeps_until_the_next_slot_at_most_thirty_seconds() -> None:
-    thread = Scheduler("w", lambda: HOURLY, threading.Event())
-    assert 0 < thread.look() <= MAX_SLEEP
+    scheduler = Scheduler("w", lambda: HOURLY, threading.Event())
+    assert 0 < scheduler.look() <= MAX_SLEEP
     assert Schedule.objects.filter(name="hourly").exists()
     Schedule.objects.filter(name="hourly").update(next_slot=Now() + timedelta(seconds=5))
-    assert 0 < thread.look() <= 5
+    assert 0 < scheduler.look() <= 5
     Schedule.objects.filter(name="hourly").update(next_slot=Now() + timedelta(minutes=10))
-    assert thread.look() == MAX_SLEEP
+    assert scheduler.look() == MAX_SLEEP
 
 
 def test_nothing_declared_sleeps_the_longest() -> None:
@@ -48,15 +47,15 @@ def test_a_failing_look_is_logged_once_and_the_thread_goes_on(
         raise DatabaseError("the database is restarting")
 
     stop = threading.Event()
-    monkeypatch.setattr(schedules, "declare_rows", failing)
-    monkeypatch.setattr(scheduler, "RETRY_AFTER", 0.01)
-    thread = Scheduler("w", lambda: HOURLY, stop)
+    monkeypatch.setattr(runs, "declare_rows", failing)
+    monkeypatch.setattr(runs, "RETRY_AFTER", 0.01)
+    scheduler = Scheduler("w", lambda: HOURLY, stop)
     with caplog.at_level(logging.DEBUG, logger="django_jobretry"):
-        thread.start()
+        scheduler.start()  # the duty starts its own thread
         for _ in range(3):
             assert calls.acquire(timeout=10), "the thread stopped looking after a failure"
         stop.set()
-        thread.join(timeout=10)
-    assert not thread.is_alive()
+        scheduler.thread.join(timeout=10)
+    assert not scheduler.thread.is_alive()
     failures = [r for r in caplog.records if r.getMessage().startswith("could not look at the schedules")]
     assert [r.levelno for r in failures[:3]] == [logging.WARNING, logging.DEBUG, logging.DEBUG]

@@ -23,7 +23,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_jobretry.models import Job, Schedule
-from django_jobretry.services.console.status_schedules import utc, zoned
+from django_jobretry.schedules.status import utc, zoned
 from tests.integration.schedule_story import DECLARED, PAUSE_REASON, SECRET, Story, declare, story
 from tests.processes import ROOT, test_database_url
 
@@ -191,8 +191,8 @@ def test_check_reports_the_schedule_checks_and_only_them(registered: list[Any]) 
 
 
 def test_check_exits_1_naming_each_wrong_declaration(settings: Any) -> None:
-    """With the project's own checks (conf/schedule_checks.py)."""
-    pytest.importorskip("django_jobretry.conf.schedule_checks", reason="the schedule checks E040-E043")
+    """With the project's own checks (schedules/checks.py)."""
+    pytest.importorskip("django_jobretry.schedules.checks", reason="the schedule checks E040-E043")
     declare(
         settings,
         typo={"task": "tests.jobs_app.jobs.record", "cron": "61 * * * *", "args": ["k"]},

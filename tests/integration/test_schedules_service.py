@@ -17,11 +17,12 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from django_jobretry.conf.schedules import declared
 from django_jobretry.deadletters import requeue
 from django_jobretry.jobs.recovery import recover_expired
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, Schedule
-from django_jobretry.services import schedules
+from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules.rows import declare_rows
+from django_jobretry.schedules.runs import run_due
 
 pytestmark = pytest.mark.django_db
 
@@ -52,9 +53,9 @@ def look(**options: Any) -> Schedule:
         JOBRETRY={"POLICIES": {"three": {"max_attempts": 3}}, "SCHEDULES": {"s": {**RARE, **options}}}
     ):
         specs = declared()
-        schedules.declare_rows(specs)
+        declare_rows(specs)
         missed = down_for("s", 10)
-        schedules.run_due(specs)
+        run_due(specs)
     row = Schedule.objects.get(name="s")
     row.missed_slots = missed  # type: ignore[attr-defined]
     return row
@@ -161,10 +162,10 @@ def test_a_schedule_that_cannot_make_a_run_is_refused_and_the_others_still_run(
     good = {"task": "tests.jobs_app.jobs.noop", "every": 3600}
     with override_settings(JOBRETRY={"POLICIES": policies, "SCHEDULES": {"good": good, "bad": bad}}):
         specs = declared()
-        schedules.declare_rows(specs)
+        declare_rows(specs)
         for name in specs:
             down_for(name, 1)
-        schedules.run_due(specs)
+        run_due(specs)
     assert Schedule.objects.get(name="good").runs == 1
     assert Schedule.objects.get(name="bad").refused == 1
     assert not Job.objects.filter(schedule_name="bad").exists()

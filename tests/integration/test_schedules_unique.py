@@ -13,10 +13,10 @@ import pytest
 from django.db.models.functions import Now
 from django.test import override_settings
 
-from django_jobretry.conf.schedules import declared
 from django_jobretry.models import Job, JobStatus, Schedule
-from django_jobretry.services import schedules
-from django_jobretry.services.schedule_controls import RunRefused, run_now
+from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules.rows import RunRefused, declare_rows, run_now
+from django_jobretry.schedules.runs import run_due
 from django_jobretry.testing import run_jobs
 from tests.integration.test_schedules_service import down_for
 from tests.jobs_app import unique_jobs
@@ -32,9 +32,9 @@ def look() -> Schedule:
     """One worker's look after the schedule missed a slot: the newest due slot runs, if its key is free."""
     with override_settings(JOBRETRY=SETTINGS):
         specs = declared()
-        schedules.declare_rows(specs)
+        declare_rows(specs)
         down_for("inv", 1)
-        schedules.run_due(specs)
+        run_due(specs)
     return Schedule.objects.get(name="inv")
 
 
@@ -68,7 +68,7 @@ def test_run_now_says_which_job_holds_the_key() -> None:
     manual = unique_jobs.invoice.enqueue(9)
     run_jobs()
     with override_settings(JOBRETRY=SETTINGS):
-        schedules.declare_rows(declared())
+        declare_rows(declared())
         with pytest.raises(
             RunRefused, match=rf"job {manual.pk} with its task's unique key succeeded less than"
         ):

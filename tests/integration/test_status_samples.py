@@ -23,6 +23,7 @@ from django_jobretry.console import status, status_samples
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.models import Job, StatusSample
 from django_jobretry.worker.heartbeat import Heartbeat
+from django_jobretry.worker.lifecycle import Shift, WorkerOptions
 from tests.attempts import LEASE, OWNER, claim_one
 from tests.factories import DeadLetterFactory, JobFactory, StatusSampleFactory
 from tests.integration.test_heartbeat import Beats
@@ -79,7 +80,7 @@ def heartbeats(
             lease_seconds=LEASE,
             every=0,
             stop=stop,  # type: ignore[arg-type]
-            registration=me(worker_id),
+            shift=Shift(me(worker_id), WorkerOptions(), threading.Event()),
         )
         for worker_id in worker_ids
     ]

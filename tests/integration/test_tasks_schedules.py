@@ -9,9 +9,10 @@ from django.core.checks import run_checks
 from django.db.models.functions import Now
 from django.test import override_settings
 
-from django_jobretry.conf.schedules import declared
 from django_jobretry.models import Job, JobStatus, Schedule
-from django_jobretry.services import schedules
+from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules.rows import declare_rows
+from django_jobretry.schedules.runs import run_due
 from tests.inprocess import run_until_settled
 from tests.jobs_app import tasks
 from tests.jobs_app.models import Execution
@@ -37,12 +38,12 @@ def test_a_backend_schedule_runs_its_task_as_a_task_result() -> None:
     with override_settings(TASKS=backend(mapping)):
         specs = declared()
         assert specs["hourly-flaky"].source == 'TASKS["default"]["OPTIONS"]["schedules"]'
-        schedules.declare_rows(specs)
+        declare_rows(specs)
         row = Schedule.objects.get(name="hourly-flaky")
         Schedule.objects.filter(pk=row.pk).update(
             next_slot=row.next_slot.replace(year=row.next_slot.year - 1)
         )
-        schedules.run_due(specs)
+        run_due(specs)
         run = Job.objects.get(schedule_name="hourly-flaky")
         # A run may retry until its schedule's next slot, the next full hour: not a minute, when the
         # test runs at 05:59. The retry is what this test is about, not that deadline.

@@ -8,6 +8,7 @@ a SIGKILL, are in test_worker_registry_processes.py.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from django_jobretry.console import workers
 from django_jobretry.models import Job, WorkerProcess
 from django_jobretry.worker import WorkerOptions
 from django_jobretry.worker.heartbeat import Heartbeat, registration
+from django_jobretry.worker.lifecycle import Shift
 from tests.attempts import LEASE, OWNER, claim_one
 from tests.factories import WorkerProcessFactory
 from tests.integration.test_heartbeat import Beats
@@ -125,7 +127,7 @@ class TestHeartbeatThread:
             lease_seconds=LEASE,
             every=0,
             stop=Beats(3),  # type: ignore[arg-type]
-            registration=me(),
+            shift=Shift(me(), WorkerOptions(), threading.Event()),
         )
         thread.start()
         thread.join(timeout=30)
@@ -145,7 +147,7 @@ class TestHeartbeatThread:
             lease_seconds=LEASE,
             every=0,
             stop=Beats(3),  # type: ignore[arg-type]
-            registration=me(host="h" * 300),
+            shift=Shift(me(host="h" * 300), WorkerOptions(), threading.Event()),
         )
         thread.start()
         thread.join(timeout=30)

@@ -1,4 +1,4 @@
-"""Declaring schedules (conf/schedules.py): a mistake names the schedule, the field, the value and the fix.
+"""Declaring schedules (schedules/declare.py): a mistake names the schedule, field, value and fix.
 
 A schedule is declared in JOBRETRY["SCHEDULES"] (:func:`from_mapping`) or
 on ``@job`` (:func:`declare_job_schedule`); both validate with
@@ -16,18 +16,19 @@ from typing import Any
 import pytest
 
 from django_jobretry import job
-from django_jobretry.conf import schedules
-from django_jobretry.conf.schedules import (
+from django_jobretry.policy.slots import DEFAULT_CATCH_UP_LIMIT, Cadence, CatchUp, Overlap
+from django_jobretry.schedules.declare import (
     KEYS,
     InvalidSchedule,
     ScheduleSpec,
     cadence_of,
+    conflicts,
     declare,
+    declared,
     from_mapping,
     job_schedule,
     options,
 )
-from django_jobretry.policy.slots import DEFAULT_CATCH_UP_LIMIT, Cadence, CatchUp, Overlap
 from tests.declarations import forgotten_afterwards
 
 SOURCE = 'JOBRETRY["SCHEDULES"]'
@@ -180,7 +181,7 @@ def test_declare_job_schedule_names_the_schedule_after_the_task() -> None:
     declare_job_schedule(
         "tests.decl.every_minute", cron="* * * * *", every=None, tz="Europe/Berlin", overlap="allow"
     )
-    spec = schedules.declared()["tests.decl.every_minute"]
+    spec = declared()["tests.decl.every_minute"]
     assert spec == ScheduleSpec(
         name="tests.decl.every_minute",
         task_name="tests.decl.every_minute",
@@ -195,15 +196,15 @@ def test_declare_job_schedule_refuses_a_bad_option() -> None:
         InvalidSchedule, match=r"schedule 'tests\.decl\.bad': catch_up='sometimes' is invalid"
     ):
         declare_job_schedule("tests.decl.bad", cron=None, every=60, tz=None, catch_up="sometimes")
-    assert "tests.decl.bad" not in schedules.declared()
+    assert "tests.decl.bad" not in declared()
 
 
 def test_declaring_a_name_again_differently_is_a_conflict_and_the_same_again_is_not() -> None:
     declare_job_schedule("tests.decl.twice", cron=None, every=60, tz=None)
     declare_job_schedule("tests.decl.twice", cron=None, every=60, tz=None)  # a module imported again
-    assert "tests.decl.twice" not in schedules.conflicts
+    assert "tests.decl.twice" not in conflicts
     declare_job_schedule("tests.decl.twice", cron=None, every=120, tz=None)
-    assert schedules.conflicts["tests.decl.twice"] == ["@job", "@job"]
+    assert conflicts["tests.decl.twice"] == ["@job", "@job"]
 
 
 # -- @job ----------------------------------------------------------------------------------
@@ -213,7 +214,7 @@ def test_job_with_a_schedule_declares_it() -> None:
     @job(name="tests.decl.hourly", every=3600, catch_up="none")
     def hourly() -> None: ...
 
-    spec = schedules.declared()["tests.decl.hourly"]
+    spec = declared()["tests.decl.hourly"]
     assert (spec.task_name, spec.cadence, spec.catch_up) == (
         "tests.decl.hourly",
         Cadence(every=timedelta(hours=1)),
@@ -233,7 +234,7 @@ def test_job_with_a_bad_cron_expression_raises_at_decoration() -> None:
         "61 * * * *",
     )
     assert "a cron expression: minute hour day month weekday" in str(raised.value)
-    assert "tests.decl.bad_cron" not in schedules.declared()
+    assert "tests.decl.bad_cron" not in declared()
 
 
 def test_job_with_a_schedule_on_a_function_that_needs_arguments_raises() -> None:
@@ -245,7 +246,7 @@ def test_job_with_a_schedule_on_a_function_that_needs_arguments_raises() -> None
     assert (raised.value.schedule, raised.value.field) == ("tests.decl.needs_arguments", "schedule")
     assert "a call with no arguments" in str(raised.value)
     assert "missing a required argument: 'order_id'" in str(raised.value)
-    assert "tests.decl.needs_arguments" not in schedules.declared()
+    assert "tests.decl.needs_arguments" not in declared()
 
 
 def test_job_with_an_unknown_keyword_lists_the_schedule_options() -> None:

@@ -2,7 +2,7 @@
 
 A worker is simulated looking once a minute (7 s past it, as a worker's
 look lands a little after the minute), carrying ``next_slot`` from one
-:func:`plan` to the next exactly as services/schedules.py does, through the
+:func:`plan` to the next exactly as schedules/runs.py does, through the
 day before, the day of and the day after each transition. Every catch-up
 policy must give the same runs, with nothing dropped: a worker looking
 every minute is never late.

@@ -17,7 +17,6 @@ from django.tasks import DEFAULT_TASK_QUEUE_NAME
 from django.tasks.exceptions import InvalidTask
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.conf.schedules import InvalidSchedule, from_mapping
 from django_jobretry.contrib.django_tasks.runs import TaskRun
 from django_jobretry.contrib.django_tasks.task_class import (
     InvalidTaskOption,
@@ -28,6 +27,7 @@ from django_jobretry.contrib.django_tasks.task_class import (
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob, JobRetryError
 from django_jobretry.registry import registry
+from django_jobretry.schedules.declare import InvalidSchedule, from_mapping
 from django_jobretry.validation import check_queue_name
 
 if TYPE_CHECKING:

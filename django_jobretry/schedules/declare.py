@@ -4,8 +4,12 @@ Three front doors, one value: each declaration becomes a :class:`ScheduleSpec`.
 ``@job(schedule=...)`` and the django.tasks backend call :func:`declare`
 when they are imported; the settings are read when asked, so an
 ``override_settings`` takes effect at once. Workers run the schedules
-:func:`declared` returns (services/schedules.py); ``manage.py check``
-reports every declaration that cannot run (schedule_checks.py), naming it.
+:func:`declared` returns (schedules/runs.py); ``manage.py check``
+reports every declaration that cannot run (schedules/checks.py), naming it.
+
+The job a declaration's runs are (:func:`run_columns`) is here too, in layer 2
+(registry, validation, settings), so that the workers' look and check E043
+ask one function whether a schedule can make a run, and get one answer.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from django.conf import settings
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import InvalidPolicy
 from django_jobretry.policy.slots import (
     DEFAULT_CATCH_UP_LIMIT,
@@ -28,6 +33,9 @@ from django_jobretry.policy.slots import (
     CatchUp,
     Overlap,
 )
+from django_jobretry.registry import registry, resolve_policy
+from django_jobretry.signatures import check_call
+from django_jobretry.validation import check_queue_name, encode_arguments
 
 #: The keys of one schedule's mapping, in settings and in a task backend's OPTIONS.
 KEYS = (
@@ -219,3 +227,72 @@ def options(name: str, mapping: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidSchedule(name, "retry_until_next_slot", until, "True or False")
     found["retry_until_next_slot"] = until
     return found
+
+
+# -- the job a schedule's run is, as its task is declared in this process: built once per look --
+
+
+def overlap_key(name: str) -> str:
+    """The unique key every run of ``name`` holds while live, under overlap "skip" and "queue"."""
+    return f"schedule:{name}"
+
+
+@dataclass(frozen=True)
+class Run:
+    """The columns of one schedule's runs, as its task is declared in this process now."""
+
+    task: str
+    queue: str
+    policy: str
+    priority: int
+    max_attempts: int
+    args: str
+    kwargs: str
+    #: The task's own deduplication key for these arguments, if it declares one; else the overlap key.
+    key: str | None
+    #: The task's ``unique_for``: a run is not inserted while a job with its key succeeded less ago.
+    held_for: timedelta | None = None
+
+
+def run_columns(spec: ScheduleSpec) -> Run:
+    """The run of ``spec`` as a job; InvalidJob (or UnknownPolicy) when it cannot make one here.
+
+    A task that deduplicates its enqueues (``unique_args``, ``unique_for``)
+    deduplicates its runs too: they take its key for the schedule's arguments
+    instead of the overlap key, so a live job of that key, or one that
+    succeeded within the window, holds the slot back like a live run would.
+
+    Its task is unknown in this process, refuses the arguments, names a queue
+    enqueue would refuse, or its policy is not in the settings.
+    """
+    definition = registry.get(spec.task_name)
+    if definition is None:
+        raise InvalidJob(f"task {spec.task_name!r} is not registered in this process")
+    arguments = encode_arguments(
+        spec.task_name,
+        spec.args,
+        dict(spec.kwargs),
+        max_bytes=jobretry_settings.max_args_bytes,
+        max_depth=jobretry_settings.max_args_depth,
+    )
+    check_call(
+        spec.task_name, definition.func, spec.args, dict(spec.kwargs), takes_context=definition.takes_context
+    )
+    policy_name, policy = resolve_policy(definition.policy)
+    queue = spec.queue_name or definition.queue_name
+    check_queue_name(queue)
+    unique = definition.unique
+    key = unique.key_for(
+        spec.task_name, definition.func, spec.args, dict(spec.kwargs), takes_context=definition.takes_context
+    )
+    return Run(
+        task=spec.task_name,
+        queue=queue,
+        policy=policy_name,
+        priority=definition.priority,
+        max_attempts=policy.max_attempts,
+        args=arguments.args_json,
+        kwargs=arguments.kwargs_json,
+        key=key or (None if spec.overlap is Overlap.ALLOW else overlap_key(spec.name)),
+        held_for=unique.window if key else None,
+    )

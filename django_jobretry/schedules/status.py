@@ -1,7 +1,7 @@
 """Where each schedule stands, for operators: the admin, `jobstatus`, `manage.py schedules`, the metrics.
 
 A schedule lives in two places: its declaration in this deploy's code and
-settings (conf/schedules.py), and its row in the database, which the
+settings (schedules/declare.py), and its row in the database, which the
 workers write. An operator needs both: a row whose name this deploy no
 longer declares is left from an older deploy (nothing runs it), and a
 declaration without a row has not been started by any worker yet. So the
@@ -14,24 +14,38 @@ letters' ``job_id`` index. A run's dead letter always keeps the job's id,
 so that index finds it; a run that is in neither table was pruned after it
 succeeded, or was requeued (the job admin's "not found" page says which).
 Ages are measured on the database clock (docs/design.md#rule-5).
+
+The metrics (:func:`collect`) are read with the same one query, at each
+scrape. Only schedules with a row are shown: the row is the state every
+worker shares; a declaration no worker has started has no slots yet. The
+period is exported so that "no success for longer than two periods" is one
+alert rule for every schedule (docs/metrics.md), whatever its cadence.
+prometheus_client is optional (``django-jobretry[prometheus]``): it is
+imported when the metrics view scrapes, never with this module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from django.db import connection
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Now
 
-from django_jobretry.conf.schedules import ScheduleSpec, declared
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job, JobStatus, Schedule
 from django_jobretry.policy.slots import MAX_GRACE, Cadence
+from django_jobretry.schedules.declare import ScheduleSpec, declared
 
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+#: A schedule row this deploy does not declare (left from an older one): nothing runs it.
+NOT_DECLARED = "not declared in this deploy"
 #: What became of a schedule's last run, by its key (also the JSON value of ``jobstatus --json``).
 OUTCOMES = {
     "none": "no run yet",
@@ -240,3 +254,55 @@ def _unstarted(spec: ScheduleSpec, now: datetime) -> ScheduleState:
         pause_reason="",
         period=period(spec.cadence, first),
     )
+
+
+# -- the metrics --------------------------------------------------------------------------------------
+
+
+#: The outcomes of ``jobretry_schedule_slots_total``, by the row's count each reads.
+SLOT_OUTCOMES = {"run": "runs", "skipped": "skipped", "missed": "missed", "refused": "refused"}
+
+
+def collect() -> Iterator[Metric]:
+    """Every schedule metric, labelled by the schedule's name (features.py: the metrics view's part)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    success = GaugeMetricFamily(
+        "jobretry_schedule_last_success_timestamp_seconds",
+        "When a run of the schedule last succeeded (Unix time); absent until one has.",
+        labels=["schedule"],
+    )
+    next_slot = GaugeMetricFamily(
+        "jobretry_schedule_next_slot_timestamp_seconds",
+        "The schedule's next slot not decided yet (Unix time); in the past while paused or not run.",
+        labels=["schedule"],
+    )
+    period = GaugeMetricFamily(
+        "jobretry_schedule_period_seconds",
+        "The longer of the schedule's current period and the one before; absent when not declared here.",
+        labels=["schedule"],
+    )
+    slots = CounterMetricFamily(
+        "jobretry_schedule_slots",
+        "Slots of the schedule by what became of them: run, skipped (overlap), missed (catch-up), refused.",
+        labels=["schedule", "outcome"],
+    )
+    paused = GaugeMetricFamily(
+        "jobretry_schedule_paused",
+        "1 while an operator has the schedule paused, else 0.",
+        labels=["schedule"],
+    )
+    _, states = listing()
+    for state in states:
+        if not state.has_row or state.next_slot is None:
+            continue
+        name = [state.name]
+        if state.last_success_at is not None:
+            success.add_metric(name, state.last_success_at.timestamp())
+        next_slot.add_metric(name, state.next_slot.timestamp())
+        if state.period is not None:
+            period.add_metric(name, state.period.total_seconds())
+        for outcome, field in SLOT_OUTCOMES.items():
+            slots.add_metric([state.name, outcome], getattr(state, field))
+        paused.add_metric(name, 0 if state.paused_at is None else 1)
+    yield from (success, next_slot, period, slots, paused)

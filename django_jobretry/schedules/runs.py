@@ -1,6 +1,6 @@
-"""Periodic schedules: turning due slots into runs, exactly once per slot, with no leader.
+"""Periodic schedules: due slots made runs, exactly once per slot, with no leader; and the duty that looks.
 
-Any worker may look (worker/scheduler.py); a look locks the due schedule
+Any worker may look (:class:`Scheduler`); a look locks the due schedule
 rows with SKIP LOCKED, inserts each slot's run and moves ``next_slot`` past
 the slots it decided, all in one transaction. Whoever holds a row's lock
 decides its slots, and its commit moves them out of everyone's reach, so
@@ -16,28 +16,45 @@ not run is counted on the schedule's row and logged with its time.
 One bad schedule fails alone: when the statement for all of them fails, each
 is written in a savepoint of its own, and the one that still fails is
 logged by name and left due (jobs/isolation.py).
+
+The scheduler is a heartbeat duty (worker/lifecycle.py) that owns a thread of
+its own: every worker that declares schedules runs one, on a connection of
+its own. It writes the process's declarations to their rows at start, then
+sleeps until the next slot is due (by the database clock, read at each
+look) and looks. Not on the heartbeat thread: a look at a thousand
+schedules must never delay a lease extension. A look that fails (the
+database restarting, a table not migrated yet) is logged, once per failing
+stretch, and retried after a pause; it never stops the worker.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
-from django_jobretry.conf.schedule_runs import Run, run_columns
-from django_jobretry.conf.schedules import ScheduleSpec
 from django_jobretry.console import counters
 from django_jobretry.exceptions import JobRetryError
 from django_jobretry.jobs.enqueue import notify
 from django_jobretry.jobs.isolation import Apart, all_or_each
 from django_jobretry.jobs.sql import named_rows
-from django_jobretry.models import CounterEvent, Schedule
-from django_jobretry.policy.slots import CatchUp, Overlap, SlotPlan, grace, plan
-from django_jobretry.services import schedule_sql as sql
+from django_jobretry.models import CounterEvent
+from django_jobretry.policy.slots import CatchUp, Overlap, SlotPlan, plan
+from django_jobretry.schedules import rows as sql
+from django_jobretry.schedules.declare import Run, ScheduleSpec, declared, run_columns
+from django_jobretry.schedules.rows import as_arrays, declare_rows, log_fields, looks, retry_until
+from django_jobretry.worker.lifecycle import Duty, Shift
+from django_jobretry.worker.session import (
+    drop_connection,
+    log_database_error,
+    mark_bookkeeping_thread,
+    unmark_bookkeeping_thread,
+)
 
 logger = logging.getLogger("django_jobretry")
 
@@ -47,73 +64,14 @@ DROPPED = {
     CatchUp.ALL: "skipped over the catch-up limit",
     CatchUp.NONE: "missed",
 }
-
-
-def retry_until(spec: ScheduleSpec, next_slot: datetime) -> datetime | None:
-    """When a run's retries stop: a grace before the schedule's next slot (half a period, at most a minute).
-
-    Not at the slot itself: the last attempt must also end, and its run be
-    buried, before the next slot's look, or under overlap "skip" that slot
-    would find it still live. None when the schedule lets retries run on.
-    """
-    return next_slot - grace(spec.cadence, next_slot) if spec.retry_until_next_slot else None
-
-
-def looks() -> Apart:
-    """The schedules one scheduler acts on, look after look: each alone once a statement for all fails."""
-    return Apart("schedule", "schedule")
-
-
-def declare_rows(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) -> None:
-    """Write this process's schedules to their rows (one statement): new ones start at their next slot.
-
-    A declaration its row cannot hold (``check`` refuses it; a worker of an
-    older version may still hold it) is left out, logged by name; any other
-    that the statement cannot write is written alone (jobs/isolation.py).
-    One bad declaration never keeps the others from running.
-    """
-    if not specs:
-        return
-    apart = apart or looks()
-    with connection.cursor() as cursor:
-        cursor.execute(sql.NOW)
-        now = cursor.fetchone()[0]
-        rows: list[dict[str, Any]] = []
-        for spec in specs.values():
-            if (why := unstorable(spec)) is not None:
-                fields = log_fields(spec, "schedule_not_declared")
-                logger.error("schedule %s not declared: %s; it makes no run", spec.name, why, extra=fields)
-                continue
-            with apart.one(spec.name, "find its next slot", savepoint=False):
-                cadence = spec.cadence
-                rows.append(
-                    {
-                        "name": spec.name,
-                        "task": spec.task_name,
-                        "cadence": cadence.describe(),
-                        "next_slot": cadence.after(now),
-                    }
-                )
-        all_or_each(
-            apart,
-            rows,
-            lambda row: str(row["name"]),
-            "declare its row",
-            lambda some: cursor.execute(sql.DECLARE, as_arrays(some)),
-        )
-
-
-def unstorable(spec: ScheduleSpec) -> str | None:
-    """Why ``spec``'s row could not hold it (a value longer than its column), or None."""
-    for column, value in (
-        ("name", spec.name),
-        ("task_name", spec.task_name),
-        ("cadence", spec.cadence.describe()),
-    ):
-        limit = getattr(Schedule._meta.get_field(column), "max_length", None)
-        if limit is not None and len(value) > limit:
-            return f"its {column.replace('_', ' ')} has {len(value)} characters, its column holds {limit}"
-    return None
+#: The longest the scheduler sleeps between looks: a schedule declared or resumed by another
+#: process, or a paused one resumed, is seen within this.
+MAX_SLEEP = 30.0
+#: The shortest: a slot due already (a schedule waiting for its live run, overlap "queue")
+#: is looked at again after this, not in a busy loop.
+MIN_SLEEP = 0.5
+#: After a failed look.
+RETRY_AFTER = 5.0
 
 
 def run_due(specs: Mapping[str, ScheduleSpec], apart: Apart | None = None) -> float | None:
@@ -259,11 +217,6 @@ def _insert_runs(cursor: Any, looks: Sequence[_Look]) -> dict[tuple[str, datetim
     return {(name, slot): job_id for job_id, name, slot in cursor.fetchall()}
 
 
-def as_arrays(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """Rows (all with the same keys) as one array per key, for a statement over ``unnest``."""
-    return {key: [row[key] for row in rows] for key in rows[0]}
-
-
 def _dropped(spec: ScheduleSpec, slots: SlotPlan) -> _Line:
     """One line for the due slots a look did not run: how many, from when to when, and why."""
     first, last = (slot.isoformat() if slot else "" for slot in (slots.first_dropped, slots.last_dropped))
@@ -285,13 +238,71 @@ def _line(
     return level, f"schedule %s: {message}", (spec.name, *args), log_fields(spec, outcome, **more)
 
 
-def record_successes(names: Iterable[str]) -> None:
-    """Runs of these schedules succeeded: their rows keep the time, for "did not run" alerts."""
-    unique = sorted(set(names))
-    if unique:
-        with connection.cursor() as cursor:
-            cursor.execute(sql.SUCCEEDED, {"names": unique})
+class Scheduler(Duty):
+    """Declares this process's schedules, then inserts their due runs until ``stop`` is set, on its thread."""
 
+    failure = "look at the schedules"
 
-def log_fields(spec: ScheduleSpec, outcome: str, **more: Any) -> dict[str, Any]:
-    return {"schedule": spec.name, "task": spec.task_name, "outcome": outcome, **more}
+    def __init__(
+        self, worker_id: str, specs: Callable[[], Mapping[str, ScheduleSpec]], stop: threading.Event
+    ) -> None:
+        self.worker_id, self.specs, self.stop = worker_id, specs, stop
+        #: This process's schedules, read and written to their rows at the first look.
+        self.declared: Mapping[str, ScheduleSpec] | None = None
+        #: Looks made so far.
+        self.looks = 0
+        #: Its schedules, each done alone when one statement for all fails: which failed last.
+        self.apart = looks()
+        self.thread = threading.Thread(target=self.run, name="jobretry-scheduler", daemon=True)
+
+    @classmethod
+    def serving(cls, shift: Shift) -> Scheduler | None:
+        """A worker's scheduler, which stops when the worker stops claiming; None in burst mode.
+
+        None too with ``runworker --no-schedules``, or when this process declares no schedule.
+        """
+        options = shift.options
+        if not options.schedules or options.burst or not declared():
+            return None
+        return cls(shift.registration.worker_id, declared, shift.stopping)
+
+    def start(self) -> None:
+        """Its own thread, started with the heartbeat's duties: never on the heartbeat's."""
+        self.thread.start()
+
+    def run(self) -> None:
+        mark_bookkeeping_thread()
+        failing = False
+        try:
+            while not self.stop.is_set():
+                try:
+                    wait = self.look()
+                except DatabaseError as exc:
+                    level = logging.DEBUG if failing else logging.WARNING
+                    log_database_error(level, "could not look at the schedules", exc, self.worker_id)
+                    drop_connection()
+                    failing, wait = True, RETRY_AFTER
+                else:
+                    failing = False
+                self.stop.wait(wait)
+        finally:
+            unmark_bookkeeping_thread()
+            drop_connection()
+
+    def look(self) -> float:
+        """Declare once, then one look; how long to sleep before the next.
+
+        The declarations are read once, at the first look: they are complete
+        once Django has started (a task registered later is check E015), and
+        parsing a thousand of them again would cost every look more CPU than
+        its statements take.
+        """
+        if self.declared is None:
+            specs = self.specs()
+            declare_rows(specs, self.apart)
+            self.declared = specs
+        until = run_due(self.declared, self.apart)
+        self.looks += 1
+        if until is None:
+            return MAX_SLEEP
+        return min(MAX_SLEEP, max(MIN_SLEEP if until <= 0 else 0.0, until))

@@ -7,7 +7,7 @@ spec's ``source``: ``@job``, ``JOBRETRY["SCHEDULES"]``, a task backend),
 then ``schedule 'name':``, then what is wrong.
 
 E043 asks whether the schedule can make a run with the function the
-workers build runs with (schedule_runs.run_columns), so both refuse the
+workers build runs with (schedules/declare.py run_columns), so both refuse the
 same schedules with the same words.
 """
 
@@ -19,14 +19,20 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, register
 
-from django_jobretry.conf import jobretry_settings, schedules
-from django_jobretry.conf.schedule_runs import run_columns
-from django_jobretry.conf.schedules import SETTINGS_SOURCE, InvalidSchedule, ScheduleSpec, from_mapping
+from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schema import validate
 from django_jobretry.conf.task_modules import HOW_TO_ADD
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import JobRetryError
 from django_jobretry.registry import registry
+from django_jobretry.schedules import declare
+from django_jobretry.schedules.declare import (
+    SETTINGS_SOURCE,
+    InvalidSchedule,
+    ScheduleSpec,
+    from_mapping,
+    run_columns,
+)
 
 EXAMPLE = (
     'e.g. JOBRETRY["SCHEDULES"] = {"nightly": {"task": "reports.jobs.build", "cron": "0 3 * * *", '
@@ -72,13 +78,13 @@ def check_schedule_names(app_configs: Sequence[AppConfig] | None = None, **kwarg
             f"declared {len(sources)} times with different values; only the last one imported runs.",
             hint,
         )
-        for name, sources in sorted(schedules.conflicts.items())
+        for name, sources in sorted(declare.conflicts.items())
     ]
     # Where each name is declared, in the order declared() reads them: a later one replaces the earlier.
-    places = {name: [spec.source] for name, spec in schedules._declared.items()}
+    places = {name: [spec.source] for name, spec in declare._declared.items()}
     for source, mappings in (
-        *schedules.task_backend_mappings().items(),
-        (SETTINGS_SOURCE, schedules.settings_mappings()),
+        *declare.task_backend_mappings().items(),
+        (SETTINGS_SOURCE, declare.settings_mappings()),
     ):
         for name in mappings:
             places.setdefault(name, []).append(source)
@@ -96,7 +102,7 @@ def check_schedule_tasks(app_configs: Sequence[AppConfig] | None = None, **kwarg
     """E042: the schedule's task is not registered; E043: it is, but the schedule cannot make a run of it."""
     policies_known = not validate(jobretry_settings.raw)[1]  # else policies and limits are not reliable
     errors: list[CheckMessage] = []
-    for spec in sorted(schedules.declared().values(), key=lambda spec: spec.name):
+    for spec in sorted(declare.declared().values(), key=lambda spec: spec.name):
         definition = registry.get(spec.task_name)
         if definition is None:
             problem = (

@@ -1,4 +1,4 @@
-"""Pause, resume and run now from the admin: changelist actions over services/schedule_controls.py.
+"""Pause, resume and run now from the admin: changelist actions over schedules/rows.py.
 
 Each asks "are you sure?" first, the way the dead-letter actions do
 (admin/operations.py): a pause stops a schedule on every worker, and a run
@@ -26,10 +26,10 @@ from django.urls import reverse
 from django_jobretry.admin import audit
 from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import holds
-from django_jobretry.conf.schedules import declared
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job, Schedule
-from django_jobretry.services import schedule_controls
+from django_jobretry.schedules import rows
+from django_jobretry.schedules.declare import declared
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Base = admin.ModelAdmin[Schedule]
@@ -116,17 +116,17 @@ class ScheduleActions(_Base):
         who = actor(request)
         schedule = Schedule(name=name)
         if verb == "pause":
-            if not schedule_controls.pause(name, actor=who, reason=reason):
+            if not rows.pause(name, actor=who, reason=reason):
                 return None
             said = f"Paused: {reason}." if reason else "Paused (no reason given)."
             audit.log(request, [(schedule, CHANGE, said, f"Schedule {name} paused")])
             return name
         if verb == "resume":
-            if not schedule_controls.resume(name, actor=who):
+            if not rows.resume(name, actor=who):
                 return None
             audit.log(request, [(schedule, CHANGE, "Resumed.", f"Schedule {name} resumed")])
             return name
-        job_id = schedule_controls.run_now(name, actor=who)
+        job_id = rows.run_now(name, actor=who)
         audit.log(
             request,
             [
@@ -153,7 +153,7 @@ class ScheduleActions(_Base):
     ) -> TemplateResponse:
         """The question, the schedules it is about (those not declared here flagged), Yes and No."""
         specs = declared()
-        rows = Schedule.objects.filter(name__in=names).only("name", "task_name", "cadence", "paused_at")
+        found = Schedule.objects.filter(name__in=names).only("name", "task_name", "cadence", "paused_at")
         noun = "schedule" if len(names) == 1 else "schedules"
         question = {"pause": "Pause", "resume": "Resume", "run": "Run"}[verb] + f" {len(names)} {noun}"
         context = {
@@ -165,12 +165,12 @@ class ScheduleActions(_Base):
             "question": question + (" now?" if verb == "run" else "?"),
             "follows": FOLLOWS[verb] + " The admin log records who did it.",
             "button": BUTTONS[verb],
-            "items": [(row, row.name in specs) for row in rows.order_by("name")],
+            "items": [(row, row.name in specs) for row in found.order_by("name")],
             "action": request.POST.get("action", f"{verb}_selected"),
             "names": names,
             "reason_field": REASON_FIELD if verb == "pause" else "",
             "reason": reason,
-            "reason_limit": schedule_controls.PAUSE_REASON_CHARS,
+            "reason_limit": rows.PAUSE_REASON_CHARS,
             "problem": problem,
             "cancel_url": reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"),
             "media": self.media,
@@ -181,7 +181,7 @@ class ScheduleActions(_Base):
 
 def _reason_problem(reason: str) -> str:
     """What is wrong with a pause reason typed (or forged) into the form, or ""."""
-    limit = schedule_controls.PAUSE_REASON_CHARS
+    limit = rows.PAUSE_REASON_CHARS
     if len(reason) > limit:
         return f"The reason is {len(reason)} characters long; at most {limit} are kept. Nothing was paused."
     if "\x00" in reason:

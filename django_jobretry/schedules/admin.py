@@ -1,13 +1,13 @@
 """The schedules page: where each periodic schedule stands, and pause, resume or run it now.
 
 Read-only like the other pages: a schedule is declared in code and
-settings, and its row is written by the workers (services/schedules.py), so
+settings, and its row is written by the workers (schedules/runs.py), so
 nothing here adds, edits or deletes one. What an operator may do goes
-through services/schedule_controls.py, as actions behind their own
-permissions (admin/schedule_actions.py). The columns come from the same
-read model as `jobstatus` and `manage.py schedules`
-(services/console/status_schedules.py): the last run's outcome is read with
-the rows, in one query, whatever the number of schedules.
+through schedules/rows.py, as actions behind their own permissions
+(schedules/admin_actions.py). The columns come from the same read model as
+`jobstatus` and `manage.py schedules` (schedules/status.py): the last run's
+outcome is read with the rows, in one query, whatever the number of
+schedules. So does the dashboard's Schedules panel (:func:`schedules_panel`).
 
 A row whose name this deploy does not declare is left from an older deploy:
 nothing runs it, and it says so. A schedule's arguments are shown, on its
@@ -17,10 +17,11 @@ project's PAYLOAD_REDACTOR, like a job's.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, override
 
 from django.contrib import admin
+from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet, Value
 from django.db.models.functions import Now
@@ -31,13 +32,15 @@ from django.utils.safestring import SafeString
 
 from django_jobretry.admin import rendering
 from django_jobretry.admin.base import NoWritesAdmin
-from django_jobretry.admin.schedule_actions import ScheduleActions
-from django_jobretry.conf.schedules import ScheduleSpec, declared
+from django_jobretry.admin.base import holds as may
+from django_jobretry.admin.dashboard_panels import Page, since
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.models import Schedule
-from django_jobretry.services.console.status_schedules import LAST_RUN, last_run, utc, zoned
+from django_jobretry.schedules import status
+from django_jobretry.schedules.admin_actions import ScheduleActions
+from django_jobretry.schedules.declare import ScheduleSpec, declared
+from django_jobretry.schedules.status import LAST_RUN, NOT_DECLARED, last_run, utc, zoned
 
-NOT_DECLARED = "not declared in this deploy"
 #: The longest schedule name (the primary key's length): a longer one in a URL is no schedule.
 NAME_CHARS = Schedule._meta.get_field("name").max_length or 200
 
@@ -253,3 +256,43 @@ def _moment(text: str) -> SafeString:
     return format_html(
         '<span class="jobretry-date">{}</span> <span class="jobretry-time">{}</span>', day, clock
     )
+
+
+# -- the dashboard's Schedules panel (features.py) ----------------------------------------------
+
+
+def schedules_panel(page: Page) -> dict[str, Any] | None:
+    """Schedules that are late, failing or paused, for users who may view schedules; None otherwise."""
+    site = page.site
+    if not may(page.request, Schedule._meta, "view"):
+        return None
+    now, states = status.listing()
+    rows = []
+    for state in states:
+        found = status.troubles(state, now)
+        if found:
+            rows.append(
+                {
+                    "state": state,
+                    "troubles": [status.TROUBLES[key] for key in found],
+                    "next": status.utc(state.next_slot) if state.next_slot else "-",
+                    "success": _success(state, now),
+                    "last": str(state.last),
+                    "paused_since": since(state.paused_at, now),
+                    "url": reverse(f"{site}:django_jobretry_schedule_change", args=[quote(state.name)])
+                    if state.has_row
+                    else None,
+                }
+            )
+    return {
+        "rows": rows,
+        "total": len(states),
+        "url": reverse(f"{site}:django_jobretry_schedule_changelist"),
+    }
+
+
+def _success(state: status.ScheduleState, now: datetime) -> SafeString | str:
+    if state.last_success_at is None:
+        return "never"
+    moment, age = since(state.last_success_at, now)
+    return format_html("{} ({} ago)", moment, age)
