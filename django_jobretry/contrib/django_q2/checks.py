@@ -54,10 +54,10 @@ def claim_directory_problems() -> list[CheckMessage]:
     """
     from django.utils.connection import ConnectionDoesNotExist
 
-    from django_jobretry.contrib.django_q2 import claim_directory
+    from django_jobretry.contrib.django_q2 import claims
 
     try:
-        used, refused = claim_directory.usable()
+        used, refused = claims.usable()
     except ConnectionDoesNotExist:  # Q_CLUSTER["orm"] names no database: Django's checks say so
         return []
     if refused is None:
@@ -72,7 +72,7 @@ def claim_directory_problems() -> list[CheckMessage]:
     return [
         Warning(
             f"The django-q2 claim directory {refused}: no claim is written or read there; {effect}.",
-            hint=f"Check who made {claim_directory.directory()} and remove it; workers then use it again.",
+            hint=f"Check who made {claims.directory()} and remove it; workers then use it again.",
             id="django_jobretry.W039",
         )
     ]
