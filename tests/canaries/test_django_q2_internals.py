@@ -134,7 +134,7 @@ CANARIES = [
         "django-q2",
         "django_q.signing.SignedPackage.dumps/loads",
         "read and rewrite queued and failed task packages (retry, redelivery, resubmit, claims)",
-        f"{Q2}monitor.py, redelivery.py, resubmit.py, claims.py",
+        f"{Q2}monitor.py, redelivery.py, claims.py",
         signed_package_round_trips,
     ),
     Canary(
@@ -162,7 +162,7 @@ CANARIES = [
         "django-q2",
         "django_q.brokers.Broker enqueue/dequeue/list_key/connection",
         "put a retry back on its cluster's queue",
-        f"{Q2}redelivery.py, resubmit.py, monitor.py",
+        f"{Q2}redelivery.py, monitor.py",
         brokers_enqueue_and_name_their_list,
     ),
     Canary(
@@ -183,7 +183,7 @@ CANARIES = [
         "django-q2",
         "django_q.humanhash.uuid",
         "give a resubmitted task a new id",
-        f"{Q2}resubmit.py",
+        f"{Q2}redelivery.py",
         humanhash_uuid_returns_name_and_hex,
     ),
     Canary(

@@ -29,7 +29,7 @@ def connect() -> None:
 
     from django_q.signals import post_execute, post_execute_in_worker, post_spawn, pre_execute
 
-    from django_jobretry.contrib.django_q2 import claims, hooks, monitor, resubmit
+    from django_jobretry.contrib.django_q2 import claims, hooks, monitor, redelivery
     from django_jobretry.deadletters.external import register_resubmitter
 
     pre_execute.connect(hooks.on_pre_execute, dispatch_uid="jobretry_q2_pre_execute")
@@ -42,4 +42,4 @@ def connect() -> None:
             "their result text only (always retryable)",
             extra={"outcome": "reporter_missing"},
         )
-    register_resubmitter("django_q2", resubmit.resubmit)
+    register_resubmitter("django_q2", redelivery.resubmit)
