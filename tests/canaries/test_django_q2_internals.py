@@ -169,7 +169,7 @@ CANARIES = [
         "django-q2",
         "django_q.models.OrmQ key/payload/lock",
         "delay a retry in the ORM broker's queue row",
-        f"{Q2}monitor.py, failure_pages.py",
+        f"{Q2}monitor.py, failure_rows.py",
         orm_queue_rows_have_key_payload_and_lock,
     ),
     Canary(
