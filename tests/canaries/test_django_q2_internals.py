@@ -141,7 +141,7 @@ CANARIES = [
         "django-q2",
         "django_q.conf.Conf.ORM/CACHED/CLUSTER_NAME/ACK_FAILURES",
         "find the ORM broker's database and refuse settings the adapter cannot honour",
-        f"{Q2}checks.py, monitor.py, claims.py",
+        f"{Q2}apps.py, monitor.py, claims.py",
         conf_settings_exist,
     ),
     Canary(
