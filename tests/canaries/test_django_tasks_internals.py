@@ -172,7 +172,7 @@ CANARIES = [
         "django",
         "TaskResult is a frozen dataclass with slots",
         "carry deduplicated on a subclass, since no attribute can be set on one",
-        f"{TASKS}result_class.py",
+        f"{TASKS}task_class.py (JobRetryTaskResult)",
         task_result_is_a_frozen_slotted_dataclass,
     ),
     Canary(
