@@ -186,7 +186,7 @@ CANARIES = [
         "django",
         "BaseTaskBackend.validate_task's 'Queue ... is not valid for backend.' wording",
         "refuse a queue QUEUES does not list in Django's words",
-        f"{TASKS}checks.py (UndeclaredQueue)",
+        f"{TASKS}backend.py (UndeclaredQueue)",
         undeclared_queue_wording,
     ),
     Canary(
@@ -221,14 +221,14 @@ CANARIES = [
         "django",
         "django.tasks.backends.base.BaseTaskBackend",
         "be a task backend",
-        f"{TASKS}backend.py, checks.py",
+        f"{TASKS}backend.py",
         backend_base_methods,
     ),
     Canary(
         "django",
         "django.tasks signals, exceptions, DEFAULT_TASK_QUEUE_NAME",
         "announce and refuse as Django's own backends do",
-        f"{TASKS}backend.py, checks.py",
+        f"{TASKS}backend.py",
         signals_and_exceptions,
     ),
 ]
