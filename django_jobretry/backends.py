@@ -5,6 +5,6 @@ Importing it on a Django without ``django.tasks`` raises ImproperlyConfigured.
 """
 
 from django_jobretry.contrib.django_tasks.backend import JobRetryBackend, retry_policy
-from django_jobretry.contrib.django_tasks.result_class import JobRetryTaskResult
+from django_jobretry.contrib.django_tasks.task_class import JobRetryTaskResult
 
 __all__ = ["JobRetryBackend", "JobRetryTaskResult", "retry_policy"]

@@ -78,5 +78,5 @@ def test_a_reworded_queue_refusal_fails_its_canary(monkeypatch: pytest.MonkeyPat
         original(self, task)
 
     monkeypatch.setattr(BaseTaskBackend, "validate_task", reworded)
-    with pytest.raises(CanaryFailed, match=r"validate_task says 'Unknown queue\.'.*checks\.py"):
+    with pytest.raises(CanaryFailed, match=r"says 'Unknown queue\.'.*backend\.py \(UndeclaredQueue\)"):
         by_internal(tasks.CANARIES, "BaseTaskBackend.validate_task's").run()

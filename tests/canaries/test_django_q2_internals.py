@@ -134,14 +134,14 @@ CANARIES = [
         "django-q2",
         "django_q.signing.SignedPackage.dumps/loads",
         "read and rewrite queued and failed task packages (retry, redelivery, resubmit, claims)",
-        f"{Q2}monitor.py, redelivery.py, resubmit.py, claims.py",
+        f"{Q2}monitor.py, redelivery.py, claims.py",
         signed_package_round_trips,
     ),
     Canary(
         "django-q2",
         "django_q.conf.Conf.ORM/CACHED/CLUSTER_NAME/ACK_FAILURES",
         "find the ORM broker's database and refuse settings the adapter cannot honour",
-        f"{Q2}checks.py, monitor.py, claim_directory.py",
+        f"{Q2}apps.py, monitor.py, claims.py",
         conf_settings_exist,
     ),
     Canary(
@@ -162,14 +162,14 @@ CANARIES = [
         "django-q2",
         "django_q.brokers.Broker enqueue/dequeue/list_key/connection",
         "put a retry back on its cluster's queue",
-        f"{Q2}redelivery.py, resubmit.py, monitor.py",
+        f"{Q2}redelivery.py, monitor.py",
         brokers_enqueue_and_name_their_list,
     ),
     Canary(
         "django-q2",
         "django_q.models.OrmQ key/payload/lock",
         "delay a retry in the ORM broker's queue row",
-        f"{Q2}monitor.py, failure_pages.py",
+        f"{Q2}monitor.py, failure_rows.py",
         orm_queue_rows_have_key_payload_and_lock,
     ),
     Canary(
@@ -183,7 +183,7 @@ CANARIES = [
         "django-q2",
         "django_q.humanhash.uuid",
         "give a resubmitted task a new id",
-        f"{Q2}resubmit.py",
+        f"{Q2}redelivery.py",
         humanhash_uuid_returns_name_and_hex,
     ),
     Canary(

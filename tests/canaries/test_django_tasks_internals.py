@@ -172,7 +172,7 @@ CANARIES = [
         "django",
         "TaskResult is a frozen dataclass with slots",
         "carry deduplicated on a subclass, since no attribute can be set on one",
-        f"{TASKS}result_class.py",
+        f"{TASKS}task_class.py (JobRetryTaskResult)",
         task_result_is_a_frozen_slotted_dataclass,
     ),
     Canary(
@@ -186,7 +186,7 @@ CANARIES = [
         "django",
         "BaseTaskBackend.validate_task's 'Queue ... is not valid for backend.' wording",
         "refuse a queue QUEUES does not list in Django's words",
-        f"{TASKS}checks.py (UndeclaredQueue)",
+        f"{TASKS}backend.py (UndeclaredQueue)",
         undeclared_queue_wording,
     ),
     Canary(
@@ -221,14 +221,14 @@ CANARIES = [
         "django",
         "django.tasks.backends.base.BaseTaskBackend",
         "be a task backend",
-        f"{TASKS}backend.py, checks.py",
+        f"{TASKS}backend.py",
         backend_base_methods,
     ),
     Canary(
         "django",
         "django.tasks signals, exceptions, DEFAULT_TASK_QUEUE_NAME",
         "announce and refuse as Django's own backends do",
-        f"{TASKS}backend.py, checks.py",
+        f"{TASKS}backend.py",
         signals_and_exceptions,
     ),
 ]

@@ -16,7 +16,7 @@ from django.test import override_settings
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.checks import check_settings
 from django_jobretry.conf.pooling import check_transaction_pooling
-from django_jobretry.contrib.django_q2.checks import check_django_q2, cluster_problems
+from django_jobretry.contrib.django_q2.apps import check_django_q2, cluster_problems
 from django_jobretry.exceptions import UnknownPolicy
 
 EVERY_MISTAKE: dict[str, Any] = {

@@ -5,7 +5,7 @@ can create it first. Each test points the temporary directory at its own
 ``tmp_path`` and prepares the claim directory as such a user would leave it;
 a real worker hook then starts a task, or a real cluster runs some. A
 refused directory is never used, and never stops the claims or the cluster:
-they go to a private fallback (contrib/django_q2/claim_directory.py).
+they go to a private fallback (contrib/django_q2/claims.py).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from django_q.models import OrmQ, Task
 from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
-from django_jobretry.contrib.django_q2 import claim_directory, claims, hooks
-from django_jobretry.contrib.django_q2.checks import check_django_q2
+from django_jobretry.contrib.django_q2 import claims, hooks
+from django_jobretry.contrib.django_q2.apps import check_django_q2
 from django_jobretry.models import DeadLetter
 from tests.integration.test_django_q2_cluster import DEADLINE, TASKS
 from tests.jobs_app import q2_tasks
@@ -43,9 +43,9 @@ NOBODY = 65534
 def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The claim directory's path, under a temporary directory of this test's own."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(claim_directory, "_settled", {})
+    monkeypatch.setattr(claims, "_settled", {})
     monkeypatch.setattr(claims, "_claimed", {})
-    return claim_directory.directory()
+    return claims.directory()
 
 
 def start_a_task() -> dict[str, Any]:
@@ -109,7 +109,7 @@ def test_a_directory_someone_else_could_use_is_refused_and_a_private_one_used_in
     prepare(place)
     before = listing(place)
     [problem] = [p for p in check_django_q2() if p.id == "django_jobretry.W039"]
-    fallback = claim_directory.fallbacks(place)[0]
+    fallback = claims.fallbacks(place)[0]
     assert why in problem.msg
     assert f"workers keep their claims in {fallback} instead" in problem.msg
     with caplog.at_level(logging.WARNING, logger="django_jobretry"):
@@ -130,17 +130,17 @@ def test_a_directory_someone_else_could_use_is_refused_and_a_private_one_used_in
 
 def test_the_fallbacks_cannot_be_named_in_advance(place: Path, settings: Any) -> None:
     """Named by an HMAC under SECRET_KEY: the same in every process of the cluster, unknown to others."""
-    first = claim_directory.fallbacks(place)
-    assert len(set(first)) == claim_directory.FALLBACKS
+    first = claims.fallbacks(place)
+    assert len(set(first)) == claims.FALLBACKS
     assert {p.parent for p in first} == {place.parent}
-    assert claim_directory.fallbacks(place) == first
+    assert claims.fallbacks(place) == first
     settings.SECRET_KEY = "another project" + "s key"
-    assert set(claim_directory.fallbacks(place)).isdisjoint(first)
+    assert set(claims.fallbacks(place)).isdisjoint(first)
 
 
 def test_a_fallback_taken_too_is_skipped_for_the_next(place: Path) -> None:
     world_writable(place)
-    taken, used = claim_directory.fallbacks(place)[:2]
+    taken, used = claims.fallbacks(place)[:2]
     symlinked(taken)  # as if someone had seen its name once and made it first after a cleanup
     start_a_task()
     assert (listing(place), listing(used)) == ([], [f"{os.getpid()}.claim"])
@@ -154,7 +154,7 @@ def test_a_directory_taken_over_after_a_cleaner_removed_it_is_left_for_a_fallbac
     symlinked(place)  # and someone quicker than the next worker
     OrmQ.objects.all().delete()
     start_a_task()
-    used = claim_directory.fallbacks(place)[0]
+    used = claims.fallbacks(place)[0]
     assert (listing(place), listing(used)) == ([], [f"{os.getpid()}.claim"])
     claims.release()
 
@@ -162,7 +162,7 @@ def test_a_directory_taken_over_after_a_cleaner_removed_it_is_left_for_a_fallbac
 def test_with_every_place_refused_tasks_run_unclaimed_and_it_is_said(
     place: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    for path in [place, *claim_directory.fallbacks(place)]:
+    for path in [place, *claims.fallbacks(place)]:
         path.mkdir(mode=0o777)
         path.chmod(0o777)
     [problem] = [p for p in check_django_q2() if p.id == "django_jobretry.W039"]
@@ -214,7 +214,7 @@ def test_a_directory_taken_by_another_user_neither_stops_the_cluster_nor_loses_i
     # The refused directory is left as it was: another user's, empty.
     assert (os.lstat(place).st_uid, list(place.iterdir())) == (NOBODY, [])
     [used] = [p for p in place.parent.iterdir() if p.name.startswith(f"{place.name}-")]
-    assert used == claim_directory.fallbacks(place)[0]  # every process, this one too, names the same
+    assert used == claims.fallbacks(place)[0]  # every process, this one too, names the same
     found = os.lstat(used)
     assert (stat.S_ISDIR(found.st_mode), stat.S_IMODE(found.st_mode), found.st_uid) == (True, 0o700, 0)
     assert list(used.iterdir()) == []  # every claim released or taken

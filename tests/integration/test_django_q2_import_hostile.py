@@ -24,7 +24,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.utils import timezone
 
-from django_jobretry.contrib.django_q2.failure_pages import PAGE_BYTES
+from django_jobretry.contrib.django_q2.failure_rows import PAGE_BYTES
 from django_jobretry.deadletters.external import ExternalDeadLetter, import_dead_letters
 from django_jobretry.models import DeadLetter, DeadReason, ImportedFailure
 from tests.integration.test_deadletters_import_django_q2 import TASKS, failed, imported

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from django_jobretry.contrib.django_q2 import retry_policy
-from django_jobretry.contrib.django_q2.checks import check_django_q2, cluster_problems
+from django_jobretry.contrib.django_q2.apps import check_django_q2, cluster_problems
 
 GOOD = {"name": "c", "orm": "default", "max_attempts": 0, "timeout": 60, "retry": 90}
 REDIS = {"name": "c", "redis": {"host": "127.0.0.1", "port": 6379, "db": 0}, "timeout": 60}

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from django_jobretry.contrib.django_q2.pickles import NotPlainData, plain_data
+from django_jobretry.contrib.django_q2.failure_rows import NotPlainData, plain_data
 
 
 def column(value: object, protocol: int = pickle.HIGHEST_PROTOCOL) -> str:

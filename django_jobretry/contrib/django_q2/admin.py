@@ -27,7 +27,7 @@ from django.contrib import admin, messages
 from django.db.models import Q
 from django.http import HttpRequest
 
-from django_jobretry.contrib.django_q2.failure_pages import QueueWatch
+from django_jobretry.contrib.django_q2.failure_rows import QueueWatch
 from django_jobretry.contrib.django_q2.redelivery import REDELIVER
 from django_jobretry.deadletters.external import known
 from django_jobretry.models import DeadLetter, DeadLetterSource

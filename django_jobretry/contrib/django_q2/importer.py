@@ -10,11 +10,11 @@ text, and, for requeue, a package signed like django-q2's own (the
 function, arguments, hook, group and cluster of the failure; django-q2 does
 not keep a task's own ``timeout=``). The insert itself, once per task, is
 deadletters/external.py; the reading, in pages bounded by bytes
-and without unpickling anything, is :mod:`.failure_pages`.
+and without unpickling anything, is :mod:`.failure_rows`.
 
 A Failure row is not signed, so nothing in it is trusted: its pickles are
-loaded as plain data only (:mod:`.pickles`), and its function and hook must
-be task functions of the project (:mod:`.task_paths`) before the package
+loaded as plain data only, and its function and hook must be task
+functions of the project (both :mod:`.failure_rows`) before the package
 that names them is signed. Each row is judged on its own: one that fails a
 check, cannot be signed (arguments nested too deep to pickle), fails in a
 way not foreseen here, or is refused by the database when written, is
@@ -40,11 +40,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django_jobretry.contrib.django_q2.failure_pages import QueueWatch, pages, selection
+from django_jobretry.contrib.django_q2.failure_rows import (
+    NotPlainData,
+    QueueWatch,
+    pages,
+    plain_data,
+    refusal,
+    selection,
+)
 from django_jobretry.contrib.django_q2.hooks import configured_policy, from_result_text
-from django_jobretry.contrib.django_q2.pickles import NotPlainData, plain_data
 from django_jobretry.contrib.django_q2.rendering import arguments, json_safe
-from django_jobretry.contrib.django_q2.task_paths import refusal
 from django_jobretry.deadletters.external import ExternalDeadLetter, import_dead_letters, known
 from django_jobretry.jobs.history import AttemptEnd, attempt_entry
 from django_jobretry.models import DeadLetterSource, DeadReason
@@ -125,7 +130,7 @@ def _package(row: dict[str, Any], func: str) -> dict[str, Any]:
 
 
 def dead_letter_for(row: dict[str, Any], policy_name: str) -> ExternalDeadLetter:
-    """The dead letter of one Failure row (as :func:`.failure_pages.pages` reads it); _Unreadable if none."""
+    """The dead letter of one Failure row (as :func:`.failure_rows.pages` reads it); _Unreadable if none."""
     from django_q.conf import Conf
     from django_q.signing import SignedPackage
 

@@ -17,8 +17,7 @@ from django.tasks.base import Task, TaskError, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
 
-from django_jobretry.contrib.django_tasks.result_class import JobRetryTaskResult
-from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
+from django_jobretry.contrib.django_tasks.task_class import JobRetryTask, JobRetryTaskResult
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.models.job import ORIGIN_JOB_ID

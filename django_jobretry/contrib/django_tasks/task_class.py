@@ -1,4 +1,6 @@
-"""``@task(policy=..., timeout=..., unique_args=..., concurrency=...)``: JobRetryBackend's options per task.
+"""JobRetryBackend's classes: its ``Task`` with options per task, and its ``TaskResult``.
+
+**The task**: ``@task(policy=..., timeout=..., unique_args=..., concurrency=...)``.
 
 Django 6.1's ``task()`` hands the keywords it does not know to its backend's
 ``task_class``; JobRetryBackend's is :class:`JobRetryTask` there. Django
@@ -10,16 +12,25 @@ backend registers the task: a mistake is an ``InvalidTask`` at import
 naming the task, the option and the value (check E025 in a module imported
 at start-up), not a failure at the first enqueue, and a refused task
 leaves nothing registered.
+
+**The result**: :class:`JobRetryTaskResult`, Django's ``TaskResult`` saying
+whether its ``enqueue()`` was deduplicated. ``TaskResult`` is a frozen
+dataclass with slots: no attribute can be added to one, so every result
+this backend hands out is of this subclass. Its one field takes no part in
+equality, so a fetched result still equals the enqueued one.
+
+Touches no model: the backend module, and ``django_jobretry.backends``,
+import this one while Django reads the settings.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Self, cast
 
-from django.tasks.base import Task
+from django.tasks.base import Task, TaskResult
 from django.tasks.exceptions import InvalidTask
 
 from django_jobretry.conf import jobretry_settings
@@ -33,8 +44,10 @@ from django_jobretry.validation import check_timeout
 
 if TYPE_CHECKING:
     _AnyTask = Task[..., Any]
-else:  # Django's Task is generic only in its stubs
+    _Result = TaskResult[Any, Any]
+else:  # Django's Task and TaskResult are generic only in their stubs
     _AnyTask = Task
+    _Result = TaskResult
 
 #: Django's own keywords of ``@task`` (``run_after`` only through ``.using()``), for messages.
 DJANGO_OPTIONS = ("priority", "queue_name", "backend", "takes_context")
@@ -175,3 +188,13 @@ def _path_of(func: object) -> str:
     """The module path Django names a task by, for a message about a task not built yet."""
     module, name = getattr(func, "__module__", None), getattr(func, "__qualname__", None)
     return f"{module}.{name}" if module and name else repr(func)
+
+
+# django-stubs declares TaskResult a plain dataclass; Django's own is frozen, as this one must be.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRetryTaskResult(_Result):  # type: ignore[misc]
+    """A task result of JobRetryBackend (docs/django-tasks.md#deduplicated-enqueues)."""
+
+    #: True on the result of an ``enqueue()`` whose unique key a job already held: the result is
+    #: that job's, not a new one's. False on a new task's result and on any ``get_result()``.
+    deduplicated: bool = field(default=False, compare=False)
