@@ -11,6 +11,7 @@ lines on purpose: every writer in one place is what lets a reader find them all.
 | statement                      | transition                                 | run by                       |
 |--------------------------------|--------------------------------------------|------------------------------|
 | enqueue_sql                    | new -> ready                               | insert.insert_one/many       |
+| INSERT_RUNS                    | new -> ready: a schedule's due slots       | schedules.runs, .rows        |
 | replace_call (ORM)             | ready: a new call (on_conflict "replace")  | unique.enqueue_unique        |
 | claim_sql, LIMITED_CLAIM       | ready -> running, the attempt counted      | claim.claim                  |
 | SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride) | claim.succeed                |
@@ -87,6 +88,30 @@ def enqueue_sql(columns: Sequence[str], rows: str) -> str:
     builds the rest of each statement once per definition, around this INSERT."""
     quote = connection.ops.quote_name
     return f"INSERT INTO {quote(JOB)} ({', '.join(quote(column) for column in columns)}) {rows}"
+
+
+#: The runs of one look (or one run now), in one statement: ordinary ready jobs, in slot order, so
+#: under overlap "skip" and "queue" a schedule's oldest due slot is the one that gets its unique key.
+#: A conflict inserts nothing: the schedule's live run holds the key, or the slot has its run already;
+#: nor does a run whose task's key a job succeeded with less than its unique_for ago.
+INSERT_RUNS = f"""
+    INSERT INTO {JOB} (task_name, queue_name, policy_name, priority, max_attempts, args, kwargs,
+                       unique_key, unique_for, schedule_name, schedule_slot, retry_until,
+                       status, attempts, lease_owner, errors, requeue_count, requeue_history)
+    SELECT r.task, r.queue, r.policy, r.priority, r.max_attempts, r.args::jsonb, r.kwargs::jsonb,
+           r.key, r.held_for, r.name, r.slot, r.until, 'ready', 0, '', '[]', 0, '[]'
+    FROM unnest(%(task)s::text[], %(queue)s::text[], %(policy)s::text[], %(priority)s::int[],
+                %(max_attempts)s::int[], %(args)s::text[], %(kwargs)s::text[], %(key)s::text[],
+                %(held_for)s::interval[], %(name)s::text[], %(slot)s::timestamptz[], %(until)s::timestamptz[])
+        WITH ORDINALITY
+        AS r(task, queue, policy, priority, max_attempts, args, kwargs, key, held_for, name, slot, until, n)
+    WHERE r.held_for IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {JOB} AS h WHERE h.unique_key = r.key AND h.status = 'succeeded'
+          AND h.finished_at > statement_timestamp() - r.held_for)
+    ORDER BY r.n
+    ON CONFLICT DO NOTHING
+    RETURNING id, schedule_name, schedule_slot
+"""
 
 
 def replace_call(
