@@ -31,7 +31,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from django_jobretry.jobs.sql import DEAD, JOB
+from django_jobretry.jobs.sql import CLAIM_ORDER, DEAD, JOB
 from django_jobretry.models import DeadReason
 
 #: Counts stop here: past it, a figure says "more than 10,000", as the admin lists do.
@@ -81,8 +81,8 @@ def _next_name(table: str, where: str, outer: str) -> str:
     )
 
 
-#: The order of the claim index for one queue (jobretry_job_claim_queue).
-CLAIM_QUEUE_ORDER = "j.queue_name, j.priority DESC, j.run_at, j.id"
+#: The order of the claim index for one queue (jobretry_job_claim_queue): the claim order within a queue.
+CLAIM_QUEUE_ORDER = f"j.queue_name, {CLAIM_ORDER}"
 #: Ready again after a failed attempt: the predicate of jobretry_job_retrying (Job.objects.retrying()).
 RETRYING = "j.status = 'ready' AND j.attempts > 0"
 

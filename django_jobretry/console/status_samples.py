@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from django_jobretry.console import status
 from django_jobretry.console.status import RETRYING, counted
-from django_jobretry.jobs.sql import DEAD, DEATHS, JOB
+from django_jobretry.jobs.sql import CLAIM_ORDER, DEAD, DEATHS, JOB
 from django_jobretry.models import StatusSample
 
 SAMPLES = StatusSample._meta.db_table
@@ -41,7 +41,7 @@ SAMPLES_KEPT = timedelta(days=7)
 
 #: Ready rows, counted up to twice the cap: less the retrying ones (at most the
 #: cap, or the ready count is unknown anyway), that leaves at least the cap.
-_WAITING = counted(f"{JOB} AS j WHERE j.status = 'ready'", "j.priority DESC, j.run_at, j.id", "2 * %(cap)s")
+_WAITING = counted(f"{JOB} AS j WHERE j.status = 'ready'", CLAIM_ORDER, "2 * %(cap)s")
 
 #: Insert this minute's sample unless a worker already did; if this statement
 #: wrote it, delete the samples older than %(kept)s. The counts are in the

@@ -34,7 +34,7 @@ from django_jobretry import signals
 from django_jobretry.console import counters
 from django_jobretry.deadletters.external import Resubmitted, resubmitter_for
 from django_jobretry.exceptions import RequeueConflict
-from django_jobretry.jobs import claim
+from django_jobretry.jobs import claim, statements
 from django_jobretry.jobs.enqueue import notify
 from django_jobretry.jobs.sql import DEAD
 from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource
@@ -50,7 +50,6 @@ _LOCK = f"""
            unique_key IS NOT NULL OR schedule_name IS NOT NULL AS keyed
     FROM {DEAD} WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE
 """
-_DISCARD = f"DELETE FROM {DEAD} WHERE id = ANY(%s::bigint[])"
 
 
 class Requeued(NamedTuple):
@@ -143,7 +142,7 @@ def discard(ids: list[int]) -> Outcome:
     with transaction.atomic():
         locked, gone = lock(ids)
         with connection.cursor() as cursor:
-            cursor.execute(_DISCARD, [[dead.id for dead in locked]])
+            cursor.execute(statements.DISCARD, [[dead.id for dead in locked]])
         counters.count(CounterEvent.DISCARDED, [(dead.task_name, dead.queue_name) for dead in locked])
     return Outcome(list(locked), gone, [])
 

@@ -28,8 +28,8 @@ as one of our jobs but handed back to the system it came from. The adapter
 registers how (``register_resubmitter``, from its ``AppConfig.ready()``); the
 dead-letter service asks here (``resubmitter_for``), under the row lock it
 holds, so the guarded compare-and-swap is the same for every source. The
-adapter only hands the task back; the dead letter's delete is written here,
-so every write of a dead letter stays in this package's service modules.
+adapter only hands the task back; the dead letter's delete is called here
+(jobs/statements.py writes it, with every other write of a dead letter).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from typing import Any
 from django.db import DataError, IntegrityError, connections, router, transaction
 
 from django_jobretry.exceptions import CannotResubmit
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.history import AttemptEntry
 from django_jobretry.models import DeadLetter, DeadReason, Death, ImportedFailure
 
@@ -177,7 +178,7 @@ def _insert(using: str, source: str, letters: Sequence[ExternalDeadLetter]) -> I
             .values_list("external_id", flat=True)
         }
         rows = [by_id[i].to_model() for i in sorted(claimed - existing)]
-        created = DeadLetter.objects.using(using).bulk_create(rows)
+        created = statements.import_dead_letters(using, rows)
     return Imported(
         created={str(row.external_id): int(row.pk) for row in created},
         already_imported=[i for i in by_id if i not in claimed],
@@ -202,7 +203,7 @@ def bury_external(letter: ExternalDeadLetter) -> DeadLetter:
     using = router.db_for_write(DeadLetter)
     with transaction.atomic(using=using):
         dead = letter.to_model()
-        dead.save(using=using, force_insert=True)
+        statements.insert_dead_letter(dead, using)
         _claim(using, letter.source, [letter.external_id])
         # Counted as a death like our own burials (models/death.py); an import is not one.
         Death.objects.using(using).create(
@@ -283,5 +284,5 @@ def resubmitter_for(dead: DeadLetter) -> Resubmitter:
 def _resubmit(hand_back: Resubmitter, dead: DeadLetter, actor: str) -> Resubmitted:
     """Hand the task back, then delete its dead letter: both in the caller's transaction, or neither."""
     resubmitted = hand_back(dead, actor)
-    DeadLetter.objects.filter(pk=dead.pk).delete()
+    statements.hand_back(dead.pk)
     return resubmitted

@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.deadletters.service import requeue_many
 from django_jobretry.exceptions import InvalidJob, NotDead
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import checked_arguments
 from django_jobretry.jobs.history import recorded_actor
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job
@@ -143,18 +144,14 @@ def repair(
             raise InvalidJob(
                 f"the arguments of dead letter {dead_letter_id} are unchanged: requeue it instead"
             )
-        DeadLetter.objects.filter(pk=dead.pk).update(args=new_args, kwargs=new_kwargs)
+        statements.replace_arguments(dead.pk, new_args, new_kwargs)
         result = requeue_many([dead.pk], run_after=run_after, actor=actor)
         if result.refusals:
             raise result.refusals[0]
         job_id = int(result.made[0].job_id)  # locked above and not refused: requeued
         record = {"by": actor, "changes": _bounded(found)}
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {Job._meta.db_table} SET requeue_history = "
-                "jsonb_set(requeue_history, '{-1,repair}', %s::jsonb) WHERE id = %s",
-                [json.dumps(record), job_id],
-            )
+            cursor.execute(statements.RECORD_REPAIR, [json.dumps(record), job_id])
     logger.info(
         "dead letter %s repaired (%d changes) and requeued as job %s by %s",
         dead.pk,

@@ -32,6 +32,7 @@ from django.db import connection, transaction
 from django_jobretry import signals
 from django_jobretry.display.humanize import humanize_delay
 from django_jobretry.holds import sql
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import notify
 from django_jobretry.jobs.history import clean_text
 from django_jobretry.jobs.isolation import Apart
@@ -129,7 +130,7 @@ def breakers() -> Apart:
 
 def beat(apart: Apart | None = None) -> None:
     """Move on every breaker whose cooldown ended or whose probe is out, that no other worker holds;
-    then park the jobs the open ones hold (:data:`~django_jobretry.holds.sql.PARK`).
+    then park the jobs the open ones hold (:data:`~django_jobretry.jobs.statements.PARK`).
 
     Each breaker is judged alone (jobs/isolation.py): one that cannot be
     moved on is logged by its task's name and left as it is, and the others
@@ -143,7 +144,7 @@ def beat(apart: Apart | None = None) -> None:
             with apart.one(row["task_name"], "move its breaker on"):
                 _judge(row)
     with connection.cursor() as cursor:
-        cursor.execute(sql.PARK, {"limit": PARKED_PER_BEAT})
+        cursor.execute(statements.PARK, {"limit": PARKED_PER_BEAT})
 
 
 def _judge(row: dict[str, Any]) -> None:
@@ -162,9 +163,9 @@ def _judge(row: dict[str, Any]) -> None:
 
 
 def _probe_or_close(task: str, rate: float) -> None:
-    """Let a due job of the task through as the probe (sql.CHOOSE_PROBE); with none due, close."""
+    """Let a due job of the task through as the probe (statements.CHOOSE_PROBE); with none due, close."""
     with connection.cursor() as cursor:
-        cursor.execute(sql.CHOOSE_PROBE, {"task": task})
+        cursor.execute(statements.CHOOSE_PROBE, {"task": task})
         row = cursor.fetchone()
     if row is None:
         _close(task, rate, "no job of the task was due to probe with")
@@ -199,7 +200,7 @@ class Closed:
 def _close(task: str, rate: float, why: str) -> Closed:
     rate = usable_rate(task, rate)
     with connection.cursor() as cursor:
-        cursor.execute(sql.CLOSE, {"task": task, "spacing": 1.0 / rate})
+        cursor.execute(statements.CLOSE, {"task": task, "spacing": 1.0 / rate})
         released, queues = cursor.fetchone()
     notify(queues)
     logger.info(
@@ -254,7 +255,7 @@ def close_by_hand(task_name: str, *, actor: str) -> Closed | None:
 
     Every job the breaker holds is released at its release rate: those due,
     those parked at its end and the one that raised ``CircuitOpen``
-    (sql.CLOSE), not only those due now.
+    (statements.CLOSE), not only those due now.
     """
     with transaction.atomic():
         row = Circuit.objects.select_for_update().filter(task_name=task_name).exclude(state="closed").first()

@@ -42,6 +42,7 @@ from django_jobretry import signals
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.holds import breakers, sql
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import notify
 from django_jobretry.jobs.history import clean_text, recorded_actor
 from django_jobretry.jobs.sql import named_rows
@@ -217,7 +218,7 @@ def end_expired() -> list[Ended]:
 
 def _end(where: str, params: Mapping[str, Any], actor: str) -> list[Ended]:
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(sql.end_pauses_sql(where), params)
+        cursor.execute(statements.end_pauses_sql(where), params)
         rows = named_rows(cursor)
         notify(sorted({queue for row in rows for queue in row["queues"]}))
     ended = []

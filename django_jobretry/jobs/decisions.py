@@ -36,6 +36,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.display.humanize import count_of, humanize_delay
 from django_jobretry.holds import breakers
 from django_jobretry.holds import sql as hold_sql
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.claimed import ClaimedJob, Failed, FailedAttempt
 from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra
 from django_jobretry.jobs.history import (
@@ -213,7 +214,7 @@ def write(attempt: FailedAttempt, decision: Defer, history_limit: int) -> set[in
         "counted": not attempt.entry.get("probe", False),
     }
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(hold_sql.snooze_sql(), params)
+        cursor.execute(statements.snooze_sql(), params)
         kept = {row[0] for row in cursor.fetchall()}
         if kept and attempt.entry["ended"] == AttemptEnd.CIRCUIT_OPEN:
             breakers.hold_task(job.task_name, decision.delay, attempt.policy.circuit, job.id)

@@ -40,6 +40,7 @@ from django.db.models import Field
 
 from django_jobretry.console.counters import COUNTERS
 from django_jobretry.jobs.prototypes import ARGUMENTS, CACHED_DEFINITIONS, Shared, new_jobs, prototype
+from django_jobretry.jobs.statements import enqueue_sql
 from django_jobretry.models import CounterEvent, Job
 from django_jobretry.validation import Arguments
 
@@ -135,9 +136,8 @@ def _values(
     return values
 
 
-def _into(fields: list[Field[Any, Any]]) -> str:
-    quote = connection.ops.quote_name
-    return f"INSERT INTO {quote(Job._meta.db_table)} ({', '.join(quote(_column(f)) for f in fields)})"
+def _into(fields: list[Field[Any, Any]], rows: str) -> str:
+    return enqueue_sql([_column(field) for field in fields], rows)
 
 
 def _parameters(fields: list[Field[Any, Any]], bound: set[str]) -> tuple[Field[Any, Any], ...]:
@@ -167,7 +167,7 @@ def _one_job(shared: Shared, run_at: RunAtKind) -> _Statement:
     bound = {*ARGUMENTS, *PER_CALL, *RUN_AT_COLUMNS}
     values = _values(fields, bound, run_at, prototype(shared))
     returning = ", ".join(_returning()[0])
-    insert = f"{_into(fields)} VALUES ({', '.join(values)})"
+    insert = _into(fields, f"VALUES ({', '.join(values)})")
     counted, wake = _count_and_wake(shared)
     sql = f"WITH j AS ({insert} RETURNING {returning}), {counted} SELECT {returning}, {wake} FROM j"
     return _Statement(sql, _parameters(fields, bound))
@@ -186,10 +186,12 @@ def _many_jobs(shared: Shared, run_at: RunAtKind) -> _Statement:
     # Every row of one statement gets the same filled-in values (now(), constants, one run_at).
     once = ", ".join(f"(array_agg(j.{column}))[1]" for column in filled)
     counted, wake = _count_and_wake(shared)
+    rows = (
+        f"SELECT {', '.join(selected)} "
+        f"FROM unnest({unnest}) WITH ORDINALITY AS u({', '.join(per_row)}, n) ORDER BY u.n"
+    )
     sql = (
-        f"WITH j AS ({_into(fields)} SELECT {', '.join(selected)} "
-        f"FROM unnest({unnest}) WITH ORDINALITY AS u({', '.join(per_row)}, n) ORDER BY u.n "
-        f"RETURNING {key}, {', '.join(filled)}), "
+        f"WITH j AS ({_into(fields, rows)} RETURNING {key}, {', '.join(filled)}), "
         f"{counted} SELECT array_agg(j.{key} ORDER BY j.{key}), {once}, {wake} FROM j"
     )
     return _Statement(sql, tuple(f for f in _parameters(fields, bound) if f.attname not in per_row))

@@ -29,8 +29,7 @@ from django.db.models import Count, DurationField, QuerySet, Value
 from django.db.models.functions import Now
 
 from django_jobretry import signals
-from django_jobretry.holds.sql import not_held
-from django_jobretry.jobs.sql import JOB
+from django_jobretry.jobs import statements
 from django_jobretry.models import KEEPS_KEY, DeadLetter, Job, JobStatus
 
 logger = logging.getLogger("django_jobretry")
@@ -105,21 +104,8 @@ def _delete_in_batches(rows: QuerySet[Any]) -> int:
             )
             if not batch:
                 return deleted
-            count, _ = rows.model.objects.filter(pk__in=batch).delete()
+            count = statements.prune(rows.model, batch)
         deleted += count
-
-
-logger = logging.getLogger("django_jobretry")
-
-
-def _waiting(alias: str, *, queues: bool, tasks: bool) -> str:
-    """The condition "ready, scheduled later, may still run, not held" (and in the filters) on ``alias``."""
-    return (
-        f"{alias}.status = 'ready' AND {alias}.run_at > statement_timestamp() "
-        f"AND {alias}.attempts < {alias}.max_attempts {not_held(alias)}"
-        + (f" AND {alias}.queue_name = ANY(%(queues)s)" if queues else "")
-        + (f" AND {alias}.task_name = ANY(%(tasks)s)" if tasks else "")
-    )
 
 
 def bring_forward_next(
@@ -132,13 +118,7 @@ def bring_forward_next(
     the next scheduled time. ``queues`` and ``task_names`` limit which jobs
     are considered.
     """
-    where = {"queues": bool(queues), "tasks": bool(task_names)}
-    sql = f"""
-        UPDATE {JOB} AS j SET run_at = statement_timestamp()
-        FROM (SELECT min(w.run_at) AS at FROM {JOB} AS w WHERE {_waiting("w", **where)}) AS next
-        WHERE {_waiting("j", **where)} AND j.run_at = next.at
-        RETURNING j.id
-    """
+    sql = statements.bring_forward_sql(queues=bool(queues), tasks=bool(task_names))
     params: dict[str, Any] = {"queues": list(queues or []), "tasks": list(task_names or [])}
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

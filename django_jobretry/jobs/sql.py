@@ -25,11 +25,71 @@ DEATHS = Death._meta.db_table
 FENCE = "j.status = 'running' AND j.attempts = d.attempts AND j.lease_token = d.token"
 
 #: The claim's ready predicate on the job rows ``j``: due, with an attempt left. Holds and
-#: lanes are filtered beside it (holds/sql.not_held, jobretry_pick_limited).
+#: lanes are filtered beside it (not_held, jobretry_pick_limited).
 READY = "j.status = 'ready' AND j.run_at <= statement_timestamp() AND j.attempts < j.max_attempts"
 #: The claim order: the highest priority, then the longest due, then the oldest (claim.claimed_jobs
 #: sorts claimed rows the same way; jobretry_pick_limited walks each lane in it).
 CLAIM_ORDER = "j.priority DESC, j.run_at, j.id"
+
+
+def not_held(job: str) -> str:
+    """The claim's filter on the job rows ``job``: ``jobretry_held()`` (migration 0025) is false.
+
+    The function is true while a pause is in force on the job's queue or
+    task, or its task's breaker is not closed and the job is not its probe
+    at the attempt it was chosen for (a probe is let through its breaker
+    once, not through a pause; a failed probe waits for the heartbeat to
+    reopen the breaker, holds/breakers.py). A PL/pgSQL
+    function, not two anti-joins written into the claim: the
+    claim is planned at every call, and the joins cost it more to plan than
+    the function costs to run on its few candidate rows (its own queries are
+    planned once per session). The claim still walks jobretry_job_claim.
+    """
+    return f"AND NOT jobretry_held({job}.queue_name, {job}.task_name, {job}.id, {job}.attempts)"
+
+
+def held_seconds(since: str, until: str) -> str:
+    """``held_seconds`` plus the time a ready job ``j`` was due but held, from ``since`` to ``until``.
+
+    Only after a first attempt: ``retry_for`` is measured from it, so time
+    held before it changes nothing.
+    """
+    start = f"GREATEST({since}, j.run_at, j.first_attempt_at)"
+    return (
+        f"j.held_seconds + CASE WHEN j.first_attempt_at IS NULL OR {start} >= {until} THEN 0 "
+        f"ELSE extract(epoch FROM {until} - {start})::float8 END"
+    )
+
+
+# -- the claim's pick: a locking read, the first part of each claim statement
+def pick_sql(filters: str = "") -> str:
+    """Lock the next due jobs, in claim order, skipping those other workers lock and those held."""
+    return f"""
+        SELECT j.id FROM {JOB} AS j
+        WHERE {READY} {filters} {not_held("j")}
+        ORDER BY {CLAIM_ORDER}
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    """
+
+
+#: The ordinary claim's filter while limits are declared: limited jobs go through LIMITED_CLAIM.
+NO_LANE = "AND limit_lane IS NULL "
+
+#: Time a limited job was due but unclaimed, added as it is claimed.
+WAITED = f" held_seconds = {held_seconds('j.run_at', 'statement_timestamp()')},"
+
+
+def waiting(alias: str, *, queues: bool, tasks: bool) -> str:
+    """The condition "ready, scheduled later, may still run, not held" (and in the filters) on ``alias``:
+    the jobs statements.bring_forward_sql may make due now."""
+    return (
+        f"{alias}.status = 'ready' AND {alias}.run_at > statement_timestamp() "
+        f"AND {alias}.attempts < {alias}.max_attempts {not_held(alias)}"
+        + (f" AND {alias}.queue_name = ANY(%(queues)s)" if queues else "")
+        + (f" AND {alias}.task_name = ANY(%(tasks)s)" if tasks else "")
+    )
+
 
 # Which rows a statement of statements.py acts on, as the table ``d`` beside the job rows ``j``.
 #: One attempt, fenced by id, attempt and lease token, with the history entry it ends with.
@@ -55,7 +115,7 @@ ORIGINAL_JOB_ID = (
 )
 
 #: SQL for "time since the job's first attempt", less the time it was held by a pause
-#: or a breaker (holds/sql.held_seconds), never negative; NULL before a first attempt.
+#: or a breaker (held_seconds), never negative; NULL before a first attempt.
 #: The column holds only instants Python can read (the jobretry_job_first_attempt_at_holdable
 #: constraint).
 ELAPSED_SQL = (

@@ -1,28 +1,52 @@
 """Every statement that writes job and dead-letter rows, in state order, each written once.
 
-Read top to bottom, this is the job state machine. Every worker write after the claim
-carries the fence (docs/design.md#rule-3), read when the statement is built, so a negative
-control can break it; times are the database's (docs/design.md#rule-5). The fragments (the
-fence, the ready predicate, the claim order) and the locking reads are in sql.py.
+Read top to bottom, this is the job state machine; the functions around each statement
+decide when to run it and never write a row of their own (tests/unit/test_row_writers.py).
+Every worker write after the claim carries the fence (docs/design.md#rule-3), read when
+the statement is built, so a negative control can break it; times are the database's
+(docs/design.md#rule-5). The fragments (the fence, the ready predicate, the claim order,
+the hold filter) and the locking reads are in sql.py. This module is longer than 300
+lines on purpose: every writer in one place is what lets a reader find them all.
 
-| statement                      | transition                                  | run by                   |
-|--------------------------------|---------------------------------------------|--------------------------|
-| claim_sql, LIMITED_CLAIM       | ready -> running, the attempt counted       | claim.claim              |
-| SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride)  | claim.succeed            |
-| schedule_retries_sql           | running -> ready after a backoff            | failures.schedule_retries|
-| release_sql                    | running, not started -> ready, uncounted    | claim.release            |
-| heartbeat_sql                  | running: lease extended, cancel read        | claim.heartbeat          |
-| recovery_retry_sql             | running, lease lost -> ready                | recovery.recover_expired |
-| REQUEST_CANCEL                 | running: cancel requested                   | recovery.cancel_jobs     |
-| bury_sql                       | running -> dead letter                      | claim.bury               |
-| recovery_burial_sql            | running, lease lost -> dead letter          | recovery.recover_expired |
-| cancel_burial_sql              | ready, or a refused retry -> dead letter    | recovery.cancel_jobs     |
-| revive_sql                     | dead letter -> ready (requeue)              | claim.revive             |
+| statement                      | transition                                 | run by                       |
+|--------------------------------|--------------------------------------------|------------------------------|
+| enqueue_sql                    | new -> ready                               | insert.insert_one/many       |
+| INSERT_RUNS                    | new -> ready: a schedule's due slots       | schedules.runs, .rows        |
+| replace_call (ORM)             | ready: a new call (on_conflict "replace")  | unique.enqueue_unique        |
+| claim_sql, LIMITED_CLAIM       | ready -> running, the attempt counted      | claim.claim                  |
+| SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride) | claim.succeed                |
+| schedule_retries_sql           | running -> ready after a backoff           | failures.schedule_retries    |
+| recovery_retry_sql             | running, lease lost -> ready               | recovery.recover_expired     |
+| snooze_sql                     | running -> ready, the attempt given back   | decisions.write              |
+| release_sql                    | running, not started -> ready, uncounted   | claim.release                |
+| heartbeat_sql                  | running: lease extended, cancel read       | claim.heartbeat              |
+| REQUEST_CANCEL                 | running: cancel requested                  | recovery.cancel_jobs         |
+| end_pauses_sql                 | ready, paused: its held time counted       | holds.pauses (resume)        |
+| PARK                           | ready, held: moved to its breaker's end    | holds.breakers               |
+| CHOOSE_PROBE                   | ready, held: made its breaker's probe      | holds.breakers               |
+| CLOSE                          | ready, held -> released, spaced out        | holds.breakers               |
+| bring_forward_sql              | ready, scheduled later -> due now          | retention.bring_forward_next |
+| bury_sql                       | running -> dead letter                     | claim.bury                   |
+| recovery_burial_sql            | running, lease lost -> dead letter         | recovery.recover_expired     |
+| cancel_burial_sql              | ready, or a refused retry -> dead letter   | recovery.cancel_jobs         |
+| import_dead_letters (ORM)      | another system's failure -> dead letter    | deadletters.external         |
+| insert_dead_letter (ORM)       | another system's given-up task -> dead     | deadletters.external         |
+| revive_sql                     | dead letter -> ready (requeue)             | claim.revive                 |
+| hand_back (ORM)                | dead letter -> gone, back to its system    | deadletters.external         |
+| replace_arguments (ORM)        | dead letter: new arguments (repair)        | deadletters.repair           |
+| RECORD_REPAIR                  | ready (just revived): the repair recorded  | deadletters.repair           |
+| DISCARD                        | dead letter -> gone                        | deadletters.chunks           |
+| prune (ORM)                    | succeeded job or old dead letter -> gone   | retention.prune_*            |
 """
 
 from __future__ import annotations
 
-from django_jobretry.holds.sql import held_seconds, not_held
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+from django_jobretry.holds.sql import CIRCUITS, PAUSES
 from django_jobretry.jobs.history import AttemptEnd
 from django_jobretry.jobs.sql import (
     CLAIM_ORDER,
@@ -37,35 +61,69 @@ from django_jobretry.jobs.sql import (
     HELD_IN_WINDOW,
     JOB,
     LOCKED_ROWS,
+    NO_LANE,
     ONE_ATTEMPT,
     ORIGINAL_JOB_ID,
-    READY,
     RETRY_WINDOW,
     REVIVED_COLUMNS,
+    WAITED,
     counting_deaths,
     dead_letter_select,
     event_entry_sql,
+    held_seconds,
     lease_expired_entry_sql,
+    pick_sql,
     revived_job_select,
     stamped,
     trimmed,
+    waiting,
 )
-from django_jobretry.models import DeadReason
+from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 from django_jobretry.policy import ErrorKind
 
 
+# -- enqueue: new -> ready -------------------------------------------------------------------------
+def enqueue_sql(columns: Sequence[str], rows: str) -> str:
+    """New jobs: ``rows`` (``VALUES`` or a ``SELECT``) into ``columns``, quoted. jobs/insert.py
+    builds the rest of each statement once per definition, around this INSERT."""
+    quote = connection.ops.quote_name
+    return f"INSERT INTO {quote(JOB)} ({', '.join(quote(column) for column in columns)}) {rows}"
+
+
+#: The runs of one look (or one run now), in one statement: ordinary ready jobs, in slot order, so
+#: under overlap "skip" and "queue" a schedule's oldest due slot is the one that gets its unique key.
+#: A conflict inserts nothing: the schedule's live run holds the key, or the slot has its run already;
+#: nor does a run whose task's key a job succeeded with less than its unique_for ago.
+INSERT_RUNS = f"""
+    INSERT INTO {JOB} (task_name, queue_name, policy_name, priority, max_attempts, args, kwargs,
+                       unique_key, unique_for, schedule_name, schedule_slot, retry_until,
+                       status, attempts, lease_owner, errors, requeue_count, requeue_history)
+    SELECT r.task, r.queue, r.policy, r.priority, r.max_attempts, r.args::jsonb, r.kwargs::jsonb,
+           r.key, r.held_for, r.name, r.slot, r.until, 'ready', 0, '', '[]', 0, '[]'
+    FROM unnest(%(task)s::text[], %(queue)s::text[], %(policy)s::text[], %(priority)s::int[],
+                %(max_attempts)s::int[], %(args)s::text[], %(kwargs)s::text[], %(key)s::text[],
+                %(held_for)s::interval[], %(name)s::text[], %(slot)s::timestamptz[], %(until)s::timestamptz[])
+        WITH ORDINALITY
+        AS r(task, queue, policy, priority, max_attempts, args, kwargs, key, held_for, name, slot, until, n)
+    WHERE r.held_for IS NULL OR NOT EXISTS (
+        SELECT 1 FROM {JOB} AS h WHERE h.unique_key = r.key AND h.status = 'succeeded'
+          AND h.finished_at > statement_timestamp() - r.held_for)
+    ORDER BY r.n
+    ON CONFLICT DO NOTHING
+    RETURNING id, schedule_name, schedule_slot
+"""
+
+
+def replace_call(
+    job_id: int, args: Any, kwargs: Any, *, run_at: Any, run_after: Any, lane: str | None
+) -> int:
+    """A still-ready job gets a new call (unique.on_conflict "replace"), fenced on "ready"; rows changed."""
+    return Job.objects.filter(pk=job_id, status=JobStatus.READY).update(
+        args=args, kwargs=kwargs, run_at=run_at, run_after=run_after, limit_lane=lane
+    )
+
+
 # -- claim: ready -> running ----------------------------------------------------------------------
-def pick_sql(filters: str = "") -> str:
-    """Lock the next due jobs, in claim order, skipping those other workers lock and those held."""
-    return f"""
-        SELECT j.id FROM {JOB} AS j
-        WHERE {READY} {filters} {not_held("j")}
-        ORDER BY {CLAIM_ORDER}
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    """
-
-
 def claim_picked(also: str = "") -> str:
     """Claim the rows of ``picked``: the attempt is counted here (docs/design.md#rule-1).
 
@@ -90,9 +148,6 @@ def claim_picked(also: str = "") -> str:
 
 CLAIM_PICKED = claim_picked()
 
-#: The ordinary claim's filter while limits are declared: limited jobs go through LIMITED_CLAIM.
-NO_LANE = "AND limit_lane IS NULL "
-
 
 def claim_sql(
     *, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False, skip_lanes: bool = False
@@ -106,9 +161,6 @@ def claim_sql(
     )
     return f"WITH picked AS ({pick_sql(filters)}) {CLAIM_PICKED}"
 
-
-#: Time a limited job was due but unclaimed, added as it is claimed.
-WAITED = f" held_seconds = {held_seconds('j.run_at', 'statement_timestamp()')},"
 
 LIMITED_CLAIM = f"""
     WITH pick AS MATERIALIZED (
@@ -193,6 +245,29 @@ def recovery_retry_sql() -> str:
     return retry_sql(LOCKED_ROWS, "j.id = d.id", entry=entry, delay="d.value::float8")
 
 
+# -- snooze: running -> ready, the attempt given back ---------------------------------------------
+def snooze_sql() -> str:
+    """A running attempt (ONE_ATTEMPT), fenced, ready again after ``%(delay)s`` s with its attempt back.
+
+    When ``%(counted)s``, ``snoozes`` and ``snoozed_seconds`` count it against
+    the policy's snooze budget (not a probe's CircuitOpen). Not a job an
+    operator asked to cancel: no row comes back, and the caller buries it.
+    """
+    errors = trimmed("(j.errors || jsonb_build_array(" + stamped("d.entry") + "))", "%(history)s")
+    return f"""
+        UPDATE {JOB} AS j
+        SET status = 'ready', attempts = j.attempts - 1,
+            snoozes = j.snoozes + CASE WHEN %(counted)s THEN 1 ELSE 0 END,
+            snoozed_seconds = j.snoozed_seconds + CASE WHEN %(counted)s THEN %(delay)s ELSE 0 END,
+            run_at = statement_timestamp() + make_interval(secs => %(delay)s), {CLEAR_LEASE},
+            first_attempt_at = CASE WHEN j.attempts = 1 THEN NULL ELSE j.first_attempt_at END,
+            errors = {errors}
+        FROM {ONE_ATTEMPT}
+        WHERE j.id = d.id AND {FENCE} AND j.cancel_requested_at IS NULL
+        RETURNING j.id
+    """
+
+
 # -- release, heartbeat and cancel requests: the lease --------------------------------------------
 def release_sql() -> str:
     """Claimed attempts never started: ready again, the attempt uncounted; not a cancel-requested job."""
@@ -222,6 +297,115 @@ REQUEST_CANCEL = f"""
         cancel_requested_at = COALESCE(cancel_requested_at, statement_timestamp())
     WHERE id = ANY(%(ids)s) AND status = 'running'
 """
+
+
+# -- holds: ready jobs kept from the claim, then released ------------------------------------------
+def end_pauses_sql(where: str) -> str:
+    """Delete the pauses matching ``where`` and count the held time of their jobs, in one statement.
+
+    A pause ends at its resume, or at its ``until`` when that came first.
+    Returns one row per pause ended, with the queues of its jobs (to wake
+    their workers) and how many jobs it held. Two operators resuming at once:
+    the second finds nothing to delete, so the time is counted once.
+    """
+    end = "LEAST(statement_timestamp(), COALESCE(gone.until, 'infinity'))"
+    return f"""
+        WITH gone AS (DELETE FROM {PAUSES} WHERE {where} RETURNING *),
+        released AS (
+            UPDATE {JOB} AS j SET held_seconds = {held_seconds("gone.paused_at", end)}
+            FROM gone
+            WHERE j.status = 'ready' AND j.run_at < {end}
+              AND (j.queue_name = gone.queue_name OR j.task_name = gone.task_name)
+            RETURNING gone.id AS pause_id, j.queue_name
+        )
+        SELECT gone.queue_name, gone.task_name, gone.paused_by, gone.reason, gone.paused_at, gone.until,
+               (SELECT count(*) FROM released r WHERE r.pause_id = gone.id) AS held,
+               ARRAY(SELECT DISTINCT r.queue_name FROM released r WHERE r.pause_id = gone.id) AS queues
+        FROM gone
+    """
+
+
+#: Move the jobs an open breaker holds (due, or due before it closes) to its end, at most
+#: ``%(limit)s`` a statement, their held time counted up to then: the claim's index scan then
+#: stops before them instead of walking past each one. Returns how many moved.
+PARK = f"""
+    WITH parked AS (
+        SELECT j.id, c.opened_at, c.open_until
+        FROM {JOB} AS j JOIN {CIRCUITS} AS c ON c.task_name = j.task_name
+        WHERE c.state = 'open' AND c.open_until > statement_timestamp()
+          AND j.status = 'ready' AND j.run_at < c.open_until
+        LIMIT %(limit)s
+    )
+    UPDATE {JOB} AS j SET run_at = parked.open_until,
+        held_seconds = {held_seconds("parked.opened_at", "parked.open_until")}
+    FROM parked WHERE j.id = parked.id
+"""
+
+#: The due job of ``%(task)s`` chosen as its breaker's probe the fewest times, then with the most
+#: attempts left, then in claim order: made the half-open breaker's probe, its ``probes`` counted.
+#: The fewest times first: a probe that answers ``CircuitOpen`` gets its attempt back and its
+#: ``run_at`` is the earliest of the held jobs, so by attempts and claim order alone it was chosen at
+#: every opening of a long outage. Most attempts left next: a failed probe's retry is not preferred.
+CHOOSE_PROBE = f"""
+    WITH probe AS (
+        SELECT id, attempts, queue_name FROM {JOB} AS j
+        WHERE task_name = %(task)s AND status = 'ready' AND run_at <= statement_timestamp()
+        ORDER BY probes, max_attempts - attempts DESC, {CLAIM_ORDER} LIMIT 1
+    ), turn AS (
+        UPDATE {JOB} AS j SET probes = j.probes + 1 FROM probe WHERE j.id = probe.id
+    )
+    UPDATE {CIRCUITS} AS c SET state = 'half_open', probe_job_id = probe.id, probe_attempts = probe.attempts,
+        updated_at = statement_timestamp()
+    FROM probe WHERE c.task_name = %(task)s
+    RETURNING probe.id, probe.queue_name
+"""
+
+#: Close the breaker of ``%(task)s`` and release every job it holds ``%(spacing)s`` seconds apart, in
+#: claim order: its ready jobs due before its end (those due now, those parked at its end, the one
+#: that raised ``CircuitOpen``), as holds/status.py counts them held. Each one's held
+#: time is counted up to its release; a job released before the end it was parked at (a close by
+#: hand) gives back the part PARK counted ahead. Returns how many were released and their queues.
+#: The breaker's times are read before the UPDATE clears them (RETURNING shows the new values); the
+#: caller holds its row lock.
+CLOSE = f"""
+    WITH breaker AS (
+        SELECT opened_at, open_until FROM {CIRCUITS} WHERE task_name = %(task)s AND state <> 'closed'
+    ), closed AS (
+        UPDATE {CIRCUITS} SET state = 'closed', failures = 0, window_started_at = NULL, opened_at = NULL,
+            open_until = NULL, opens = 0, probe_job_id = NULL, probe_attempts = NULL,
+            updated_at = statement_timestamp()
+        WHERE task_name = %(task)s AND state <> 'closed'
+        RETURNING task_name
+    ), held AS (
+        SELECT j.id, statement_timestamp() + make_interval(
+                   secs => %(spacing)s * (row_number() OVER (ORDER BY {CLAIM_ORDER}) - 1)::float8
+               ) AS released_at
+        FROM {JOB} AS j, breaker AS b
+        WHERE j.task_name = %(task)s AND j.status = 'ready'
+          AND j.run_at <= GREATEST(statement_timestamp(), b.open_until)
+    ), released AS (
+        UPDATE {JOB} AS j SET run_at = held.released_at,
+            held_seconds = GREATEST(0, {held_seconds("b.opened_at", "held.released_at")} - CASE
+                WHEN j.first_attempt_at IS NOT NULL AND j.run_at = b.open_until
+                     AND j.run_at > held.released_at
+                THEN extract(epoch FROM j.run_at - held.released_at)::float8 ELSE 0 END)
+        FROM held, breaker AS b, closed WHERE j.id = held.id
+        RETURNING j.queue_name
+    )
+    SELECT count(*) AS released, ARRAY(SELECT DISTINCT queue_name FROM released) AS queues FROM released
+"""
+
+
+def bring_forward_sql(*, queues: bool, tasks: bool) -> str:
+    """The ready jobs with the earliest future ``run_at`` (ties included) made due now, for
+    ``testing.run_jobs(include_scheduled=True)``; only ``run_at`` changes. Returns their ids."""
+    where = {"queues": queues, "tasks": tasks}
+    return f"""
+        UPDATE {JOB} AS j SET run_at = statement_timestamp()
+        FROM (SELECT min(w.run_at) AS at FROM {JOB} AS w WHERE {waiting("w", **where)}) AS next
+        WHERE {waiting("j", **where)} AND j.run_at = next.at
+        RETURNING j.id
+    """
 
 
 # -- bury: running or ready -> dead letter --------------------------------------------------------
@@ -302,6 +486,17 @@ def cancel_burial_sql(*, ready: bool) -> str:
     return burial_sql(rows, where, entry=entry, reason=f"'{DeadReason.CANCELLED.value}'", message=message)
 
 
+# -- another system's dead letters: its failures imported, its given-up tasks buried -------------
+def import_dead_letters(using: str, rows: Sequence[DeadLetter]) -> list[DeadLetter]:
+    """Failures another system recorded, as dead letters (deadletters/external.py claimed them)."""
+    return DeadLetter.objects.using(using).bulk_create(rows)
+
+
+def insert_dead_letter(dead: DeadLetter, using: str) -> None:
+    """The dead letter of a task another system's adapter gave up on."""
+    dead.save(using=using, force_insert=True)
+
+
 # -- revive: dead letter -> ready -----------------------------------------------------------------
 def revive_sql(*, guarded: bool = True) -> str:
     """The inverse of a burial, for a set: the dead letters ``%(ids)s`` become ready jobs.
@@ -346,3 +541,30 @@ def revive_sql(*, guarded: bool = True) -> str:
         FROM dead LEFT JOIN revived ON revived.dead_letter_id = dead.id
         ORDER BY dead.id
     """
+
+
+# -- after the dead letter: handed back to its system, repaired, discarded ------------------------
+def hand_back(dead_letter_id: int) -> None:
+    """A dead letter of another system goes: its task was handed back to that system."""
+    DeadLetter.objects.filter(pk=dead_letter_id).delete()
+
+
+def replace_arguments(dead_letter_id: int, args: Any, kwargs: Any) -> None:
+    """A locked dead letter's new arguments, before its requeue (deadletters/repair.py)."""
+    DeadLetter.objects.filter(pk=dead_letter_id).update(args=args, kwargs=kwargs)
+
+
+#: The repair, recorded in the RequeueEntry of the job its dead letter just became.
+RECORD_REPAIR = (
+    f"UPDATE {JOB} SET requeue_history = jsonb_set(requeue_history, '{{-1,repair}}', %s::jsonb) WHERE id = %s"
+)
+
+#: Discard a chunk of locked dead letters (deadletters/chunks.py).
+DISCARD = f"DELETE FROM {DEAD} WHERE id = ANY(%s::bigint[])"
+
+
+# -- retention: succeeded jobs and old dead letters deleted -----------------------------------------
+def prune(model: type[Job] | type[DeadLetter], ids: Sequence[int]) -> int:
+    """Delete one batch of succeeded jobs or dead letters (retention locked them); how many went."""
+    count, _ = model.objects.filter(pk__in=ids).delete()
+    return count

@@ -32,10 +32,11 @@ from django.db.models.functions import Now
 
 from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob, JobConflict
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.insert import RunAt, insert_one
 from django_jobretry.jobs.prototypes import Shared
 from django_jobretry.jobs.sql import statement_guard, violates
-from django_jobretry.models import Job, JobStatus
+from django_jobretry.models import Job
 from django_jobretry.validation import Arguments
 
 logger = logging.getLogger("django_jobretry")
@@ -147,11 +148,8 @@ def _replaced(holder: Job, arguments: Arguments, run_at: RunAt, lane: str | None
         when = Now() + Value(run_at)
     else:
         when = run_at
-    changed = Job.objects.filter(pk=holder.pk, status=JobStatus.READY).update(
-        args=arguments.args,
-        kwargs=arguments.kwargs,
-        run_at=when,
-        run_after=None if run_at is None else when,
-        limit_lane=lane,
+    run_after = None if run_at is None else when
+    changed = statements.replace_call(
+        holder.pk, arguments.args, arguments.kwargs, run_at=when, run_after=run_after, lane=lane
     )
     return changed == 1

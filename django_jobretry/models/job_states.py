@@ -78,7 +78,7 @@ class JobSubStates(models.QuerySet[_Job]):
         return self.filter(held_filter())
 
     def parked(self) -> Self:
-        """Held by an open breaker and moved to its end by a heartbeat (holds/sql.py PARK)."""
+        """Held by an open breaker and moved to its end by a heartbeat (jobs/statements.py PARK)."""
         return self.filter(parked_filter())
 
     def waiting_for_slot(self) -> Self:

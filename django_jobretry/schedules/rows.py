@@ -1,7 +1,8 @@
 """A schedule's row: every statement on it, and each write to it besides a look's.
 
-The statements are written once, named, here: the look's (schedules/runs.py)
-and the one that inserts a slot's run among them. Times are the database's
+The statements are written once, named, here: the look's (schedules/runs.py);
+the one that inserts a slot's runs writes job rows, so it is
+jobs/statements.INSERT_RUNS, with every other job write. Times are the database's
 (docs/design.md#rule-5): a slot is due when ``statement_timestamp()`` has
 passed it, whatever a worker's own clock says.
 
@@ -28,9 +29,9 @@ from django.db.models.functions import Now
 from django_jobretry.console import counters
 from django_jobretry.display.suggestions import did_you_mean
 from django_jobretry.exceptions import InvalidJob
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import notify
 from django_jobretry.jobs.isolation import Apart, all_or_each
-from django_jobretry.jobs.sql import JOB
 from django_jobretry.jobs.unique import holder_of
 from django_jobretry.models import CounterEvent, JobStatus, Schedule
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
@@ -65,29 +66,6 @@ LOCK_DUE = f"""
     ORDER BY next_slot
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-"""
-
-#: The runs of one look (or one run now), in one statement: ordinary ready jobs, in slot order, so
-#: under overlap "skip" and "queue" a schedule's oldest due slot is the one that gets its unique key.
-#: A conflict inserts nothing: the schedule's live run holds the key, or the slot has its run already;
-#: nor does a run whose task's key a job succeeded with less than its unique_for ago.
-INSERT_RUNS = f"""
-    INSERT INTO {JOB} (task_name, queue_name, policy_name, priority, max_attempts, args, kwargs,
-                       unique_key, unique_for, schedule_name, schedule_slot, retry_until,
-                       status, attempts, lease_owner, errors, requeue_count, requeue_history)
-    SELECT r.task, r.queue, r.policy, r.priority, r.max_attempts, r.args::jsonb, r.kwargs::jsonb,
-           r.key, r.held_for, r.name, r.slot, r.until, 'ready', 0, '', '[]', 0, '[]'
-    FROM unnest(%(task)s::text[], %(queue)s::text[], %(policy)s::text[], %(priority)s::int[],
-                %(max_attempts)s::int[], %(args)s::text[], %(kwargs)s::text[], %(key)s::text[],
-                %(held_for)s::interval[], %(name)s::text[], %(slot)s::timestamptz[], %(until)s::timestamptz[])
-        WITH ORDINALITY
-        AS r(task, queue, policy, priority, max_attempts, args, kwargs, key, held_for, name, slot, until, n)
-    WHERE r.held_for IS NULL OR NOT EXISTS (
-        SELECT 1 FROM {JOB} AS h WHERE h.unique_key = r.key AND h.status = 'succeeded'
-          AND h.finished_at > statement_timestamp() - r.held_for)
-    ORDER BY r.n
-    ON CONFLICT DO NOTHING
-    RETURNING id, schedule_name, schedule_slot
 """
 
 #: The most a count column (bigint) holds.
@@ -274,7 +252,9 @@ def run_now(name: str, *, actor: str) -> int:
         cursor.execute(NOW)
         now = cursor.fetchone()[0]
         until = retry_until(spec, row.next_slot)
-        cursor.execute(INSERT_RUNS, as_arrays([{**vars(run), "name": name, "slot": now, "until": until}]))
+        cursor.execute(
+            statements.INSERT_RUNS, as_arrays([{**vars(run), "name": name, "slot": now, "until": until}])
+        )
         created = cursor.fetchone()
         if created is None:
             holder = holder_of(run.key, run.held_for) if run.key else None

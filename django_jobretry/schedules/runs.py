@@ -40,6 +40,7 @@ from django.db import DatabaseError, connection, transaction
 
 from django_jobretry.console import counters
 from django_jobretry.exceptions import JobRetryError
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import notify
 from django_jobretry.jobs.isolation import Apart, all_or_each
 from django_jobretry.jobs.sql import named_rows
@@ -213,7 +214,7 @@ def _insert_runs(cursor: Any, looks: Sequence[_Look]) -> dict[tuple[str, datetim
     ]
     if not rows:
         return {}
-    cursor.execute(sql.INSERT_RUNS, as_arrays(rows))
+    cursor.execute(statements.INSERT_RUNS, as_arrays(rows))
     return {(name, slot): job_id for job_id, name, slot in cursor.fetchall()}
 
 

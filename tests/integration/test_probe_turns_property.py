@@ -1,6 +1,6 @@
 """The probe of a breaker goes round its held jobs: over K openings no job is chosen more than ceil(K / N).
 
-The property drives ``hold_sql.CHOOSE_PROBE`` in PostgreSQL through random
+The property drives ``statements.CHOOSE_PROBE`` in PostgreSQL through random
 outages: N held jobs, each opening's probe answering ``CircuitOpen`` (its
 attempt given back) or failing (one attempt spent), and, as in a worker,
 the last probe's ``run_at`` the earliest of the held jobs. The negative
@@ -23,14 +23,14 @@ from hypothesis import strategies as st
 
 from django_jobretry import RetryPolicy, job
 from django_jobretry.holds import breakers
-from django_jobretry.holds import sql as hold_sql
+from django_jobretry.jobs import statements
 from django_jobretry.models import Circuit, CircuitState, Job
 
 pytestmark = pytest.mark.django_db
 
 PROPERTY = settings(max_examples=40, deadline=None, database=None, report_multiple_bugs=False)
 #: The choice before issue 36: a probe that got its attempt back was first again at every opening.
-BY_ATTEMPTS_LEFT = hold_sql.CHOOSE_PROBE.replace("ORDER BY probes, ", "ORDER BY ")
+BY_ATTEMPTS_LEFT = statements.CHOOSE_PROBE.replace("ORDER BY probes, ", "ORDER BY ")
 outcomes = st.lists(st.sampled_from(["circuit_open", "error"]), min_size=1, max_size=20)
 held = st.integers(min_value=1, max_value=6)
 
@@ -67,7 +67,7 @@ def outage(choose: str, count: int, answers: list[str]) -> Counter[int]:
 @PROPERTY
 @given(held, outcomes)
 def test_no_job_is_chosen_more_than_its_share_of_the_openings(count: int, answers: list[str]) -> None:
-    chosen = outage(hold_sql.CHOOSE_PROBE, count, answers)
+    chosen = outage(statements.CHOOSE_PROBE, count, answers)
     assert sum(chosen.values()) == len(answers)
     assert max(chosen.values()) <= math.ceil(len(answers) / count), chosen
 
