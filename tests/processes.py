@@ -108,6 +108,33 @@ def wait_until(condition: Callable[[], bool], *, timeout: float = 30.0, what: st
         time.sleep(0.02)
 
 
+def wait_while_progressing(
+    done: Callable[[], bool],
+    progress: Callable[[], object],
+    between: Callable[[], None],
+    *,
+    stall: float = 30.0,
+    what: str = "condition",
+) -> None:
+    """Call ``between`` until ``done()``; fail once ``progress()`` has not changed for ``stall`` seconds.
+
+    For waits made of several steps (attempts, each perhaps on a freshly booted
+    worker): a deadline over the whole wait grows with the number of steps and
+    the machine's load (three burst workers booting 15 s each on a loaded
+    machine missed a 30 s one), while "no step for ``stall`` seconds" is the
+    hang it stands for, however many steps there are. Progress values are
+    compared with ``==``.
+    """
+    seen = progress()
+    deadline = time.monotonic() + stall
+    while not done():
+        if (now := progress()) != seen:
+            seen, deadline = now, time.monotonic() + stall
+        elif time.monotonic() > deadline:
+            pytest.fail(f"no progress in {stall}s (still at {seen!r}) waiting for {what}")
+        between()
+
+
 def finish(process: subprocess.Popen[str], *, timeout: float = 60.0) -> tuple[int, str]:
     """Wait for a worker to exit by itself (hard deadline); returns (code, output)."""
     try:

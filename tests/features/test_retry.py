@@ -23,14 +23,15 @@ from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
-from tests.processes import finish, spawn_worker, wait_until
+from tests.processes import finish, spawn_worker, wait_until, wait_while_progressing
 
 # A subprocess worker must see the rows the test writes: no wrapping transaction.
 pytestmark = pytest.mark.django_db(transaction=True)
 
 scenarios("retry.feature")
 
-#: Hard deadline for a job to reach its final state (they take a few seconds at most).
+#: Hard deadline for a job's next run, or its final state, once the last run started (a few seconds at
+#: most): on progress, not on the whole wait, which grows with the attempts and the workers' boots.
 FINAL_TIMEOUT = 30.0
 
 
@@ -47,6 +48,10 @@ class Story:
 
     def runs(self) -> list[Execution]:
         return list(Execution.objects.filter(key=self.key).order_by("created_at", "pk"))
+
+    def run_count(self) -> int:
+        """The runs started so far: a wait's progress."""
+        return Execution.objects.filter(key=self.key).count()
 
     def history(self) -> list[dict[str, Any]]:
         """The job's attempt history, from the live job or from its dead letter."""
@@ -145,8 +150,9 @@ def worker_runs_until_final(story: Story, workers: list[subprocess.Popen[str]]) 
     starting dies of the signal instead of exiting 0).
     """
     process = start(story, workers)
+    what, pause = f"job {story.job_id} to finish", lambda: time.sleep(0.02)
     try:
-        wait_until(story.is_final, timeout=FINAL_TIMEOUT, what=f"job {story.job_id} to finish")
+        wait_while_progressing(story.is_final, story.run_count, pause, stall=FINAL_TIMEOUT, what=what)
     except pytest.fail.Exception:
         pytest.fail(f"job {story.job_id} never reached a final state; worker:\n{output_of([process])}")
     process.send_signal(signal.SIGTERM)
@@ -157,13 +163,15 @@ def worker_runs_until_final(story: Story, workers: list[subprocess.Popen[str]]) 
 @when(parsers.parse("{count:d} burst workers poll side by side until the job is finished"))
 def burst_workers_until_final(story: Story, workers: list[subprocess.Popen[str]], count: int) -> None:
     """Rounds of ``count`` concurrent `--burst` workers, each exiting 0 once nothing is due."""
-    deadline = time.monotonic() + FINAL_TIMEOUT
-    while not story.is_final():
-        assert time.monotonic() < deadline, f"job {story.job_id} never reached a final state"
+
+    def one_round() -> None:
         round_ = [start(story, workers, "--burst") for _ in range(count)]
         for process in round_:
             code, output = finish(process, timeout=30)
             assert code == 0, output
+
+    what = f"job {story.job_id} to reach a final state"
+    wait_while_progressing(story.is_final, story.run_count, one_round, stall=FINAL_TIMEOUT, what=what)
 
 
 @when(parsers.parse("workers poll for due jobs {times:d} more times"))

@@ -2,10 +2,14 @@
 
 Cadences are intervals from 1 s to 366 days and cron expressions in zones
 with and without DST (Lord Howe's is 30 minutes, Kathmandu is +05:45). A
-look is near a slot (on time or a little late), anywhere in a window of
-about thirty slots, or before the next slot (nothing due), so every branch
-of :func:`plan` is drawn. The window keeps the due slots well below
-MAX_ENUMERATED: the bounded case has a test of its own.
+look is near a slot (on time or a little late), late after a slot (past
+half the gap to the next slot or a minute, whichever is less, but before
+that next slot), anywhere in a window of about thirty slots, or before the
+next slot (nothing due), so every branch of :func:`plan` is drawn whatever
+the seed: Hypothesis favours small offsets, so "near a slot" alone can draw
+no late look in 200 examples, and the negative control for ``none`` missed.
+The window keeps the due slots well below MAX_ENUMERATED: the bounded case
+has a test of its own.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TICK = timedelta.resolution
 #: The most slots past the next one a look is drawn at.
 SLOTS_AHEAD = 30
+#: A look this long after a slot is late for every cadence (policy/slots.py caps the grace at a minute).
+LATE_AFTER = timedelta(seconds=60)
 #: Cron expressions and about how far apart their slots are, in seconds.
 CRONS = (
     ("* * * * *", 60),
@@ -81,11 +87,16 @@ def scenarios(draw: st.DrawFn, catch_up: CatchUp | None = None) -> Scenario:
     cadence, spacing = draw(cadences())
     start = draw(moments)
     next_slot = cadence.after(start)
-    where = draw(st.sampled_from(("near a slot", "anywhere", "before the next slot")))
-    if where == "near a slot":
+    where = draw(st.sampled_from(("near a slot", "late after a slot", "anywhere", "before the next slot")))
+    if where in ("near a slot", "late after a slot"):
         slots = cadence.slots_after(next_slot - TICK)
         slot = next(islice(slots, draw(st.integers(0, SLOTS_AHEAD)), None))
-        now = slot + timedelta(microseconds=draw(st.integers(0, 150_000_000)))
+        if where == "near a slot":
+            now = slot + timedelta(microseconds=draw(st.integers(0, 150_000_000)))
+        else:
+            gap = next(slots) - slot
+            late = min(LATE_AFTER, gap / 2) + TICK
+            now = slot + late + TICK * draw(st.integers(0, (gap - late) // TICK - 1))
     elif where == "anywhere":
         now = start + timedelta(microseconds=draw(st.integers(0, SLOTS_AHEAD * spacing * 1_000_000)))
     else:

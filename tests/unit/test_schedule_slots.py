@@ -255,6 +255,14 @@ def test_bounded_rejects_listing_every_due_slot() -> None:
             ),
             id="none-on-time",
         ),
+        pytest.param(
+            lambda s: (
+                s.catch_up is CatchUp.NONE
+                and bool(s.due())
+                and not plan(s.cadence, s.next_slot, s.now, s.catch_up).run
+            ),
+            id="none-late",
+        ),
         pytest.param(lambda s: s.cadence.cron is not None and s.cadence.tz != "UTC", id="cron-in-a-zone"),
     ],
 )
