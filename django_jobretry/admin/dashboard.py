@@ -43,7 +43,7 @@ from django_jobretry.admin import charts, dashboard_panels
 from django_jobretry.admin.base import NoWritesAdmin, holds
 from django_jobretry.console import deaths, status, status_samples, workers
 from django_jobretry.deadletters import admin_pages
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time

@@ -24,7 +24,7 @@ from django_jobretry.conf import (  # noqa: F401
     task_module_checks,
 )
 from django_jobretry.conf.schema import validate
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.limits import declare  # noqa: F401
 from django_jobretry.registry import registry
 from django_jobretry.schedules import checks as schedule_checks  # noqa: F401

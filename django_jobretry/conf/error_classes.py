@@ -13,7 +13,7 @@ import importlib
 from django.utils.module_loading import import_string
 
 from django_jobretry.conf.problems import Problem
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 
 _IMPORT_HINT = "Give the dotted path of an exception class, e.g. 'smtplib.SMTPRecipientsRefused'."
 

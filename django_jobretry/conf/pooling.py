@@ -33,7 +33,7 @@ from django.db import DEFAULT_DB_ALIAS
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schema import validate
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 
 #: The engines whose connections can LISTEN (Django's PostgreSQL backend and subclasses of it).
 POSTGRESQL = "django.db.backends.postgresql"

@@ -16,7 +16,7 @@ from django.utils.module_loading import import_string
 from django_jobretry.conf.error_classes import import_error_classes
 from django_jobretry.conf.problems import Problem
 from django_jobretry.conf.service_settings import service_problems
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
 from django_jobretry.policy.durations import MAX_DELAY
 

@@ -36,7 +36,7 @@ from django_jobretry.deadletters import repair
 from django_jobretry.deadletters.cli_bulk import EXIT_PARTIAL, EXIT_USAGE, default_actor
 from django_jobretry.deadletters.cli_lines import change_line
 from django_jobretry.deadletters.search import parameter_positions
-from django_jobretry.display.terminal import printable
+from django_jobretry.display import printable
 from django_jobretry.exceptions import InvalidJob, NotDead, RequeueConflict
 from django_jobretry.management.cli import duration, positive_int
 from django_jobretry.models import DeadLetter, DeadLetterSource

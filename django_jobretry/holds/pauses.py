@@ -39,7 +39,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from django_jobretry import signals
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.holds import breakers, sql
 from django_jobretry.jobs import statements

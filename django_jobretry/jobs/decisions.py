@@ -33,7 +33,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.display.humanize import count_of, humanize_delay
+from django_jobretry.display import count_of, humanize_delay
 from django_jobretry.holds import breakers
 from django_jobretry.holds import sql as hold_sql
 from django_jobretry.jobs import statements

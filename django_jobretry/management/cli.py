@@ -48,7 +48,7 @@ from django.utils import timezone
 
 from django_jobretry.conf.database_engine import holding_aliases
 from django_jobretry.deadletters.search import MAX_GROUPS
-from django_jobretry.display.terminal import printable
+from django_jobretry.display import printable
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models.fingerprints import check_fingerprint
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
