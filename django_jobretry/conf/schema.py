@@ -18,7 +18,7 @@ from django_jobretry.conf.problems import Problem
 from django_jobretry.conf.service_settings import service_problems
 from django_jobretry.display import did_you_mean
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
-from django_jobretry.policy.durations import MAX_DELAY
+from django_jobretry.policy.errors import MAX_DELAY
 
 #: Fields of one policy and their defaults: the built-in "default" policy.
 #: 20 attempts, 15 s doubling to a 2 h cap with +/-25 % jitter: about a day of
@@ -37,7 +37,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "requeue_budget": 0,
     "timeout": None,
     "circuit": None,
-    # None: 20, or no count when snooze_for (a time) is the budget (policy/snoozes.py).
+    # None: 20, or no count when snooze_for (a time) is the budget (policy/decisions.py).
     "max_snoozes": None,
     "snooze_for": None,
 }

@@ -16,7 +16,7 @@ from django.db.models.functions import Now
 
 from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
-from django_jobretry.policy.durations import MAX_DELAY
+from django_jobretry.policy.errors import MAX_DELAY
 
 #: Longest reason an operator may give for a pause.
 REASON_MAX_LENGTH = 500

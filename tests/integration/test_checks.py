@@ -234,7 +234,7 @@ def test_check_ids_are_unique_and_documented() -> None:
     [
         (5, "must be a dotted path to a callable, got 5"),
         ("no.such.redact", "cannot import 'no.such.redact'"),
-        ("django_jobretry.policy.parameters.MAX_ATTEMPTS_LIMIT", "is not callable"),
+        ("django_jobretry.policy.decisions.MAX_ATTEMPTS_LIMIT", "is not callable"),
     ],
 )
 def test_e008_payload_redactor(value: Any, fragment: str) -> None:
