@@ -19,7 +19,7 @@ block. An optional ``?refresh=N`` reloads the page every N seconds.
 
 Django's admin index lists registered models only, so the dashboard, a page
 of the dead-letter admin, reaches the index and the sidebar through the
-``Dashboard`` proxy (models/dashboard.py): :class:`DashboardLinkAdmin` puts
+``Dashboard`` proxy (models/dead_letter.py): :class:`DashboardLinkAdmin` puts
 a "Dashboard: what is dying" row under "Jobs and dead letters", for the
 users who may view dead letters, and its list redirects to the dashboard.
 The app's own index page (templates/admin/django_jobretry/app_index.html)

@@ -51,8 +51,8 @@ from django_jobretry.deadletters.search import MAX_GROUPS
 from django_jobretry.display import printable
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models.fingerprints import check_fingerprint
+from django_jobretry.models.instants import is_text
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
-from django_jobretry.models.storable import is_text
 from django_jobretry.validation import check_queue_name
 
 #: The exit code: `deadletters`' "failed" (docs/commands.md), for every command.
