@@ -19,9 +19,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django_jobretry.conf import (  # noqa: F401
     HEARTBEATS_PER_LEASE,
     database_engine,
+    databases,
     jobretry_settings,
-    pooling,
-    task_module_checks,
+    task_modules,
 )
 from django_jobretry.conf.schema import validate
 from django_jobretry.display import did_you_mean

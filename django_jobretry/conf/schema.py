@@ -13,9 +13,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from django_jobretry.conf.error_classes import import_error_classes
-from django_jobretry.conf.problems import Problem
-from django_jobretry.conf.service_settings import service_problems
+from django_jobretry.conf.problems import Problem, import_error_classes, service_problems
 from django_jobretry.display import did_you_mean
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
 from django_jobretry.policy.errors import MAX_DELAY
@@ -105,7 +103,7 @@ DEFAULTS: dict[str, Any] = {
     # The bearer token of the metrics view (docs/metrics.md); None: staff users only.
     "METRICS_TOKEN": None,
     # Workers LISTEN for wake-ups (False: poll only), on this DATABASES alias
-    # (None: the worker's own, "default"); django_jobretry/conf/pooling.py.
+    # (None: the worker's own, "default"); django_jobretry/conf/databases.py.
     "LISTEN": True,
     "LISTEN_DATABASE": None,
     # Modules every process imports at start-up besides each app's jobs.py and tasks.py
@@ -248,7 +246,7 @@ def task_modules(raw: object) -> list[str]:
 
 
 def _task_modules_problems(configured: object) -> list[Problem]:
-    """TASK_MODULES is a list of dotted module paths (whether each imports: task_module_checks.py)."""
+    """TASK_MODULES is a list of dotted module paths (whether each imports: task_modules.py)."""
     if isinstance(configured, str) or not isinstance(configured, list | tuple):
         msg = f'JOBRETRY["TASK_MODULES"] = {configured!r} is invalid: expected a list of dotted module paths.'
         return [Problem("E014", msg, TASK_MODULES_EXAMPLE)]

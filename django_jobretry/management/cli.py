@@ -9,7 +9,7 @@ whose connection (in the command's thread) was never opened or has been
 lost. Any other database error is a bug, and keeps its traceback.
 
 **A database that does not answer** (a partition) is bounded by the connect
-options our processes get (conf/connect_options.py). The command says it is
+options our processes get (conf/databases.py). The command says it is
 waiting when its first round trip has no answer after :data:`NOTICE_SECONDS`,
 and fails with the same one line once ``connect_timeout`` runs out.
 
