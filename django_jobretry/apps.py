@@ -17,7 +17,7 @@ class JobRetryConfig(AppConfig):
             checks,  # noqa: F401 - registers the system checks
             jobretry_settings,
         )
-        from django_jobretry.conf.connect_options import apply_connect_defaults
+        from django_jobretry.conf.databases import apply_connect_defaults
         from django_jobretry.conf.task_modules import import_startup_modules
         from django_jobretry.management.cli import runs_our_command
         from django_jobretry.worker.lifecycle import is_worker_process, remember_stop_requests

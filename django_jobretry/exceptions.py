@@ -12,9 +12,15 @@ from datetime import datetime
 
 from django.core.exceptions import ImproperlyConfigured
 
-from django_jobretry.display.suggestions import did_you_mean
-from django_jobretry.policy.base import InvalidPolicy, JobRetryError
-from django_jobretry.policy.errors import CircuitOpen, FatalError, RetryableError, Snooze
+from django_jobretry.display import did_you_mean
+from django_jobretry.policy.errors import (
+    CircuitOpen,
+    FatalError,
+    InvalidPolicy,
+    JobRetryError,
+    RetryableError,
+    Snooze,
+)
 
 __all__ = [
     "AttemptLost",

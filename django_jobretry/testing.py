@@ -24,7 +24,7 @@ from django.db import connection, transaction
 
 from django_jobretry import signals
 from django_jobretry.decorators import JobDefinition
-from django_jobretry.display.humanize import count_of
+from django_jobretry.display import count_of
 from django_jobretry.exceptions import TooManyRuns, UnknownTask
 from django_jobretry.jobs import claim, retention
 from django_jobretry.jobs.claimed import ClaimedJob, Failed, Succeeded

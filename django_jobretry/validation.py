@@ -25,8 +25,7 @@ from itertools import chain
 from typing import Any, NamedTuple
 
 from django_jobretry.exceptions import InvalidArguments, InvalidJob, UnsupportedArgument
-from django_jobretry.policy.base import InvalidPolicy
-from django_jobretry.policy.durations import to_timedelta
+from django_jobretry.policy.errors import InvalidPolicy, to_timedelta
 
 # \Z, not $: "$" also matches before a trailing newline.
 TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,199}\Z")

@@ -1,6 +1,6 @@
 """Test settings whose DATABASES["default"]["OPTIONS"] a test chooses: JSON in JOBRETRY_TEST_DATABASE_OPTIONS.
 
-For the connect options our processes add (django_jobretry/conf/connect_options.py):
+For the connect options our processes add (django_jobretry/conf/databases.py):
 a project's own value must win, and a process must show which ones it used.
 """
 

@@ -19,7 +19,7 @@ block. An optional ``?refresh=N`` reloads the page every N seconds.
 
 Django's admin index lists registered models only, so the dashboard, a page
 of the dead-letter admin, reaches the index and the sidebar through the
-``Dashboard`` proxy (models/dashboard.py): :class:`DashboardLinkAdmin` puts
+``Dashboard`` proxy (models/dead_letter.py): :class:`DashboardLinkAdmin` puts
 a "Dashboard: what is dying" row under "Jobs and dead letters", for the
 users who may view dead letters, and its list redirects to the dashboard.
 The app's own index page (templates/admin/django_jobretry/app_index.html)
@@ -43,7 +43,7 @@ from django_jobretry.admin import charts, dashboard_panels
 from django_jobretry.admin.base import NoWritesAdmin, holds
 from django_jobretry.console import deaths, status, status_samples, workers
 from django_jobretry.deadletters import admin_pages
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time

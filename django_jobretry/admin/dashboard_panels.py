@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from django_jobretry.admin import rendering
-from django_jobretry.display.humanize import humanize_age
+from django_jobretry.display import humanize_age
 
 _T = TypeVar("_T")
 

@@ -38,7 +38,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.display.humanize import humanize_age, humanize_delay
+from django_jobretry.display import humanize_age, humanize_delay
 from django_jobretry.display.redaction import redacted_payload
 from django_jobretry.jobs.tracing import stored_context
 from django_jobretry.models import DeadLetter, Job

@@ -25,7 +25,7 @@ from django.utils.safestring import SafeString
 from django_jobretry.admin import rendering
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.console.workers import queue_list
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display import humanize_delay
 from django_jobretry.models import WorkerProcess
 from django_jobretry.models.worker_process import IS_LIVE, LIVE
 

@@ -1,8 +1,9 @@
 """The one settings object: typed, validated, read lazily from settings.JOBRETRY.
 
-This package is the settings room: the schema (schema.py), the system
-checks (checks.py, pooling.py, database_engine.py, task_module_checks.py)
-and the modules imported at start-up (task_modules.py).
+This package is the settings room: the schema (schema.py) and the problems
+it reports (problems.py), the system checks (checks.py, databases.py,
+database_engine.py, task_modules.py), the database connections of our
+processes (databases.py) and the modules imported at start-up (task_modules.py).
 
 Values are read at access time (cached until a `setting_changed` signal) so
 `override_settings` works in tests and nothing is read at import.

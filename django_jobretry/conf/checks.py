@@ -19,12 +19,12 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django_jobretry.conf import (  # noqa: F401
     HEARTBEATS_PER_LEASE,
     database_engine,
+    databases,
     jobretry_settings,
-    pooling,
-    task_module_checks,
+    task_modules,
 )
 from django_jobretry.conf.schema import validate
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.limits import declare  # noqa: F401
 from django_jobretry.registry import registry
 from django_jobretry.schedules import checks as schedule_checks  # noqa: F401

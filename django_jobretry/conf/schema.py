@@ -13,12 +13,10 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from django_jobretry.conf.error_classes import import_error_classes
-from django_jobretry.conf.problems import Problem
-from django_jobretry.conf.service_settings import service_problems
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.conf.problems import Problem, import_error_classes, service_problems
+from django_jobretry.display import did_you_mean
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
-from django_jobretry.policy.durations import MAX_DELAY
+from django_jobretry.policy.errors import MAX_DELAY
 
 #: Fields of one policy and their defaults: the built-in "default" policy.
 #: 20 attempts, 15 s doubling to a 2 h cap with +/-25 % jitter: about a day of
@@ -37,7 +35,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "requeue_budget": 0,
     "timeout": None,
     "circuit": None,
-    # None: 20, or no count when snooze_for (a time) is the budget (policy/snoozes.py).
+    # None: 20, or no count when snooze_for (a time) is the budget (policy/decisions.py).
     "max_snoozes": None,
     "snooze_for": None,
 }
@@ -105,7 +103,7 @@ DEFAULTS: dict[str, Any] = {
     # The bearer token of the metrics view (docs/metrics.md); None: staff users only.
     "METRICS_TOKEN": None,
     # Workers LISTEN for wake-ups (False: poll only), on this DATABASES alias
-    # (None: the worker's own, "default"); django_jobretry/conf/pooling.py.
+    # (None: the worker's own, "default"); django_jobretry/conf/databases.py.
     "LISTEN": True,
     "LISTEN_DATABASE": None,
     # Modules every process imports at start-up besides each app's jobs.py and tasks.py
@@ -248,7 +246,7 @@ def task_modules(raw: object) -> list[str]:
 
 
 def _task_modules_problems(configured: object) -> list[Problem]:
-    """TASK_MODULES is a list of dotted module paths (whether each imports: task_module_checks.py)."""
+    """TASK_MODULES is a list of dotted module paths (whether each imports: task_modules.py)."""
     if isinstance(configured, str) or not isinstance(configured, list | tuple):
         msg = f'JOBRETRY["TASK_MODULES"] = {configured!r} is invalid: expected a list of dotted module paths.'
         return [Problem("E014", msg, TASK_MODULES_EXAMPLE)]

@@ -6,7 +6,7 @@ runs the tasks registered while Django starts. Those are the ``@job`` and
 when ``TASKS`` uses our backend), of ``JOBRETRY["TASK_MODULES"]``, and of
 whatever those and the apps' own modules import. A task defined anywhere
 else (a ``views.py``, a service module) exists in the web process only;
-check E015 names it (task_module_checks.py), and the worker's "unknown
+check E015 names it (below), and the worker's "unknown
 task" error lists these modules.
 
 A module that cannot be imported is remembered, not raised: a
@@ -16,17 +16,29 @@ Django refuses while its module loads, such as a queue its backend's
 ``runserver`` and ``migrate`` - reports them instead of every command
 printing a traceback. Any other error in an app's own ``jobs.py`` or
 ``tasks.py`` is raised, as Django does for ``admin.py``.
+
+The checks of this module's work sit beside it (E014, E015, E025): they
+say, before the first job dies as "unknown task", which module start-up
+could not import and which task is defined in a module start-up never
+imports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
+from collections.abc import Sequence
+from typing import Any
 
-from django.apps import apps
+from django.apps import AppConfig, apps
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+from django.urls import get_resolver
 from django.utils.module_loading import module_has_submodule
 
-from django_jobretry.conf.schema import task_modules
+from django_jobretry.conf.schema import TASK_MODULES_EXAMPLE, task_modules
+from django_jobretry.registry import registry
 
 logger = logging.getLogger("django_jobretry")
 
@@ -98,3 +110,62 @@ HOW_TO_ADD = (
     "define the task in an installed app's jobs.py (or tasks.py, when TASKS uses JobRetryBackend), "
     'or add its module to JOBRETRY["TASK_MODULES"]'
 )
+
+
+@register()
+def check_startup_imports(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E014: a TASK_MODULES entry that does not import; E025: a @task Django refused while it loaded."""
+    problems: list[CheckMessage] = []
+    refused = refused_task_types()
+    for path, error in failures().items():
+        if isinstance(error, refused):
+            problems.append(
+                Error(
+                    f"{path} was not imported at start-up, so none of its tasks is registered: {error}",
+                    hint=getattr(error, "hint", "Fix the @task that Django refused."),
+                    id="django_jobretry.E025",
+                )
+            )
+        else:
+            problems.append(
+                Error(
+                    f'JOBRETRY["TASK_MODULES"]: {path!r} cannot be imported '
+                    f"({type(error).__name__}: {error}), so none of its tasks is registered.",
+                    hint=f"Give the dotted path of a module that imports; {TASK_MODULES_EXAMPLE}.",
+                    id="django_jobretry.E014",
+                )
+            )
+    return problems
+
+
+@register()
+def check_tasks_workers_import(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E015: a task registered after start-up, in a module that workers therefore do not import."""
+    _import_url_configuration()
+    return [
+        Error(
+            f"task {name!r} is defined in {module!r}, which workers do not import at start-up "
+            f"(they import {listing()}): they will not have it, and every job of it "
+            "fails as an unknown task.",
+            hint=f"{HOW_TO_ADD[:1].upper()}{HOW_TO_ADD[1:]}.",
+            id="django_jobretry.E015",
+        )
+        for name, module in sorted(registry.registered_late().items())
+    ]
+
+
+def _import_url_configuration() -> None:
+    """Load the URL configuration, as the web process does: a task in a view is then registered.
+
+    The order of checks is not defined, so this check does not rely on
+    Django's URL check having loaded it first. A URL configuration that
+    cannot be loaded is Django's check to report.
+    """
+    if not getattr(settings, "ROOT_URLCONF", None):
+        return  # a worker-only project
+    with contextlib.suppress(Exception):  # Django's urls checks report it (urls.E004 and others)
+        _ = get_resolver().url_patterns

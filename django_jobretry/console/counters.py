@@ -1,7 +1,7 @@
 """Event counters for the metrics: written without new contention or round trips on the hot paths.
 
 A counter (event, task, queue) is the sum of its rows
-(models/event_counter.py). Each writer picks the cheapest way that never
+(models/status_sample.py). Each writer picks the cheapest way that never
 makes one transaction wait for another (docs/design.md#counters):
 
 - **enqueue** runs inside the caller's transaction, where an upsert of one

@@ -1,7 +1,7 @@
 """What is dying: deaths per time bucket, per task and per error class, and what retries now.
 
 The dashboard's answer to "what is dying, and why". Deaths are counted from
-the Death rows each burial appends (models/death.py), not from the dead
+the Death rows each burial appends (models/dead_letter.py), not from the dead
 letters kept: a requeue or a discard does not bring the dead back to life,
 so an hour's count never falls. Like the rest of the dashboard
 (console/status.py), every figure is an index walk that stops early:

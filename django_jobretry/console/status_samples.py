@@ -8,7 +8,7 @@ counted once whatever the number of workers: the ``NOT EXISTS`` skips the
 counts when the minute is already there, and ``ON CONFLICT DO NOTHING``
 settles the two workers that count it at the same instant (both count, one
 row is written). The worker that wrote the minute also deletes the samples,
-and the deaths the charts count (models/death.py), older than
+and the deaths the charts count (models/dead_letter.py), older than
 ``SAMPLES_KEPT``, in the same statement.
 
 The counts are the dashboard's index walks (console/status.py) over
@@ -71,7 +71,7 @@ SAMPLE_SQL = f"""
         DELETE FROM {SAMPLES}
         WHERE taken_at < statement_timestamp() - %(kept)s AND EXISTS (SELECT 1 FROM inserted)
         RETURNING taken_at
-    ), forgotten AS (  -- the deaths counted for the charts (models/death.py), kept as long
+    ), forgotten AS (  -- the deaths counted for the charts (models/dead_letter.py), kept as long
         DELETE FROM {DEATHS}
         WHERE died_at < statement_timestamp() - %(kept)s AND EXISTS (SELECT 1 FROM inserted)
     )

@@ -25,7 +25,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.deadletters import cli_import, cli_lines, cli_repair, service
 from django_jobretry.deadletters.cli_bulk import EXIT_FAILED, EXIT_PARTIAL, EXIT_USAGE, BulkActions, _ids
 from django_jobretry.deadletters.search import WHOLE_VALUES, InvalidSearch, containment
-from django_jobretry.display.terminal import printable
+from django_jobretry.display import printable
 from django_jobretry.management.cli import (
     DatabaseCommand,
     cursor,

@@ -16,7 +16,7 @@ from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 
 from django_jobretry.deadletters.cli_bulk import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PARTIAL, Progress
-from django_jobretry.display.terminal import printable
+from django_jobretry.display import printable
 from django_jobretry.management.cli import since
 
 ACTION = "import-django-q2"

@@ -29,9 +29,8 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.deadletters.search import FailureGroup
 from django_jobretry.deadletters.search import groups as failure_groups
 from django_jobretry.deadletters.service import filtered
-from django_jobretry.display.humanize import count_of, humanize_delay
+from django_jobretry.display import count_of, humanize_delay, printable
 from django_jobretry.display.redaction import redacted_payload
-from django_jobretry.display.terminal import printable
 from django_jobretry.models import DeadLetter
 from django_jobretry.registry import registry
 

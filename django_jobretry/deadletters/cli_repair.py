@@ -18,7 +18,7 @@ values, is refused then (as the admin refuses it to everyone).
 
 Each option's value is refused, before anything touches the database, when
 it cannot be read or PostgreSQL's jsonb would not take it
-(models/storable.py): one line, exit 2 (deadletters/cli.py ``read_options``).
+(models/instants.py): one line, exit 2 (deadletters/cli.py ``read_options``).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from django_jobretry.deadletters import repair
 from django_jobretry.deadletters.cli_bulk import EXIT_PARTIAL, EXIT_USAGE, default_actor
 from django_jobretry.deadletters.cli_lines import change_line
 from django_jobretry.deadletters.search import parameter_positions
-from django_jobretry.display.terminal import printable
+from django_jobretry.display import printable
 from django_jobretry.exceptions import InvalidJob, NotDead, RequeueConflict
 from django_jobretry.management.cli import duration, positive_int
 from django_jobretry.models import DeadLetter, DeadLetterSource
-from django_jobretry.models.storable import check_json
+from django_jobretry.models.instants import check_json
 
 #: ``--set order.id=7``: the name's parts and the value.
 Assignment = tuple[list[str], Any]

@@ -205,7 +205,7 @@ def bury_external(letter: ExternalDeadLetter) -> DeadLetter:
         dead = letter.to_model()
         statements.insert_dead_letter(dead, using)
         _claim(using, letter.source, [letter.external_id])
-        # Counted as a death like our own burials (models/death.py); an import is not one.
+        # Counted as a death like our own burials (models/dead_letter.py); an import is not one.
         Death.objects.using(using).create(
             task_name=dead.task_name,
             queue_name=dead.queue_name,

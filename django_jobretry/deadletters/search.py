@@ -54,7 +54,7 @@ from django.db.models import Q
 
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter
-from django_jobretry.models.storable import check_json
+from django_jobretry.models.instants import check_json
 from django_jobretry.registry import registry
 from django_jobretry.signatures import call_signature
 
@@ -171,7 +171,7 @@ def _checked(found: Q, value: Any) -> Q:
 
 
 def _check(value: Any) -> None:
-    """InvalidSearch for a value PostgreSQL's jsonb refuses (models/storable.py).
+    """InvalidSearch for a value PostgreSQL's jsonb refuses (models/instants.py).
 
     ``json.loads`` reads ``"\\u0000"``, ``"\\ud800"``, ``NaN`` and ``1e400``,
     which jsonb does not take: the statement would fail, a server error.

@@ -30,7 +30,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from django_jobretry import signals
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display import humanize_delay
 from django_jobretry.holds import sql
 from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import notify

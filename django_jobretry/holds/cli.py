@@ -20,7 +20,7 @@ yet (held from its first job).
 
 `jobstatus` and the metrics read the report of holds/status.py, the
 dashboard's too. Names and reasons come from rows anyone with database
-access can write: every cell is made printable (display/terminal.py
+access can write: every cell is made printable (display/__init__.py
 ``table``). The metrics' series exist only while something is held, so a
 paused queue or an open breaker is an alert rule on the series' presence or
 value (docs/metrics.md); prometheus_client, an optional extra, is imported
@@ -38,7 +38,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from django_jobretry.deadletters.cli_bulk import default_actor
-from django_jobretry.display.terminal import table
+from django_jobretry.display import table
 from django_jobretry.holds import breakers, pauses
 from django_jobretry.holds.status import CircuitLine, HoldsReport, PauseLine, held_by_pause, holds_report
 from django_jobretry.management.cli import DatabaseCommand, cancel_actor, duration

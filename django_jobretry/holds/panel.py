@@ -35,7 +35,7 @@ from django.utils.safestring import SafeString
 from django_jobretry.admin import rendering
 from django_jobretry.admin.base import holds as may
 from django_jobretry.admin.dashboard_panels import Page, since
-from django_jobretry.display.humanize import count_of
+from django_jobretry.display import count_of
 from django_jobretry.holds.status import CircuitLine, PauseLine, anything_held, holds_report
 from django_jobretry.limits import status as limits_status
 from django_jobretry.models import Circuit, CircuitState, Pause

@@ -39,7 +39,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from django_jobretry import signals
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.holds import breakers, sql
 from django_jobretry.jobs import statements
@@ -49,8 +49,7 @@ from django_jobretry.jobs.sql import named_rows
 from django_jobretry.limits.declare import queue_limits
 from django_jobretry.models import Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
-from django_jobretry.models.instants import EARLIEST, LATEST, check_run_after
-from django_jobretry.models.storable import is_text
+from django_jobretry.models.instants import EARLIEST, LATEST, check_run_after, is_text
 from django_jobretry.policy.limits import InvalidLimit
 from django_jobretry.registry import registry
 

@@ -8,7 +8,7 @@ Beside it, the attempts a job gave back: ``raise Snooze(delay)`` and ``raise Cir
 
 Neither is a failure. The job is ready again after the delay with its
 attempt uncounted, its history holding the snooze; the snooze budget of its
-policy (``max_snoozes``, ``snooze_for``: policy/snoozes.py) bounds how often
+policy (``max_snoozes``, ``snooze_for``: policy/decisions.py) bounds how often
 and for how long in all. Past it the job is a ``snooze_budget`` dead letter,
 written by the failure path like any burial, its error saying how many
 snoozes over how long and which limit. A ``CircuitOpen`` also opens its
@@ -33,7 +33,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.display.humanize import count_of, humanize_delay
+from django_jobretry.display import count_of, humanize_delay
 from django_jobretry.holds import breakers
 from django_jobretry.holds import sql as hold_sql
 from django_jobretry.jobs import statements
@@ -50,7 +50,7 @@ from django_jobretry.jobs.history import (
 from django_jobretry.models import DeadReason
 from django_jobretry.policy import CircuitOpen, Classification, Defer, ErrorKind, RetryPolicy, Snooze
 from django_jobretry.policy.decisions import Decision, GiveUp, GiveUpReason, Retry
-from django_jobretry.policy.durations import to_timedelta
+from django_jobretry.policy.errors import to_timedelta
 from django_jobretry.registry import INLINE_POLICY
 
 # A random.Random of our own: handlers reseeding the global one must not

@@ -177,7 +177,7 @@ def counting_deaths(dead: str) -> str:
     """A CTE appending one Death row per row of the CTE ``dead`` (an INSERT ... RETURNING DIED).
 
     Part of each burial statement, so a death is counted in the statement that
-    makes the dead letter, and rolled back with it (models/death.py).
+    makes the dead letter, and rolled back with it (models/dead_letter.py).
     """
     return (
         f"died AS (INSERT INTO {DEATHS} (task_name, queue_name, reason, error_class, died_at) "

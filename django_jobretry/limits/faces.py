@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from django_jobretry.display.terminal import printable
+from django_jobretry.display import printable
 from django_jobretry.limits import status
 from django_jobretry.limits.status import LimitLine
 

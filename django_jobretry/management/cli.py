@@ -9,7 +9,7 @@ whose connection (in the command's thread) was never opened or has been
 lost. Any other database error is a bug, and keeps its traceback.
 
 **A database that does not answer** (a partition) is bounded by the connect
-options our processes get (conf/connect_options.py). The command says it is
+options our processes get (conf/databases.py). The command says it is
 waiting when its first round trip has no answer after :data:`NOTICE_SECONDS`,
 and fails with the same one line once ``connect_timeout`` runs out.
 
@@ -48,11 +48,11 @@ from django.utils import timezone
 
 from django_jobretry.conf.database_engine import holding_aliases
 from django_jobretry.deadletters.search import MAX_GROUPS
-from django_jobretry.display.terminal import printable
+from django_jobretry.display import printable
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models.fingerprints import check_fingerprint
+from django_jobretry.models.instants import is_text
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
-from django_jobretry.models.storable import is_text
 from django_jobretry.validation import check_queue_name
 
 #: The exit code: `deadletters`' "failed" (docs/commands.md), for every command.

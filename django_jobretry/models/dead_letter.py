@@ -1,4 +1,32 @@
-"""The DeadLetter row: a job that will not be retried again, kept for an operator."""
+"""The dead letters' tables: the DeadLetter row, and the rows that count, show and import dead letters.
+
+- :class:`DeadLetter`: a job that will not be retried again, kept for an operator.
+- :class:`Dashboard`: a proxy with no table of its own, the admin index's
+  entry for the dashboard (a page of the dead-letter admin).
+- :class:`Death`: one job that died, when, of what; the dashboard counts
+  deaths from these. Dead letters are the wrong thing to count for "how many
+  died in this hour": a requeue or a discard removes the row, so the count of
+  an hour would fall although nothing came back to life. Each burial
+  statement therefore also appends one row here, in the same statement
+  (jobs/sql.py ``COUNT_DEATHS``): nothing to lock or to conflict on, so
+  burials never wait for each other. The rows are kept as long as the status
+  samples (status_samples.SAMPLES_KEPT, a week); the worker that takes a
+  minute's sample deletes older ones in the same statement. Never edited,
+  never shown by themselves: no arguments, no message, only what the counts
+  group by.
+- :class:`ImportedFailure`: a failure of another system that an import has
+  taken in. ``manage.py deadletters import-django-q2`` turns django-q2
+  ``Failure`` rows into dead letters and leaves the ``Failure`` rows where
+  they are. The dead letter itself cannot say "this one was imported
+  already": requeue and discard delete it. So each imported task is
+  remembered here, by (source, external id), for good: a second run, or one
+  after the dead letter was requeued or discarded, imports it no more. The
+  unique constraint is what makes two imports running at once take each
+  failure exactly once.
+
+One module, because each of the three exists for the dead letters and reads
+their reasons or sits in their admin.
+"""
 
 from __future__ import annotations
 
@@ -136,3 +164,69 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name}#{self.job_id} dead ({self.reason})"
+
+
+class Dashboard(DeadLetter):
+    """No table of its own: the admin index's and sidebar's entry for the dashboard (admin/dashboard.py).
+
+    The admin lists models only, so the dashboard, a page of the dead-letter
+    admin, is reachable from the index through this proxy, whose list
+    redirects there.
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard: what is dying"
+        # Seeing it is seeing dead letters (view_deadletter).
+        default_permissions = ()
+
+
+class Death(models.Model):
+    """A job that became a dead letter: when, which task on which queue, why, of which error class."""
+
+    id = models.BigAutoField(primary_key=True)
+    died_at = models.DateTimeField(db_default=Now())
+    task_name = models.CharField(max_length=200)
+    queue_name = models.CharField(max_length=100)
+    reason = models.CharField(max_length=max(len(value) for value in DeadReason.values))
+    #: The last error's class; "" for a death without an exception (lease lost, cancelled).
+    error_class = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        db_table = "jobretry_death"
+        verbose_name = "death"
+        # Written only by the burial statements; the dashboard reads it under view_deadletter.
+        default_permissions = ()
+        indexes = [
+            # Per hour and per day (the charts), and pruning: one range of this index each.
+            models.Index(fields=["died_at"], name="jobretry_death_at"),
+            # Per task and per error class: a skip scan finds the names, a range counts each.
+            models.Index(fields=["task_name", "died_at"], name="jobretry_death_task"),
+            models.Index(fields=["error_class", "died_at"], name="jobretry_death_error"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(reason__in=DeadReason.values), name="jobretry_death_reason_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_name} died {self.died_at:%Y-%m-%d %H:%M:%S} ({self.reason})"
+
+
+class ImportedFailure(models.Model):
+    """One external task (django-q2: its task id) that an import has handled."""
+
+    source = models.CharField(max_length=16)
+    external_id = models.CharField(max_length=64)
+    imported_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        verbose_name = "imported failure"
+        constraints = [
+            models.UniqueConstraint(fields=["source", "external_id"], name="jobretry_imported_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.external_id}"

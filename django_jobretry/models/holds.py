@@ -1,10 +1,17 @@
-"""What holds jobs back from the claim: an operator's pause of a queue or task, and a task's breaker.
+"""What holds jobs back from the claim: an operator's pause, a task's breaker, and the rate limits' buckets.
 
-Both are rows the claim statement reads (jobs/statements.py), so a
-pause or an open breaker applies to every worker on every host at its next
-claim, with no cache to go stale. A held job stays ready and keeps its
+Pauses and breakers are rows the claim statement reads (jobs/statements.py),
+so a pause or an open breaker applies to every worker on every host at its
+next claim, with no cache to go stale. A held job stays ready and keeps its
 attempts; the time it was held is added to its ``held_seconds`` when it is
 released, so its ``retry_for`` clock does not run meanwhile.
+
+The rate limits' token buckets are one row per rate-limited task or queue.
+Concurrency limits need no row of their own: a slot is a running job, so a
+slot frees when its job leaves "running" by any fenced transition or by
+lease recovery, and never twice. A rate needs memory between claims: how
+many tokens were left, and when. The limited claim (jobs/statements.py)
+refills and spends them under a lock, on the database clock.
 """
 
 from __future__ import annotations
@@ -15,8 +22,8 @@ from django.db import models
 from django.db.models.functions import Now
 
 from django_jobretry.models.instants import holdable_times
-from django_jobretry.models.job import ACTOR_MAX_LENGTH
-from django_jobretry.policy.durations import MAX_DELAY
+from django_jobretry.models.job import ACTOR_MAX_LENGTH, LANE_MAX_LENGTH
+from django_jobretry.policy.errors import MAX_DELAY
 
 #: Longest reason an operator may give for a pause.
 REASON_MAX_LENGTH = 500
@@ -133,3 +140,25 @@ class Circuit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name} ({self.state})"
+
+
+class RateBucket(models.Model):
+    """The tokens of one rate limit ("task:<name>" or "queue:<name>") as of ``refilled_at``."""
+
+    name = models.CharField(max_length=LANE_MAX_LENGTH, primary_key=True)
+    tokens = models.FloatField()
+    refilled_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "rate bucket"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(tokens__gte=0), name="jobretry_bucket_tokens_pos"),
+            # NaN passes ">= 0" in PostgreSQL (it sorts above every number): this one refuses it.
+            models.CheckConstraint(
+                condition=models.Q(tokens__lt=math.inf), name="jobretry_bucket_tokens_finite"
+            ),
+            *holdable_times("jobretry_bucket", "refilled_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.tokens:.2f} tokens"

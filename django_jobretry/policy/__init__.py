@@ -4,7 +4,6 @@ The import boundary is tested (tests/unit/test_policy_is_pure.py) so the
 policy stays usable and property-testable without a configured project.
 """
 
-from django_jobretry.policy.base import InvalidPolicy, JobRetryError
 from django_jobretry.policy.circuit import CircuitBreaker
 from django_jobretry.policy.decisions import (
     Classification,
@@ -15,7 +14,14 @@ from django_jobretry.policy.decisions import (
     GiveUpReason,
     Retry,
 )
-from django_jobretry.policy.errors import CircuitOpen, FatalError, RetryableError, Snooze
+from django_jobretry.policy.errors import (
+    CircuitOpen,
+    FatalError,
+    InvalidPolicy,
+    JobRetryError,
+    RetryableError,
+    Snooze,
+)
 from django_jobretry.policy.retry import RetryPolicy, ScheduleRow
 
 __all__ = [

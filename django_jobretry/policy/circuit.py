@@ -15,10 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django_jobretry.policy.base import InvalidPolicy
-from django_jobretry.policy.decisions import ErrorKind
-from django_jobretry.policy.durations import to_timedelta
-from django_jobretry.policy.parameters import error_classes, number
+from django_jobretry.policy.decisions import ErrorKind, error_classes, number
+from django_jobretry.policy.errors import InvalidPolicy, to_timedelta
 
 #: The keys a breaker's mapping may hold, with their defaults (None: required).
 CIRCUIT_FIELDS: dict[str, object] = {

@@ -22,7 +22,7 @@ import re
 import string
 from dataclasses import dataclass
 
-from django_jobretry.policy.base import JobRetryError
+from django_jobretry.policy.errors import JobRetryError
 
 #: Seconds per rate period, by the letter a rate is written with.
 PERIODS = {"s": 1.0, "m": 60.0, "h": 3600.0}

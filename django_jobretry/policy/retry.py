@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django_jobretry.policy.base import InvalidPolicy
 from django_jobretry.policy.circuit import CircuitBreaker, circuit_value
 from django_jobretry.policy.decisions import (
     Classification,
@@ -23,18 +22,23 @@ from django_jobretry.policy.decisions import (
     GiveUp,
     GiveUpReason,
     Retry,
-)
-from django_jobretry.policy.durations import MAX_BUDGET, to_seconds, to_timedelta
-from django_jobretry.policy.errors import FatalError, RetryableError, requested_delay
-from django_jobretry.policy.parameters import (
     attempt_limit,
     check_attempt,
     error_classes,
     error_kind,
     number,
     requeue_budget_value,
+    snooze_budget,
 )
-from django_jobretry.policy.snoozes import snooze_budget
+from django_jobretry.policy.errors import (
+    MAX_BUDGET,
+    FatalError,
+    InvalidPolicy,
+    RetryableError,
+    requested_delay,
+    to_seconds,
+    to_timedelta,
+)
 
 type Seconds = int | float | timedelta
 type ErrorClasses = Sequence[type[BaseException]]

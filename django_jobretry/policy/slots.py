@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from django_jobretry.policy.base import InvalidPolicy
+from django_jobretry.policy.errors import InvalidPolicy
 
 #: The most due slots one plan looks at; past it the dropped count is a lower bound (``dropped_more``).
 MAX_ENUMERATED = 10_000

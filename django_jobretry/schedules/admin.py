@@ -34,7 +34,7 @@ from django_jobretry.admin import rendering
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.admin.base import holds as may
 from django_jobretry.admin.dashboard_panels import Page, since
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display import humanize_delay
 from django_jobretry.models import Schedule
 from django_jobretry.schedules import status
 from django_jobretry.schedules.admin_actions import ScheduleActions

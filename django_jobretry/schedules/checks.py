@@ -22,7 +22,7 @@ from django.core.checks import CheckMessage, Error, register
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schema import validate
 from django_jobretry.conf.task_modules import HOW_TO_ADD
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import JobRetryError
 from django_jobretry.registry import registry
 from django_jobretry.schedules import declare

@@ -13,7 +13,7 @@ management/commands/schedules.py, which imports :class:`Command` from here.
 A next slot is shown in the schedule's own time zone, where its cron is
 read (an operator thinks "the 03:00 Berlin run"), and in UTC. Names, tasks
 and pause reasons come from rows anyone with database access can write:
-every cell is made printable (display/terminal.py ``table``).
+every cell is made printable (display.py ``table``).
 Schedule arguments are never shown.
 
 Exit codes: 0 done (also when the schedule was already paused or resumed);
@@ -33,12 +33,11 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.deadletters.cli import HelpFormatter, accept_django_options
 from django_jobretry.deadletters.cli_bulk import EXIT_PARTIAL, EXIT_USAGE, default_actor
-from django_jobretry.display.humanize import humanize_delay
-from django_jobretry.display.terminal import printable, table
+from django_jobretry.display import humanize_delay, printable, table
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.management.cli import DatabaseCommand, cancel_actor
 from django_jobretry.models import Schedule
-from django_jobretry.models.storable import is_text
+from django_jobretry.models.instants import is_text
 from django_jobretry.schedules import rows, status
 from django_jobretry.schedules.declare import declared
 from django_jobretry.schedules.status import NOT_DECLARED, ScheduleState, utc, zoned

@@ -23,7 +23,7 @@ from typing import Any
 from django.conf import settings
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.policy import InvalidPolicy
 from django_jobretry.policy.slots import (

@@ -27,7 +27,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from django_jobretry.console import counters
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import notify

@@ -14,7 +14,7 @@ each child a random token, the child puts it in the ``application_name`` of
 every connection it opens (a connection parameter: no extra round trip),
 and after killing a child the worker terminates the sessions that carry it.
 No other session has that name, so a backend pid reused meanwhile is never
-hit. A transaction-pooled alias (pooling.py) is left alone: its server
+hit. A transaction-pooled alias (conf/databases.py) is left alone: its server
 sessions are shared by other clients, and ending them is the pooler's
 business (PgBouncer's ``query_timeout``).
 
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, InterfaceError, connections
 
-from django_jobretry.conf.pooling import transaction_pooled
+from django_jobretry.conf.databases import transaction_pooled
 from django_jobretry.worker import watchdog
 
 if TYPE_CHECKING:

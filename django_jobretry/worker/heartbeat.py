@@ -41,7 +41,7 @@ from django.db import DatabaseError
 
 from django_jobretry import features
 from django_jobretry.console import counters, status_samples, workers
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display import humanize_delay
 from django_jobretry.jobs import claim
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.events import log_extra

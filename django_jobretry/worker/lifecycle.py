@@ -49,8 +49,7 @@ from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.console import workers
-from django_jobretry.display.humanize import count_of
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import count_of, did_you_mean
 from django_jobretry.jobs import claim
 from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, Succeeded
 from django_jobretry.jobs.events import log_extra

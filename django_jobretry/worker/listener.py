@@ -4,7 +4,7 @@ Only a wake-up (docs/design.md#rule-9): if the listener is down the worker still
 polls every POLL_SECONDS, and the listener reconnects with backoff. It connects
 with the DATABASES entry ``JOBRETRY["LISTEN_DATABASE"]`` names (by default the
 worker's own): behind a transaction pooler that alias must reach PostgreSQL
-directly (django_jobretry/conf/pooling.py).
+directly (django_jobretry/conf/databases.py).
 
 An idle LISTEN connection only reads, and a lost one reads nothing, just as
 an idle one does: so after ``PING_AFTER`` seconds without a notification the
@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 from django.db import DEFAULT_DB_ALIAS
 
-from django_jobretry.conf.pooling import listen_alias
+from django_jobretry.conf.databases import listen_alias
 from django_jobretry.jobs.enqueue import CHANNEL
 from django_jobretry.worker import watchdog
 from django_jobretry.worker.session import RECONNECT_CAP, Backoff

@@ -5,7 +5,7 @@ timeouts; the threads that run job handlers keep the project's normal
 sessions, so a job's long report query is not cut by the worker's
 statement_timeout. Behind a transaction pooler a session setting would stay
 on a shared server connection, so there the timeouts are the role's
-business (pooling.py). The server's timeouts bound what reaches the server;
+business (conf/databases.py). The server's timeouts bound what reaches the server;
 the watchdog (worker/watchdog.py) bounds the waits of these connections on
 this side too, and their connects are bounded by ``connect_timeout``.
 """

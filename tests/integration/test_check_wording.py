@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.checks import check_settings
-from django_jobretry.conf.pooling import check_transaction_pooling
+from django_jobretry.conf.databases import check_transaction_pooling
 from django_jobretry.contrib.django_q2.apps import check_django_q2, cluster_problems
 from django_jobretry.exceptions import UnknownPolicy
 
@@ -52,7 +52,7 @@ def test_pooling_hints_name_the_installed_modules_help(monkeypatch: pytest.Monke
     hints = [w.hint or "" for w in check_transaction_pooling()]
     assert len(hints) == 2
     assert all(
-        "python -m pydoc django_jobretry.conf.pooling" in hint and "docs/" not in hint for hint in hints
+        "python -m pydoc django_jobretry.conf.databases" in hint and "docs/" not in hint for hint in hints
     )
 
 

@@ -207,15 +207,14 @@ def test_check_ids_are_unique_and_documented() -> None:
     """Every error id of the core checks, from the modules that report them, is one of a known list.
 
     Some ids are shared on purpose by two modules: E012 (LISTEN's type in conf/schema.py,
-    its alias in pooling.py) and E014 (TASK_MODULES' type, and a module of it that does not import).
+    its alias in databases.py) and E014 (TASK_MODULES' type, and a module of it that does not import).
     """
     root = Path(__file__).parents[2]
     package = root / "django_jobretry"
     modules = (
-        *(f"conf/{name}.py" for name in ("schema", "error_classes", "pooling", "checks", "database_engine")),
-        "conf/task_module_checks.py",
+        *(f"conf/{name}.py" for name in ("schema", "problems", "databases", "checks", "database_engine")),
+        "conf/task_modules.py",
         "schedules/checks.py",
-        "conf/service_settings.py",
     )
     found = {
         found
@@ -234,7 +233,7 @@ def test_check_ids_are_unique_and_documented() -> None:
     [
         (5, "must be a dotted path to a callable, got 5"),
         ("no.such.redact", "cannot import 'no.such.redact'"),
-        ("django_jobretry.policy.parameters.MAX_ATTEMPTS_LIMIT", "is not callable"),
+        ("django_jobretry.policy.decisions.MAX_ATTEMPTS_LIMIT", "is not callable"),
     ],
 )
 def test_e008_payload_redactor(value: Any, fragment: str) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from django_jobretry.conf.connect_options import CONNECT_DEFAULTS
+from django_jobretry.conf.databases import CONNECT_DEFAULTS
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
 from tests.manage_py import manage_py

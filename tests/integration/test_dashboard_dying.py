@@ -2,7 +2,7 @@
 
 Deaths are made the real way here (a worker's burial, a lease recovery, a
 cancel, the django-q2 adapter's burial), so what is counted is what the
-burial statements write (models/death.py). The dashboard's figures are
+burial statements write (models/dead_letter.py). The dashboard's figures are
 then checked after requeues and discards, which must not lower them, and
 every count's link is followed to the list it promises.
 """

@@ -18,7 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from django_jobretry.console import status
-from django_jobretry.display.terminal import UNSAFE
+from django_jobretry.display import UNSAFE
 from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory, error_history
 
 pytestmark = pytest.mark.django_db

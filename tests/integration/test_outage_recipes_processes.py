@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus
-from django_jobretry.policy.snoozes import DEFAULT_SNOOZES
+from django_jobretry.policy.decisions import DEFAULT_SNOOZES
 from tests.jobs_app import recipe_jobs
 from tests.jobs_app.models import Execution
 from tests.processes import Running, Workers, db_now

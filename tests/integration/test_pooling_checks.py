@@ -15,7 +15,7 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from django_jobretry.conf.checks import check_settings
-from django_jobretry.conf.pooling import check_listen_database, check_transaction_pooling, listen_alias
+from django_jobretry.conf.databases import check_listen_database, check_transaction_pooling, listen_alias
 from django_jobretry.worker.lifecycle import WorkerOptions
 from django_jobretry.worker.session import apply_timeouts
 

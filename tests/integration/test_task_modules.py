@@ -16,7 +16,7 @@ from django.test import override_settings
 from django_jobretry import job
 from django_jobretry.conf import task_modules
 from django_jobretry.conf.checks import check_settings
-from django_jobretry.conf.task_module_checks import check_tasks_workers_import
+from django_jobretry.conf.task_modules import check_tasks_workers_import
 from django_jobretry.exceptions import UnknownTask
 from django_jobretry.jobs.claimed import Failed
 from django_jobretry.models import Job

@@ -43,7 +43,7 @@ def record(key: str) -> None:
 @job(policy="three")
 def record_connect_options(key: str) -> None:
     """Records ``KEY:N``, N the connect defaults its connection has (integration/test_connect_options.py)."""
-    from django_jobretry.conf.connect_options import CONNECT_DEFAULTS
+    from django_jobretry.conf.databases import CONNECT_DEFAULTS
 
     connection.ensure_connection()
     params = connection.connection.info.get_parameters()

@@ -1,4 +1,4 @@
-"""Which connect options our processes add, and which processes they are (conf/connect_options.py)."""
+"""Which connect options our processes add, and which processes they are (conf/databases.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from unittest import mock
 import pytest
 from django.db.utils import ConnectionHandler
 
-from django_jobretry.conf.connect_options import CONNECT_DEFAULTS, apply_connect_defaults, missing_defaults
+from django_jobretry.conf.databases import CONNECT_DEFAULTS, apply_connect_defaults, missing_defaults
 from django_jobretry.management.cli import runs_our_command
 
 
@@ -69,7 +69,7 @@ def test_an_alias_whose_backend_cannot_load_is_skipped_not_fatal() -> None:
         "local": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"},
     }
     handler = ConnectionHandler(databases)
-    with mock.patch("django_jobretry.conf.connect_options.connections", handler):
+    with mock.patch("django_jobretry.conf.databases.connections", handler):
         added = apply_connect_defaults(environ={})
     assert added == {"default": dict(CONNECT_DEFAULTS)}
     assert databases["default"]["OPTIONS"] == dict(CONNECT_DEFAULTS)

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_jobretry.display.humanize import humanize_age, humanize_delay
+from django_jobretry.display import humanize_age, humanize_delay
 
 
 @pytest.mark.parametrize(

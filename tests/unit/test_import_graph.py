@@ -35,7 +35,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.conf": 2,  # settings, their schema and checks, start-up imports
     f"{PACKAGE}.signals": 2,
     f"{PACKAGE}.context": 2,
-    f"{PACKAGE}.display": 2,  # durations and counts in words, redacted payloads
+    f"{PACKAGE}.display": 2,  # words for durations and counts, "did you mean", terminal-safe text, redaction
     f"{PACKAGE}.registry": 2,
     f"{PACKAGE}.features": 2,  # the list of capabilities: dotted paths only, each placed by READERS
     f"{PACKAGE}.models": 2,

@@ -18,7 +18,7 @@ from hypothesis import assume, event, find, given, settings, target
 from hypothesis import strategies as st
 
 from django_jobretry.policy import ErrorKind, GiveUp, GiveUpReason, InvalidPolicy, Retry, RetryPolicy
-from django_jobretry.policy.durations import MAX_BUDGET
+from django_jobretry.policy.errors import MAX_BUDGET
 from tests.unit import spec_formulas as spec
 from tests.unit.broken_policies import (
     JitterIgnoredInBoundsPolicy,

@@ -1,4 +1,4 @@
-"""The snooze budget of a policy (policy/snoozes.py): a count, a time, or both, the first spent ending it."""
+"""The snooze budget of a policy (policy/decisions.py): a count, a time, or both, the first spent ends it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from django_jobretry.policy import Defer, GiveUp, GiveUpReason, InvalidPolicy, RetryPolicy
-from django_jobretry.policy.snoozes import DEFAULT_SNOOZES, MAX_SNOOZES
+from django_jobretry.policy.decisions import DEFAULT_SNOOZES, MAX_SNOOZES
 
 SPENT = GiveUp(GiveUpReason.SNOOZE_BUDGET)
 

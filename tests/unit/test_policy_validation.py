@@ -10,8 +10,8 @@ import pytest
 
 from django_jobretry import InvalidPolicy, RetryPolicy
 from django_jobretry.policy import ErrorKind
-from django_jobretry.policy.durations import MAX_BUDGET, MAX_DELAY
-from django_jobretry.policy.parameters import MAX_ATTEMPTS_LIMIT
+from django_jobretry.policy.decisions import MAX_ATTEMPTS_LIMIT
+from django_jobretry.policy.errors import MAX_BUDGET, MAX_DELAY
 from tests.unit.invalid_policy import NOT_SECONDS, check_invalid
 
 NOT_A_LIST = "expected a list of exception classes"

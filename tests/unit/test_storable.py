@@ -1,4 +1,4 @@
-"""storable.check_json: what jsonb refuses is refused before any query, without recursion (issue 35)."""
+"""instants.check_json: what jsonb refuses is refused before any query, without recursion (issue 35)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.models.storable import check_json
+from django_jobretry.models.instants import check_json
 
 
 @pytest.mark.parametrize(

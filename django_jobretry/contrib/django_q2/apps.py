@@ -21,7 +21,7 @@ from django.db import router
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schema import validate
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 
 
 class DjangoQ2AdapterConfig(AppConfig):

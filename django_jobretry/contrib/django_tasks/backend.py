@@ -45,7 +45,7 @@ from django_jobretry.contrib.django_tasks.task_class import (
     UnknownTaskPolicy,
     declare,
 )
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob, JobRetryError, UnsupportedArgument
 from django_jobretry.registry import registry
 from django_jobretry.schedules.declare import InvalidSchedule, from_mapping

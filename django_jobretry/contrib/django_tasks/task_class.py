@@ -36,7 +36,7 @@ from django.tasks.exceptions import InvalidTask
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.task_options import Declared, TaskOptions
 from django_jobretry.conf.uniqueness import OnConflict, Uniqueness
-from django_jobretry.display.suggestions import did_you_mean
+from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob, InvalidSettings, UnknownPolicy
 from django_jobretry.limits.declare import declare_task
 from django_jobretry.policy.limits import InvalidLimit

@@ -27,8 +27,7 @@ from django.utils import timezone
 
 from django_jobretry import features
 from django_jobretry.console import status, workers
-from django_jobretry.display.humanize import humanize_delay
-from django_jobretry.display.terminal import table
+from django_jobretry.display import humanize_delay, table
 from django_jobretry.management.cli import DatabaseCommand
 
 COUNTS = ("ready", "retrying", "dead")

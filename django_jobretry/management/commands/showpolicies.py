@@ -11,11 +11,11 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.display.humanize import count_of, humanize_delay
+from django_jobretry.display import count_of, humanize_delay
 from django_jobretry.exceptions import UnknownPolicy
 from django_jobretry.management.cli import DatabaseCommand
 from django_jobretry.policy import CircuitBreaker, ErrorKind, RetryPolicy
-from django_jobretry.policy.snoozes import MAX_SNOOZES
+from django_jobretry.policy.decisions import MAX_SNOOZES
 
 _HEADER = ("after attempt", "nominal", "min (jitter)", "max (jitter)", "cumulative worst")
 

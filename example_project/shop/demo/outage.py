@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand
 
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.display.humanize import humanize_delay
+from django_jobretry.display import humanize_delay
 from django_jobretry.management.commands.showpolicies import describe, render_rules
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.worker import WorkerOptions
