@@ -14,6 +14,7 @@ import re
 from importlib import import_module
 from pathlib import Path
 
+import django
 import pytest
 from django.utils.module_loading import import_string
 
@@ -22,6 +23,8 @@ PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 FENCE = re.compile(r"^```(?:python|py)\s*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 #: A dotted path into the package inside a string; check ids such as "django_jobretry.E015" are not paths.
 DOTTED = re.compile(r"^django_jobretry(?!.*\.[A-Z]\d+$)(\.[A-Za-z_]\w*)+$")
+#: The django.tasks backend refuses to load before Django 6.0, as docs/django-tasks.md says.
+NEEDS_DJANGO_6 = "django_jobretry.backends"
 
 
 def _imported(node: ast.AST) -> str | None:
@@ -74,8 +77,13 @@ def test_the_docs_show_imports_of_the_package() -> None:
     assert ("django-tasks.md", "django_jobretry.backends.JobRetryBackend") in imports
 
 
+def here(imports: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The imports this Django can make: on 5.2 the django.tasks backend is refused by design."""
+    return [item for item in imports if django.VERSION >= (6, 0) or NEEDS_DJANGO_6 not in item[1]]
+
+
 def test_every_documented_import_works() -> None:
-    assert broken(documented_imports(PAGES)) == []
+    assert broken(here(documented_imports(PAGES))) == []
 
 
 def test_a_documented_import_of_a_moved_module_is_caught(tmp_path: Path) -> None:
@@ -83,7 +91,7 @@ def test_a_documented_import_of_a_moved_module_is_caught(tmp_path: Path) -> None
     page.write_text(
         "```python\nfrom django_jobretry.services.no_such_module import groups\n"
         "from django_jobretry import job, NoSuchName\n"
-        'TASKS = {"default": {"BACKEND": "django_jobretry.backends.NoSuchBackend"}}\n'
+        'TASKS = {"default": {"BACKEND": "django_jobretry.decorators.NoSuchBackend"}}\n'
         'urls = include("django_jobretry.no_such_urls")\n'
         'CHECK = "django_jobretry.E015"\n```\n',
         encoding="utf-8",
