@@ -15,8 +15,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.jobs import tracing
-from django_jobretry.jobs.insert import CHANNEL, insert_many, insert_one
-from django_jobretry.jobs.prototypes import Shared
+from django_jobretry.jobs.insert import CHANNEL, Shared, insert_many, insert_one
 from django_jobretry.jobs.unique import UNIQUE_CONSTRAINT, Outcome, enqueue_unique
 from django_jobretry.limits.declare import lane
 from django_jobretry.models import Job
@@ -219,6 +218,3 @@ def _log_enqueued(job: Job) -> None:
         job.pk,
         extra={"job_id": job.pk, "task": job.task_name, "queue": job.queue_name, "outcome": "enqueued"},
     )
-
-
-#: How many definitions keep their statements and prototype (least recently used first out).

@@ -33,8 +33,7 @@ from django.db.models.functions import Now
 from django_jobretry.conf.uniqueness import Uniqueness
 from django_jobretry.exceptions import InvalidJob, JobConflict
 from django_jobretry.jobs import statements
-from django_jobretry.jobs.insert import RunAt, insert_one
-from django_jobretry.jobs.prototypes import Shared
+from django_jobretry.jobs.insert import RunAt, Shared, insert_one
 from django_jobretry.jobs.sql import statement_guard, violates
 from django_jobretry.models import Job
 from django_jobretry.validation import Arguments
