@@ -27,7 +27,7 @@ FENCE = "j.status = 'running' AND j.attempts = d.attempts AND j.lease_token = d.
 #: The claim's ready predicate on the job rows ``j``: due, with an attempt left. Holds and
 #: lanes are filtered beside it (not_held, jobretry_pick_limited).
 READY = "j.status = 'ready' AND j.run_at <= statement_timestamp() AND j.attempts < j.max_attempts"
-#: The claim order: the highest priority, then the longest due, then the oldest (claim.claimed_jobs
+#: The claim order: the highest priority, then the longest due, then the oldest (claimed.claimed_jobs
 #: sorts claimed rows the same way; jobretry_pick_limited walks each lane in it).
 CLAIM_ORDER = "j.priority DESC, j.run_at, j.id"
 

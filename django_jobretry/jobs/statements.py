@@ -14,24 +14,24 @@ lines on purpose: every writer in one place is what lets a reader find them all.
 | INSERT_RUNS                    | new -> ready: a schedule's due slots       | schedules.runs, .rows        |
 | replace_call (ORM)             | ready: a new call (on_conflict "replace")  | unique.enqueue_unique        |
 | claim_sql, LIMITED_CLAIM       | ready -> running, the attempt counted      | claim.claim                  |
-| SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride) | claim.succeed                |
+| SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride) | claimed.succeed, claim       |
 | schedule_retries_sql           | running -> ready after a backoff           | failures.schedule_retries    |
 | recovery_retry_sql             | running, lease lost -> ready               | recovery.recover_expired     |
 | snooze_sql                     | running -> ready, the attempt given back   | decisions.write              |
-| release_sql                    | running, not started -> ready, uncounted   | claim.release                |
-| heartbeat_sql                  | running: lease extended, cancel read       | claim.heartbeat              |
+| release_sql                    | running, not started -> ready, uncounted   | claimed.release              |
+| heartbeat_sql                  | running: lease extended, cancel read       | claimed.heartbeat            |
 | REQUEST_CANCEL                 | running: cancel requested                  | recovery.cancel_jobs         |
 | end_pauses_sql                 | ready, paused: its held time counted       | holds.pauses (resume)        |
 | PARK                           | ready, held: moved to its breaker's end    | holds.breakers               |
 | CHOOSE_PROBE                   | ready, held: made its breaker's probe      | holds.breakers               |
 | CLOSE                          | ready, held -> released, spaced out        | holds.breakers               |
 | bring_forward_sql              | ready, scheduled later -> due now          | retention.bring_forward_next |
-| bury_sql                       | running -> dead letter                     | claim.bury                   |
+| bury_sql                       | running -> dead letter                     | claimed.bury                 |
 | recovery_burial_sql            | running, lease lost -> dead letter         | recovery.recover_expired     |
 | cancel_burial_sql              | ready, or a refused retry -> dead letter   | recovery.cancel_jobs         |
 | import_dead_letters (ORM)      | another system's failure -> dead letter    | deadletters.external         |
 | insert_dead_letter (ORM)       | another system's given-up task -> dead     | deadletters.external         |
-| revive_sql                     | dead letter -> ready (requeue)             | claim.revive                 |
+| revive_sql                     | dead letter -> ready (requeue)             | failures.revive              |
 | hand_back (ORM)                | dead letter -> gone, back to its system    | deadletters.external         |
 | replace_arguments (ORM)        | dead letter: new arguments (repair)        | deadletters.repair           |
 | RECORD_REPAIR                  | ready (just revived): the repair recorded  | deadletters.repair           |
