@@ -13,7 +13,7 @@ history and column lists) and the locking reads are in sql.py. This module is lo
 |--------------------------------|--------------------------------------------|------------------------------|
 | enqueue_sql                    | new -> ready                               | insert.insert_one/many       |
 | INSERT_RUNS                    | new -> ready: a schedule's due slots       | schedules.runs, .rows        |
-| replace_call (ORM)             | ready: a new call (on_conflict "replace")  | unique.enqueue_unique        |
+| replace_call (ORM)             | ready: a new call (on_conflict "replace")  | enqueue.enqueue_unique       |
 | claim_sql, LIMITED_CLAIM       | ready -> running, the attempt counted      | claim.claim                  |
 | SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride) | claimed.succeed, claim       |
 | schedule_retries_sql           | running -> ready after a backoff           | failures.schedule_retries    |
