@@ -27,7 +27,7 @@ from django_jobretry.decorators import JobDefinition
 from django_jobretry.display import count_of
 from django_jobretry.exceptions import TooManyRuns, UnknownTask
 from django_jobretry.jobs import claim, retention
-from django_jobretry.jobs.claimed import ClaimedJob, Failed, Succeeded
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, Succeeded, release
 from django_jobretry.jobs.events import send_job_signal
 from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import Job, JobStatus
@@ -158,7 +158,7 @@ def run_jobs(
         last_look = False
         job = claimed[0]
         if len(runs) >= max_runs:
-            claim.release(claimed)
+            release(claimed)
             raise TooManyRuns(
                 f"run_jobs() stopped after {count_of(max_runs, 'attempt')} and jobs are still due (next: job "
                 f"{job.id} of {job.task_name!r}): a job that enqueues or reschedules itself never "

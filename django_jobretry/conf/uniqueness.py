@@ -3,7 +3,7 @@
 Declared on ``@job`` (or a django.tasks task of our backend) and checked
 there, once: a bad value is an :class:`~django_jobretry.exceptions.InvalidJob`
 at import, not at the first enqueue. The enqueue service applies it under
-a per-key lock (jobs/unique.py); this module only computes and
+a per-key lock (jobs/enqueue.py); this module only computes and
 validates, so any front door can use it without touching the database.
 
 - ``unique_key``: one fixed key, or, per call, ``.using(unique_key=...)``.

@@ -3,7 +3,7 @@
 A chunk locks its dead letters in id order (two bulk actions over
 overlapping sets cannot deadlock, and the second waits, then finds the rows
 the first removed gone: "already handled"), then acts on the whole set in one
-statement: claim.revive's ``INSERT ... SELECT`` with the unique-key
+statement: jobs/failures.revive's ``INSERT ... SELECT`` with the unique-key
 guard, or one ``DELETE``. Counters are appended in one more statement, and
 one NOTIFY goes out per queue. Only dead letters of another source (django-q2)
 go one by one, to the system they came from.
@@ -34,8 +34,9 @@ from django_jobretry import signals
 from django_jobretry.console import counters
 from django_jobretry.deadletters.external import Resubmitted, resubmitter_for
 from django_jobretry.exceptions import RequeueConflict
-from django_jobretry.jobs import claim, statements
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import notify
+from django_jobretry.jobs.failures import revive
 from django_jobretry.jobs.sql import DEAD
 from django_jobretry.models import CounterEvent, DeadLetter, DeadLetterSource
 from django_jobretry.registry import policy_for
@@ -113,7 +114,7 @@ def requeue(ids: list[int], *, run_after: timedelta | None, actor: str) -> Outco
         locked, gone = lock(ids)
         ours = [dead for dead in locked if dead.source == DeadLetterSource.JOBRETRY]
         guarded = any(dead.keyed for dead in ours)
-        revived = claim.revive(_allowed(ours), run_after=run_after, actor=actor, guarded=guarded)
+        revived = revive(_allowed(ours), run_after=run_after, actor=actor, guarded=guarded)
         by_id = {dead.id: dead for dead in ours}
         done: list[Requeued | Locked] = [
             Requeued.of(by_id[r.dead_letter_id], r.job_id, r.requeue_count)

@@ -5,7 +5,7 @@ task is paused, or its task's breaker is not closed and the job is not the
 breaker's probe. Holding writes nothing on the jobs; releasing adds the time
 each job was due but held to its ``held_seconds``, which the ``retry_for``
 clock leaves out (jobs/sql.py: ELAPSED_SQL, held_seconds). Times are the
-database's (docs/design.md#rule-5). The claim's filter (jobs/sql.not_held) and
+database's (docs/design.md#rule-5). The claim's filter (jobs/statements.not_held) and
 the statements that write job rows (a pause's end, a breaker's park, probe
 and close, a snooze) are in jobs/, with the rest of the claim and every other
 job write.

@@ -2,20 +2,28 @@
 
 An attempt ends as :class:`Succeeded`, :class:`Failed` (the handler raised) or :class:`Interrupted`
 (the worker shut down first); each carries what its announcement needs: nothing is read again.
+Below them, the fenced writes on a claimed attempt (docs/design.md#rule-3), each one statement
+of statements.py: succeed, release, heartbeat and bury. A failed attempt's retry is written by
+failures.py, which decides between it and the burial.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connection
+
 from django_jobretry.exceptions import UndecodableArguments
+from django_jobretry.jobs import statements
 from django_jobretry.jobs.history import AttemptEnd, AttemptEntry, RenderedError
-from django_jobretry.jobs.sql import as_json
+from django_jobretry.jobs.sql import as_json, named_rows
+from django_jobretry.models import DeadReason
 from django_jobretry.policy import Classification, Decision, Retry, RetryPolicy
 
 #: (job id, attempt): one attempt of a job. A worker may hold two attempts of one job at once, a
@@ -80,6 +88,18 @@ class ClaimedJob:
     @property
     def kwargs(self) -> dict[str, Any]:
         return self.arguments()[1]
+
+
+#: The columns of a claimed row that are ClaimedJob's fields (the rest order the claim).
+CLAIMED_FIELDS = tuple(field.name for field in fields(ClaimedJob) if field.init)
+
+
+def claimed_jobs(rows: Sequence[Mapping[str, Any]]) -> list[ClaimedJob]:
+    """The rows CLAIM_PICKED returned, by column name, in claim order (priority, then run_at, then id)."""
+    # run_at as epoch seconds: a '-infinity' row must not fail the batch's decoding.
+    ordered = sorted(rows, key=lambda row: (-row["priority"], row["run_at_epoch"], row["id"]))
+    # Arguments stay undecoded here: the runner decodes them, one job at a time.
+    return [ClaimedJob(**{name: row[name] for name in CLAIMED_FIELDS}) for row in ordered]
 
 
 #: Announces a success once written, given the time the statement wrote (a django.tasks task's end).
@@ -171,3 +191,98 @@ class FailedAttempt:
     def retry(self) -> Retry | None:
         """The retry decided, if that is the decision."""
         return self.decision if isinstance(self.decision, Retry) else None
+
+
+# -- the fenced writes on a claimed attempt ------------------------------------------------------
+class Written(set[int]):
+    """The ids a statement wrote the outcome of (they still held their lease), and its time: the
+    ``finished_at`` of every success it wrote, which a django.tasks result carries (None: no statement)."""
+
+    def __init__(self, ids: Iterable[int] = (), finished_at: datetime | None = None) -> None:
+        super().__init__(ids)
+        self.finished_at = finished_at
+
+
+@dataclass(frozen=True)
+class Burial:
+    """A job moved into the dead letters: which one it became, and how often it was requeued before."""
+
+    dead_letter_id: int
+    requeue_count: int
+
+
+def fence_arrays(jobs: Sequence[ClaimedJob]) -> dict[str, Any]:
+    return {
+        "ids": [job.id for job in jobs],
+        "attempts": [job.attempt for job in jobs],
+        "tokens": [job.token for job in jobs],
+    }
+
+
+def succeed_params(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None) -> dict[str, Any]:
+    results = results or {}
+    return {**fence_arrays(jobs), "results": [results.get(job.id) for job in jobs]}
+
+
+def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> Written:
+    """Mark finished attempts succeeded in one statement; returns the ids that still held their lease.
+
+    ``results`` maps a job id to the JSON text its task returned (django.tasks
+    keeps results; ``@job`` does not). The worker that ran the last attempt
+    stays on the row as ``lease_owner``: who ran a finished job is history,
+    and a task result lists it.
+    """
+    if not jobs:
+        return Written()
+    with connection.cursor() as cursor:
+        cursor.execute(statements.SUCCEED, succeed_params(jobs, results))
+        rows = cursor.fetchall()
+    return Written((row[0] for row in rows), rows[0][1] if rows else None)
+
+
+def release(jobs: Sequence[ClaimedJob]) -> set[int]:
+    """Give back jobs claimed but never started: ready again, the attempt uncounted.
+
+    Not a job an operator asked to cancel: it stays claimed, and lease
+    recovery buries it as "cancelled" once the releasing worker is gone
+    (jobs/recovery.py), so it never starts.
+    """
+    if not jobs:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(statements.release_sql(), fence_arrays(jobs))
+        return {row[0] for row in cursor.fetchall()}
+
+
+def heartbeat(jobs: Sequence[ClaimedJob], lease_seconds: float) -> dict[int, str]:
+    """Extend the leases still held; returns id -> who asked to cancel it ("" if nobody).
+
+    A missing id lost its lease. A cancel request rides on the heartbeat, so
+    asking a running job to stop costs the worker no query of its own.
+    """
+    if not jobs:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(statements.heartbeat_sql(), {**fence_arrays(jobs), "lease": lease_seconds})
+        return dict(cursor.fetchall())
+
+
+def bury(job: ClaimedJob, entry: AttemptEntry, reason: DeadReason, history_limit: int) -> Burial | None:
+    """Move the running job into the dead letters in one fenced statement.
+
+    Returns the burial, or None when the attempt no longer held its lease.
+    """
+    params: dict[str, Any] = {
+        "id": job.id,
+        "attempt": job.attempt,
+        "token": job.token,
+        "entry": json.dumps(entry),
+        "reason": reason.value,
+        "history": history_limit,
+        "error_class": entry["error_class"],
+        "message": entry["message"],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(statements.bury_sql(), params)
+        rows = named_rows(cursor)
+    return Burial(rows[0]["dead_letter_id"], rows[0]["requeue_count"]) if rows else None

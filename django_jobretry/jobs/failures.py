@@ -9,6 +9,9 @@ one statement, and neither needs a transaction of its own. Recording cannot
 fail (docs/design.md#rule-6): what PostgreSQL refuses in an entry is written
 again as a minimal entry. A retry the statement refused because an operator
 asked to cancel the job is buried as "cancelled" instead (:func:`honour_cancels`).
+
+At the end, the burial's inverse: :func:`revive` turns dead letters back into ready jobs, for
+an operator's requeue (deadletters/chunks.py) and a policy's ``requeue_budget`` (record.py).
 """
 
 from __future__ import annotations
@@ -16,15 +19,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import DataError, connection, transaction
 
 from django_jobretry.holds.breakers import count_failure
-from django_jobretry.jobs import claim, decisions, sql, statements
+from django_jobretry.jobs import claimed, decisions, sql, statements
 from django_jobretry.jobs.claimed import FailedAttempt
 from django_jobretry.jobs.decisions import dead_reason, decide
 from django_jobretry.jobs.history import DEFERRALS, AttemptEntry
@@ -132,7 +135,7 @@ def _record(attempt: FailedAttempt, history_limit: int) -> FailedAttempt:
         return honour_cancels(written([attempt], kept), history_limit)[0]
     if isinstance(attempt.decision, GiveUp):
         reason = dead_reason(attempt.decision.reason)
-        burial = claim.bury(attempt.job, attempt.entry, reason, history_limit)
+        burial = claimed.bury(attempt.job, attempt.entry, reason, history_limit)
         if burial is None:
             return replace(attempt, stale=True)
         return replace(attempt, dead_letter_id=burial.dead_letter_id, requeue_count=burial.requeue_count)
@@ -210,3 +213,43 @@ def schedule_retries(params: dict[str, Any]) -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(statements.schedule_retries_sql(), params)
         return {row[0] for row in cursor.fetchall()}
+
+
+# -- revive: dead letters back to ready jobs ----------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Revival:
+    """What became of one dead letter of a :func:`revive`: ``job_id`` None if a unique index refused it."""
+
+    dead_letter_id: int
+    job_id: int | None
+    unique_key: str | None
+    requeue_count: int
+    #: Refused because a succeeded job holds the key for its unique_for: until when.
+    taken_until: datetime | None
+
+
+def revive(
+    allowed: Mapping[int, int], *, run_after: timedelta | None, actor: str, guarded: bool = True
+) -> list[Revival]:
+    """The inverse of bury, for a set: each dead letter becomes a ready job, in one statement.
+
+    ``allowed`` maps each dead letter's id to the max_attempts its job gets.
+    Each new job carries the history of its dead letter plus one
+    :class:`~django_jobretry.jobs.history.RequeueEntry`. Returns one
+    Revival per dead letter that still existed, in id order; one whose key a
+    live job holds (or a lower id of the set took) stays a dead letter, with
+    ``job_id`` None. The caller holds the rows' locks (or accepts that one
+    may be gone by the time the statement runs). ``guarded=False``: the
+    caller knows no dead letter of the set has a unique_key or a schedule
+    slot (statements.revive_sql).
+    """
+    ids = sorted(allowed)
+    params: dict[str, Any] = {
+        "ids": ids,
+        "allowed": [allowed[i] for i in ids],
+        "delay": run_after.total_seconds() if run_after is not None else 0,
+        "actor": actor,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(statements.revive_sql(guarded=guarded), params)
+        return [Revival(*row) for row in cursor.fetchall()]

@@ -21,8 +21,8 @@
 -- breaker's probe at the attempt it was chosen for (a failed probe waits for a heartbeat to
 -- reopen the breaker). PL/pgSQL, so its queries are planned once per session, not in each claim.
 -- Last defined by: 0025_probe_runs_once.
--- Called by: holds/sql.py not_held(), in the ordinary claim (jobs/statements.py
--- pick_sql()) and testing.run_jobs(include_scheduled=True) (jobs/retention.py); and by
+-- Called by: jobs/statements.py not_held(), in the ordinary claim (pick_sql()) and in
+-- testing.run_jobs(include_scheduled=True)'s bring-forward (waiting()); and by
 -- jobretry_pick_limited() below.
 CREATE OR REPLACE FUNCTION jobretry_held(queue text, task text, job bigint, attempts integer)
  RETURNS boolean

@@ -10,7 +10,7 @@ model's defaults written in as literals (prepared by the fields
 themselves, once). Per call only the arguments (the JSON text validation
 already made, cast to ``jsonb``), the unique key and a given ``run_at``
 are bound, and the returned :class:`Job` is a copy of a prototype built
-once per definition, not a new ``Model.__init__``.
+once per definition (:func:`new_jobs`), not a new ``Model.__init__``.
 
 - one job: ``INSERT ... VALUES`` (docs/design.md#enqueue);
 - many jobs of one definition: ``INSERT ... SELECT FROM unnest(args, kwargs)``;
@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from django.db import connection
 from django.db.models import Field
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
 
 from django_jobretry.console.counters import COUNTERS
-from django_jobretry.jobs.prototypes import ARGUMENTS, CACHED_DEFINITIONS, Shared, new_jobs, prototype
 from django_jobretry.jobs.statements import enqueue_sql
 from django_jobretry.models import CounterEvent, Job
 from django_jobretry.validation import Arguments
@@ -49,6 +50,10 @@ if TYPE_CHECKING:
 
 #: LISTEN/NOTIFY channel; the payload is the queue name.
 CHANNEL = "django_jobretry"
+#: How many definitions keep their statements and prototype (least recently used first out).
+CACHED_DEFINITIONS = 512
+#: The arguments, given per job (never taken from the prototype), bound as JSON text and cast to jsonb.
+ARGUMENTS = ("args", "kwargs")
 
 #: Bound per call of the one-job statement, besides the arguments (and run_at when given).
 PER_CALL = ("unique_key", "unique_for", "limit_lane", "trace_context")
@@ -66,6 +71,17 @@ RUN_AT_COLUMNS = ("run_at", "run_after")
 type RunAt = datetime | timedelta | None
 #: The shape of the statement each RunAt needs: "default" leaves run_at out.
 type RunAtKind = Literal["default", "at", "after"]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The columns every job of one definition has; its statements write them as literals."""
+
+    task_name: str
+    queue_name: str
+    policy_name: str
+    priority: int
+    max_attempts: int
 
 
 @dataclass(frozen=True)
@@ -296,3 +312,49 @@ def insert_many(
 
 def _json(value: dict[str, str] | None) -> str | None:
     return None if value is None else json.dumps(value)
+
+
+# -- the saved Job instances an enqueue returns, built without ``Model.__init__`` per job
+@functools.lru_cache(maxsize=CACHED_DEFINITIONS)
+def prototype(shared: Shared) -> dict[str, Any]:
+    """A job of ``shared`` as ``Job(...)`` builds it, without ``_state``: copied for each new job."""
+    values = dict(vars(Job(**vars(shared))))
+    del values["_state"]
+    return values
+
+
+@functools.cache
+def _fresh_defaults() -> tuple[Field[Any, Any], ...]:
+    """Fields whose default is made by a call (``list``, ``dict``): each job needs its own."""
+    return tuple(
+        field
+        for field in Job._meta.concrete_fields
+        if field.has_default() and callable(field.default) and field.attname not in ARGUMENTS
+    )
+
+
+def new_jobs(shared: Shared) -> Callable[[dict[str, Any]], Job]:
+    """Makes saved jobs of ``shared``: copies of the prototype, as unpickling builds them, or
+    ``Job(...)`` when something listens to ``pre_init``/``post_init``, so those still fire."""
+    alias = connection.alias
+
+    def saved(job: Job) -> Job:
+        job._state.adding, job._state.db = False, alias
+        return job
+
+    if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
+        columns = vars(shared)
+        return lambda values: saved(Job(**columns, **values))
+    attributes_of, fresh = prototype(shared), _fresh_defaults()
+
+    def copy(values: dict[str, Any]) -> Job:
+        job = Job.__new__(Job)
+        attributes = job.__dict__
+        attributes.update(attributes_of)
+        for field in fresh:
+            attributes[field.attname] = field.get_default()
+        attributes.update(values)
+        attributes["_state"] = ModelState()
+        return saved(job)
+
+    return copy

@@ -24,7 +24,15 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.console import counters
 from django_jobretry.deadletters.chunks import Requeued, announce_requeue
 from django_jobretry.jobs import claim, decisions
-from django_jobretry.jobs.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
+from django_jobretry.jobs.claimed import (
+    ClaimedJob,
+    Failed,
+    FailedAttempt,
+    Interrupted,
+    Succeeded,
+    Written,
+    succeed,
+)
 from django_jobretry.jobs.decisions import classify_failure, dead_reason
 from django_jobretry.jobs.enqueue import notify
 from django_jobretry.jobs.events import (
@@ -41,6 +49,7 @@ from django_jobretry.jobs.failures import (
     decided,
     honour_cancels,
     retry_params,
+    revive,
     write_failures,
     write_one,
     written,
@@ -105,7 +114,7 @@ class Recorder:
 
     def record_successes(self, outcomes: Sequence[Succeeded]) -> None:
         """Record finished attempts in one statement, with the values they keep."""
-        self._announce_successes(outcomes, claim.succeed(*_written(outcomes)))
+        self._announce_successes(outcomes, succeed(*_written(outcomes)))
 
     def record_successes_and_claim(
         self,
@@ -121,7 +130,7 @@ class Recorder:
         ``limit`` jobs, in the same statement (``skip_lanes``: not limited ones)."""
         history = jobretry_settings.error_history_limit
 
-        def write_and_claim(with_retries: bool) -> tuple[claim.Written, list[ClaimedJob]]:
+        def write_and_claim(with_retries: bool) -> tuple[Written, list[ClaimedJob]]:
             params = retry_params(retries, history, prefix="retry_") if with_retries and retries else None
             return claim.succeed_and_claim(
                 *_written(outcomes),
@@ -147,7 +156,7 @@ class Recorder:
             self._announce_failure(attempt)
         return claimed
 
-    def _announce_successes(self, outcomes: Sequence[Succeeded], recorded: claim.Written) -> None:
+    def _announce_successes(self, outcomes: Sequence[Succeeded], recorded: Written) -> None:
         for outcome in outcomes:
             job = outcome.job
             if job.id not in recorded:
@@ -231,7 +240,7 @@ class Recorder:
         if attempt.requeue_count >= policy.requeue_budget:
             return None
         with transaction.atomic():
-            revived = claim.revive(
+            revived = revive(
                 {dead_id: policy.max_attempts}, run_after=policy.max_delay, actor=AUTO_REQUEUE_ACTOR
             )
             new_id = revived[0].job_id if revived else None

@@ -43,7 +43,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.jobs import claim, sql, statements
+from django_jobretry.jobs import claimed, sql, statements
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.decisions import dead_reason, decide
 from django_jobretry.jobs.events import AboutJob, JobRef, announce_dead, announce_retry
@@ -228,7 +228,7 @@ def bury_cancel_requested(
     if not failed:
         return {}
     params: dict[str, Any] = {
-        **claim.fence_arrays([job for job, _ in failed]),
+        **claimed.fence_arrays([job for job, _ in failed]),
         "entries": [json.dumps(entry) for _, entry in failed],
         "history": history_limit,
     }
@@ -243,7 +243,7 @@ def bury_cancelled_attempt(job: ClaimedJob, actor: str, *, worker_id: str, sende
     entry = attempt_entry(
         job.attempt, AttemptEnd.CANCELLED, ErrorKind.FATAL, worker_id, message=f"cancelled by {actor}"
     )
-    burial = claim.bury(job, entry, DeadReason.CANCELLED, jobretry_settings.error_history_limit)
+    burial = claimed.bury(job, entry, DeadReason.CANCELLED, jobretry_settings.error_history_limit)
     if burial is None:
         return None  # the lease was lost meanwhile: whoever holds the job now decides
     announce_cancelled(sender, job, actor, burial.dead_letter_id, "while running")

@@ -24,28 +24,9 @@ DEATHS = Death._meta.db_table
 #: still running, same attempt, same lease token.
 FENCE = "j.status = 'running' AND j.attempts = d.attempts AND j.lease_token = d.token"
 
-#: The claim's ready predicate on the job rows ``j``: due, with an attempt left. Holds and
-#: lanes are filtered beside it (not_held, jobretry_pick_limited).
-READY = "j.status = 'ready' AND j.run_at <= statement_timestamp() AND j.attempts < j.max_attempts"
-#: The claim order: the highest priority, then the longest due, then the oldest (claim.claimed_jobs
+#: The claim order: the highest priority, then the longest due, then the oldest (claimed.claimed_jobs
 #: sorts claimed rows the same way; jobretry_pick_limited walks each lane in it).
 CLAIM_ORDER = "j.priority DESC, j.run_at, j.id"
-
-
-def not_held(job: str) -> str:
-    """The claim's filter on the job rows ``job``: ``jobretry_held()`` (migration 0025) is false.
-
-    The function is true while a pause is in force on the job's queue or
-    task, or its task's breaker is not closed and the job is not its probe
-    at the attempt it was chosen for (a probe is let through its breaker
-    once, not through a pause; a failed probe waits for the heartbeat to
-    reopen the breaker, holds/breakers.py). A PL/pgSQL
-    function, not two anti-joins written into the claim: the
-    claim is planned at every call, and the joins cost it more to plan than
-    the function costs to run on its few candidate rows (its own queries are
-    planned once per session). The claim still walks jobretry_job_claim.
-    """
-    return f"AND NOT jobretry_held({job}.queue_name, {job}.task_name, {job}.id, {job}.attempts)"
 
 
 def held_seconds(since: str, until: str) -> str:
@@ -61,43 +42,13 @@ def held_seconds(since: str, until: str) -> str:
     )
 
 
-# -- the claim's pick: a locking read, the first part of each claim statement
-def pick_sql(filters: str = "") -> str:
-    """Lock the next due jobs, in claim order, skipping those other workers lock and those held."""
-    return f"""
-        SELECT j.id FROM {JOB} AS j
-        WHERE {READY} {filters} {not_held("j")}
-        ORDER BY {CLAIM_ORDER}
-        LIMIT %(limit)s
-        FOR UPDATE SKIP LOCKED
-    """
-
-
-#: The ordinary claim's filter while limits are declared: limited jobs go through LIMITED_CLAIM.
-NO_LANE = "AND limit_lane IS NULL "
-
-#: Time a limited job was due but unclaimed, added as it is claimed.
-WAITED = f" held_seconds = {held_seconds('j.run_at', 'statement_timestamp()')},"
-
-
-def waiting(alias: str, *, queues: bool, tasks: bool) -> str:
-    """The condition "ready, scheduled later, may still run, not held" (and in the filters) on ``alias``:
-    the jobs statements.bring_forward_sql may make due now."""
-    return (
-        f"{alias}.status = 'ready' AND {alias}.run_at > statement_timestamp() "
-        f"AND {alias}.attempts < {alias}.max_attempts {not_held(alias)}"
-        + (f" AND {alias}.queue_name = ANY(%(queues)s)" if queues else "")
-        + (f" AND {alias}.task_name = ANY(%(tasks)s)" if tasks else "")
-    )
-
-
 # Which rows a statement of statements.py acts on, as the table ``d`` beside the job rows ``j``.
 #: One attempt, fenced by id, attempt and lease token, with the history entry it ends with.
 ONE_ATTEMPT = (
     "(SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token, "
     "%(entry)s::jsonb AS entry) AS d"
 )
-#: Many attempts, fenced, as transitions.fence_arrays binds them.
+#: Many attempts, fenced, as claimed.fence_arrays binds them.
 FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
 #: Many attempts, fenced, each with its history entry (bury_cancel_requested).
 FENCED_ENTRIES = (
@@ -106,13 +57,6 @@ FENCED_ENTRIES = (
 )
 #: Rows this transaction already holds locked, each with one text value (recovery's delay or reason).
 LOCKED_ROWS = "unnest(%(ids)s::bigint[], %(values)s::text[]) AS d(id, value)"
-
-#: The first job id of the requeue chain: the claim must not fail on a row
-#: whose history was edited by hand, so anything but a plain id means "this job".
-ORIGINAL_JOB_ID = (
-    "CASE WHEN (j.requeue_history -> 0 ->> 'job_id') ~ '^[0-9]{1,18}$' "
-    "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
-)
 
 #: SQL for "time since the job's first attempt", less the time it was held by a pause
 #: or a breaker (held_seconds), never negative; NULL before a first attempt.

@@ -4,34 +4,35 @@ Read top to bottom, this is the job state machine; the functions around each sta
 decide when to run it and never write a row of their own (tests/unit/test_row_writers.py).
 Every worker write after the claim carries the fence (docs/design.md#rule-3), read when
 the statement is built, so a negative control can break it; times are the database's
-(docs/design.md#rule-5). The fragments (the fence, the ready predicate, the claim order,
-the hold filter) and the locking reads are in sql.py. This module is longer than 300
-lines on purpose: every writer in one place is what lets a reader find them all.
+(docs/design.md#rule-5). The claim's own fragments (its ready predicate, hold filter and
+pick) open its section; those several sections share (the fence, the claim order, the
+history and column lists) and the locking reads are in sql.py. This module is longer than
+300 lines on purpose: every writer in one place is what lets a reader find them all.
 
 | statement                      | transition                                 | run by                       |
 |--------------------------------|--------------------------------------------|------------------------------|
 | enqueue_sql                    | new -> ready                               | insert.insert_one/many       |
 | INSERT_RUNS                    | new -> ready: a schedule's due slots       | schedules.runs, .rows        |
-| replace_call (ORM)             | ready: a new call (on_conflict "replace")  | unique.enqueue_unique        |
+| replace_call (ORM)             | ready: a new call (on_conflict "replace")  | enqueue.enqueue_unique       |
 | claim_sql, LIMITED_CLAIM       | ready -> running, the attempt counted      | claim.claim                  |
-| SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride) | claim.succeed                |
+| SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride) | claimed.succeed, claim       |
 | schedule_retries_sql           | running -> ready after a backoff           | failures.schedule_retries    |
 | recovery_retry_sql             | running, lease lost -> ready               | recovery.recover_expired     |
 | snooze_sql                     | running -> ready, the attempt given back   | decisions.write              |
-| release_sql                    | running, not started -> ready, uncounted   | claim.release                |
-| heartbeat_sql                  | running: lease extended, cancel read       | claim.heartbeat              |
+| release_sql                    | running, not started -> ready, uncounted   | claimed.release              |
+| heartbeat_sql                  | running: lease extended, cancel read       | claimed.heartbeat            |
 | REQUEST_CANCEL                 | running: cancel requested                  | recovery.cancel_jobs         |
 | end_pauses_sql                 | ready, paused: its held time counted       | holds.pauses (resume)        |
 | PARK                           | ready, held: moved to its breaker's end    | holds.breakers               |
 | CHOOSE_PROBE                   | ready, held: made its breaker's probe      | holds.breakers               |
 | CLOSE                          | ready, held -> released, spaced out        | holds.breakers               |
 | bring_forward_sql              | ready, scheduled later -> due now          | retention.bring_forward_next |
-| bury_sql                       | running -> dead letter                     | claim.bury                   |
+| bury_sql                       | running -> dead letter                     | claimed.bury                 |
 | recovery_burial_sql            | running, lease lost -> dead letter         | recovery.recover_expired     |
 | cancel_burial_sql              | ready, or a refused retry -> dead letter   | recovery.cancel_jobs         |
 | import_dead_letters (ORM)      | another system's failure -> dead letter    | deadletters.external         |
 | insert_dead_letter (ORM)       | another system's given-up task -> dead     | deadletters.external         |
-| revive_sql                     | dead letter -> ready (requeue)             | claim.revive                 |
+| revive_sql                     | dead letter -> ready (requeue)             | failures.revive              |
 | hand_back (ORM)                | dead letter -> gone, back to its system    | deadletters.external         |
 | replace_arguments (ORM)        | dead letter: new arguments (repair)        | deadletters.repair           |
 | RECORD_REPAIR                  | ready (just revived): the repair recorded  | deadletters.repair           |
@@ -61,22 +62,17 @@ from django_jobretry.jobs.sql import (
     HELD_IN_WINDOW,
     JOB,
     LOCKED_ROWS,
-    NO_LANE,
     ONE_ATTEMPT,
-    ORIGINAL_JOB_ID,
     RETRY_WINDOW,
     REVIVED_COLUMNS,
-    WAITED,
     counting_deaths,
     dead_letter_select,
     event_entry_sql,
     held_seconds,
     lease_expired_entry_sql,
-    pick_sql,
     revived_job_select,
     stamped,
     trimmed,
-    waiting,
 )
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 from django_jobretry.policy import ErrorKind
@@ -124,6 +120,52 @@ def replace_call(
 
 
 # -- claim: ready -> running ----------------------------------------------------------------------
+#: The claim's ready predicate on the job rows ``j``: due, with an attempt left. Holds and
+#: lanes are filtered beside it (not_held, jobretry_pick_limited).
+READY = "j.status = 'ready' AND j.run_at <= statement_timestamp() AND j.attempts < j.max_attempts"
+
+
+def not_held(job: str) -> str:
+    """The claim's filter on the job rows ``job``: ``jobretry_held()`` (functions.sql) is false.
+
+    The function is true while a pause is in force on the job's queue or
+    task, or its task's breaker is not closed and the job is not its probe
+    at the attempt it was chosen for (a probe is let through its breaker
+    once, not through a pause; a failed probe waits for the heartbeat to
+    reopen the breaker, holds/breakers.py). A PL/pgSQL
+    function, not two anti-joins written into the claim: the
+    claim is planned at every call, and the joins cost it more to plan than
+    the function costs to run on its few candidate rows (its own queries are
+    planned once per session). The claim still walks jobretry_job_claim.
+    """
+    return f"AND NOT jobretry_held({job}.queue_name, {job}.task_name, {job}.id, {job}.attempts)"
+
+
+def pick_sql(filters: str = "") -> str:
+    """Lock the next due jobs, in claim order, skipping those other workers lock and those held."""
+    return f"""
+        SELECT j.id FROM {JOB} AS j
+        WHERE {READY} {filters} {not_held("j")}
+        ORDER BY {CLAIM_ORDER}
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    """
+
+
+#: The ordinary claim's filter while limits are declared: limited jobs go through LIMITED_CLAIM.
+NO_LANE = "AND limit_lane IS NULL "
+
+#: The first job id of the requeue chain: the claim must not fail on a row
+#: whose history was edited by hand, so anything but a plain id means "this job".
+ORIGINAL_JOB_ID = (
+    "CASE WHEN (j.requeue_history -> 0 ->> 'job_id') ~ '^[0-9]{1,18}$' "
+    "THEN (j.requeue_history -> 0 ->> 'job_id')::bigint ELSE j.id END"
+)
+
+#: Time a limited job was due but unclaimed, added as it is claimed.
+WAITED = f" held_seconds = {held_seconds('j.run_at', 'statement_timestamp()')},"
+
+
 def claim_picked(also: str = "") -> str:
     """Claim the rows of ``picked``: the attempt is counted here (docs/design.md#rule-1).
 
@@ -394,6 +436,17 @@ CLOSE = f"""
     )
     SELECT count(*) AS released, ARRAY(SELECT DISTINCT queue_name FROM released) AS queues FROM released
 """
+
+
+def waiting(alias: str, *, queues: bool, tasks: bool) -> str:
+    """The condition "ready, scheduled later, may still run, not held" (and in the filters) on ``alias``:
+    the jobs bring_forward_sql may make due now."""
+    return (
+        f"{alias}.status = 'ready' AND {alias}.run_at > statement_timestamp() "
+        f"AND {alias}.attempts < {alias}.max_attempts {not_held(alias)}"
+        + (f" AND {alias}.queue_name = ANY(%(queues)s)" if queues else "")
+        + (f" AND {alias}.task_name = ANY(%(tasks)s)" if tasks else "")
+    )
 
 
 def bring_forward_sql(*, queues: bool, tasks: bool) -> str:

@@ -203,7 +203,7 @@ class Job(models.Model):
                 condition=models.Q(status="ready", limit_lane__isnull=False),
             ),
             # Keyed jobs that succeeded, by key and end: an enqueue's unique_for window
-            # (jobs/unique.py) and a requeue's look for a recent one.
+            # (jobs/enqueue.py) and a requeue's look for a recent one.
             models.Index(
                 fields=["unique_key", "finished_at"],
                 name="jobretry_job_unique_window",

@@ -30,9 +30,8 @@ from django_jobretry.console import counters
 from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.jobs import statements
-from django_jobretry.jobs.enqueue import notify
+from django_jobretry.jobs.enqueue import holder_of, notify
 from django_jobretry.jobs.isolation import Apart, all_or_each
-from django_jobretry.jobs.unique import holder_of
 from django_jobretry.models import CounterEvent, JobStatus, Schedule
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.policy.slots import grace

@@ -42,7 +42,7 @@ from django.db import DatabaseError
 from django_jobretry import features
 from django_jobretry.console import counters, status_samples, workers
 from django_jobretry.display import humanize_delay
-from django_jobretry.jobs import claim
+from django_jobretry.jobs import claimed
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.events import log_extra
 from django_jobretry.worker import runner
@@ -125,7 +125,7 @@ class Heartbeat(threading.Thread):
                 self._report_lost(current, missed, lost)
                 jobs = [job for job in current if (job.id, job.attempt) not in lost]
                 try:
-                    alive = claim.heartbeat(jobs, self.lease)
+                    alive = claimed.heartbeat(jobs, self.lease)
                 except DatabaseError as exc:
                     # Once per failing stretch: it is tried again every few seconds.
                     level = logging.WARNING if backoff.failing_since is None else logging.DEBUG

@@ -18,7 +18,7 @@ rightly be empty until its first job.
 Shutdown. The jobs a stopping worker claimed but never started go back at
 once. Waiting for their lease to expire would delay them for nothing: no
 handler ran, so nothing can overlap. Releasing also uncounts the attempt
-(claim.release), since none was made.
+(jobs/claimed.release), since none was made.
 
 The drain is kept to its grace period whether or not the database answers.
 After SIGTERM (or at the end of ``--burst``/``--max-jobs``) the worker gives
@@ -50,7 +50,7 @@ from django.db import DatabaseError, InterfaceError
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.console import workers
 from django_jobretry.display import count_of, did_you_mean
-from django_jobretry.jobs import claim
+from django_jobretry.jobs import claimed
 from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, Succeeded
 from django_jobretry.jobs.events import log_extra
 from django_jobretry.models import Job
@@ -259,7 +259,7 @@ def release(not_started: list[ClaimedJob]) -> None:
     """Give the jobs no runner started back, each attempt uncounted; may raise DatabaseError."""
     if not not_started:
         return
-    released = claim.release(not_started)
+    released = claimed.release(not_started)
     for job in not_started:
         logger.info(
             "job %s (%s, queue %s) released unstarted",

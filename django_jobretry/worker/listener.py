@@ -24,7 +24,7 @@ import psycopg
 from django.db import DEFAULT_DB_ALIAS
 
 from django_jobretry.conf.databases import listen_alias
-from django_jobretry.jobs.enqueue import CHANNEL
+from django_jobretry.jobs.insert import CHANNEL
 from django_jobretry.worker import watchdog
 from django_jobretry.worker.session import RECONNECT_CAP, Backoff
 

@@ -6,6 +6,7 @@ import pytest
 from pytest_bdd import given, parsers, scenarios, then, when
 
 from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import ClaimedJob, succeed
 from django_jobretry.limits.declare import claim_limits
 from django_jobretry.models import Job, JobStatus
 from tests.jobs_app import limited_jobs
@@ -18,12 +19,12 @@ WORKERS = ("worker-a", "worker-b")
 
 
 @pytest.fixture
-def claimed() -> list[claim.ClaimedJob]:
+def claimed() -> list[ClaimedJob]:
     """Every job the workers claimed, in claim order."""
     return []
 
 
-def claim_all(claimed: list[claim.ClaimedJob]) -> None:
+def claim_all(claimed: list[ClaimedJob]) -> None:
     limits = claim_limits()
     assert limits is not None
     for worker in WORKERS:
@@ -41,15 +42,15 @@ def three_at_once(count: int) -> None:
 
 
 @when("two workers claim as many jobs as they can")
-def two_workers_claim(claimed: list[claim.ClaimedJob]) -> None:
+def two_workers_claim(claimed: list[ClaimedJob]) -> None:
     claim_all(claimed)
 
 
 @when("the running job of tenant 1 succeeds and the workers claim again")
-def tenant_one_succeeds(claimed: list[claim.ClaimedJob]) -> None:
+def tenant_one_succeeds(claimed: list[ClaimedJob]) -> None:
     lane = dict(Job.objects.filter(status=JobStatus.RUNNING).values_list("pk", "limit_lane"))
     done = [job for job in claimed if lane.get(job.id) == "key:tenant:1"]
-    assert claim.succeed(done) == {done[0].id}
+    assert succeed(done) == {done[0].id}
     claim_all(claimed)
 
 

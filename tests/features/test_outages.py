@@ -18,6 +18,7 @@ from pytest_bdd import given, parsers, scenarios, then, when
 from django_jobretry import RetryPolicy, Snooze, job
 from django_jobretry.holds import breakers, pauses
 from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import release
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus
 from django_jobretry.testing import run_jobs
 
@@ -124,7 +125,7 @@ def breaker_open(story: Story, attempts: int) -> None:
     assert Circuit.objects.get(task_name=sync_order.name).state == CircuitState.OPEN
     assert sum(j.attempts for j in task_jobs(story)) == attempts
     taken = claim.claim("test", 100, 60, None)
-    claim.release(taken)
+    release(taken)
     assert taken == []
 
 
@@ -133,7 +134,7 @@ def one_probe() -> None:
     row = Circuit.objects.get(task_name=sync_order.name)
     assert row.state == CircuitState.HALF_OPEN
     taken = claim.claim("test", 100, 60, None)
-    claim.release(taken)
+    release(taken)
     assert [claimed.id for claimed in taken] == [row.probe_job_id]
 
 

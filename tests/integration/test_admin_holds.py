@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from django_jobretry.holds import breakers, pauses
 from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import release
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
 from tests.jobs_app import jobs
@@ -38,7 +39,7 @@ def looker(make_user: Any) -> Operator:
 
 def claimed() -> set[int]:
     taken = claim.claim("test", 100, 60, None)
-    claim.release(taken)
+    release(taken)
     return {job.id for job in taken}
 
 

@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from django_jobretry import RetryPolicy, current_job, deadletters, job
 from django_jobretry.admin.jobs import JobAdmin
-from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import succeed
 from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.attempts import claim_one, kill
@@ -72,7 +72,7 @@ class TestService:
         jobs.record.enqueue("a")
         claimed = claim_one()
         cancel_jobs([claimed.id], actor="ops")
-        assert claim.succeed([claimed]) == {claimed.id}
+        assert succeed([claimed]) == {claimed.id}
         row = Job.objects.get()
         assert (row.status, row.cancel_requested_by, row.cancel_requested_at) == (
             JobStatus.SUCCEEDED,

@@ -18,7 +18,7 @@ from django.db import connection, transaction
 
 from django_jobretry import RetryableError, RetryPolicy, current_job, job
 from django_jobretry.jobs import claim, recovery
-from django_jobretry.jobs.claimed import ClaimedJob, Failed
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, release, succeed
 from django_jobretry.jobs.record import Recorder
 from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import DeadLetter, Job
@@ -98,7 +98,7 @@ class TestTheRetryHonoursTheRequest:
         jobs.always_fails.enqueue("a")
         claimed = claim_one()
         cancel_jobs([claimed.id], actor="ops")
-        assert claim.succeed([claimed]) == {claimed.id}  # the run ended first
+        assert succeed([claimed]) == {claimed.id}  # the run ended first
         record_failure(claimed, ConnectionResetError("late"))  # an earlier handler's late failure
         assert not DeadLetter.objects.exists()
         assert Job.objects.get().status == "succeeded"
@@ -241,7 +241,7 @@ def test_a_claimed_job_released_unstarted_after_its_cancel_is_never_ready_again(
     jobs.record.enqueue("a")
     claimed = claim_one(lease=0.05)
     cancel_jobs([claimed.id], actor="ops")
-    assert claim.release([claimed]) == set()
+    assert release([claimed]) == set()
     assert claim.claim(OWNER, 10, 30, None) == []
     wait_until(lambda: lease_expired(claimed.id), timeout=DEADLINE, what="the lease to expire (db clock)")
     [item] = recovery.recover_expired(100, HISTORY)

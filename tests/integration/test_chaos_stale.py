@@ -25,8 +25,8 @@ from chaos import schema
 from chaos.stale import stale_completions
 from django_jobretry import FatalError
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.jobs import claim, recovery
-from django_jobretry.jobs.claimed import ClaimedJob
+from django_jobretry.jobs import recovery
+from django_jobretry.jobs.claimed import ClaimedJob, bury, succeed
 from django_jobretry.jobs.history import AttemptEnd, AttemptEntry, error_entry, render_error
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus
 from django_jobretry.policy import ErrorKind
@@ -112,10 +112,10 @@ def test_fenced_run_has_no_stale_completion_and_every_end_is_checked() -> None:
     # Job a: a stale success refused by the fence; the new holder's own success.
     first, second, ledger = recovered_then_reclaimed(reclaimed_by=SECOND)
     as_worker(FIRST)
-    assert claim.succeed([first]) == set()
+    assert succeed([first]) == set()
     end_handler(ledger)
     as_worker(SECOND)
-    assert claim.succeed([second]) == {second.id}
+    assert succeed([second]) == {second.id}
     # Job b: its holder's retry, then its holder's burial (a fatal error on attempt 2).
     jobs.record.enqueue("b")
     retried = claim_as(SECOND)
@@ -137,7 +137,7 @@ def test_fenced_run_has_no_stale_completion_and_every_end_is_checked() -> None:
 def test_a_success_accepted_from_another_process_is_reported() -> None:
     first, second, _ = recovered_then_reclaimed(reclaimed_by=SECOND)
     as_worker(FIRST)
-    assert claim.succeed([with_fence_of(first, second)]) == {first.id}
+    assert succeed([with_fence_of(first, second)]) == {first.id}
 
     check = stale_completions()
 
@@ -153,7 +153,7 @@ def test_a_burial_accepted_from_another_process_is_reported() -> None:
     as_worker(FIRST)
     stale = with_fence_of(first, second)
     entry = fatal_entry(2, FIRST)
-    assert claim.bury(stale, entry, DeadReason.FATAL, 10) is not None
+    assert bury(stale, entry, DeadReason.FATAL, 10) is not None
 
     check = stale_completions()
 
@@ -169,7 +169,7 @@ def test_a_stale_failure_of_the_same_process_is_reported_by_its_entry() -> None:
     # The worker of attempt 1, now also holding attempt 2, buries attempt 1's fatal error.
     entry = fatal_entry(first.attempt, FIRST)
     stale = with_fence_of(first, second)
-    assert claim.bury(stale, entry, DeadReason.FATAL, 10) is not None
+    assert bury(stale, entry, DeadReason.FATAL, 10) is not None
 
     check = stale_completions()
 
@@ -182,7 +182,7 @@ def test_a_stale_failure_of_the_same_process_is_reported_by_its_entry() -> None:
 def test_a_stale_success_of_the_same_process_is_reported_by_the_ledger() -> None:
     first, second, ledger = recovered_then_reclaimed(reclaimed_by=FIRST)
     # Attempt 1's handler returns; its success lands on attempt 2, whose handler is still running.
-    assert claim.succeed([with_fence_of(first, second)]) == {first.id}
+    assert succeed([with_fence_of(first, second)]) == {first.id}
     end_handler(ledger)
 
     check = stale_completions()
@@ -201,7 +201,7 @@ def test_an_end_of_a_job_never_claimed_is_reported() -> None:
     held = ClaimedJob(
         row.pk, row.task_name, row.queue_name, row.policy_name, "[]", "{}", 1, 3, row.lease_token, row.pk, 0
     )
-    assert claim.succeed([held]) == {row.pk}
+    assert succeed([held]) == {row.pk}
 
     check = stale_completions()
 
@@ -214,7 +214,7 @@ def test_an_end_of_an_attempt_other_than_the_last_claimed_is_reported() -> None:
     jobs.record.enqueue("k")
     claimed = claim_as(FIRST)
     Job.objects.filter(pk=claimed.id).update(attempts=2)  # by hand: attempt 2 was never claimed
-    assert claim.succeed([replace(claimed, attempt=2)]) == {claimed.id}
+    assert succeed([replace(claimed, attempt=2)]) == {claimed.id}
 
     check = stale_completions()
 

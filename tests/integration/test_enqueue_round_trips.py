@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 
-from django_jobretry.jobs.enqueue import CHANNEL
+from django_jobretry.jobs.insert import CHANNEL
 from django_jobretry.models import Job
 from tests.jobs_app import jobs
 

@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django_jobretry import FatalError
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.jobs import claim
-from django_jobretry.jobs.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded
+from django_jobretry.jobs.claimed import ClaimedJob, Failed, FailedAttempt, Interrupted, Succeeded, release
 from django_jobretry.jobs.failures import retry_params, write_failures
 from django_jobretry.jobs.history import AttemptEnd
 from django_jobretry.jobs.record import Recorder
@@ -83,7 +83,7 @@ def test_a_stale_failure_in_a_batch_changes_nothing_and_the_rest_are_written(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     held, lost = claim_failing("ab")
-    assert claim.release([lost]) == {lost.id}  # as a shutdown does: the attempt is gone
+    assert release([lost]) == {lost.id}  # as a shutdown does: the attempt is gone
     before = Job.objects.values().get(pk=lost.id)
     record([failed(held), failed(lost)])
     assert Job.objects.values().get(pk=lost.id) == before
@@ -165,7 +165,7 @@ def take(outcomes: list[Failed]) -> list[FailedAttempt]:
 def test_retries_ride_on_the_claim_fenced_and_are_not_claimed_again_by_it() -> None:
     held, lost, succeeded = claim_failing("abc")
     jobs.record.enqueue("next")
-    assert claim.release([lost]) == {lost.id}  # its failure below is stale
+    assert release([lost]) == {lost.id}  # its failure below is stale
     outcomes = [failed(held), failed(lost)]
     retries = take(outcomes)
     assert [retry.job.id for retry in retries] == [held.id, lost.id]

@@ -17,8 +17,8 @@ import pytest
 from django.db import connection as django_connection
 from django.db.models.functions import Now
 
-from django_jobretry.jobs import claim, recovery
-from django_jobretry.jobs.claimed import ClaimedJob
+from django_jobretry.jobs import recovery
+from django_jobretry.jobs.claimed import ClaimedJob, release, succeed
 from django_jobretry.models import Job
 from django_jobretry.worker.heartbeat import Heartbeat
 from tests.attempts import LEASE, OWNER, claim_one
@@ -72,7 +72,7 @@ def test_a_job_finishing_between_two_beats_is_not_reported_lost(caplog: pytest.L
     job = claim_one()
 
     def recorded_not_yet_forgotten() -> list[ClaimedJob]:
-        assert claim.succeed([job]) == {job.id}
+        assert succeed([job]) == {job.id}
         return [job]
 
     caplog.set_level(logging.WARNING, logger="django_jobretry")
@@ -86,7 +86,7 @@ def test_a_lost_lease_is_reported_once_and_no_longer_extended(caplog: pytest.Log
     job = claim_one()
 
     def taken_away() -> list[ClaimedJob]:
-        assert claim.release([job]) == {job.id}  # as if another worker had recovered it
+        assert release([job]) == {job.id}  # as if another worker had recovered it
         return [job]
 
     caplog.set_level(logging.WARNING, logger="django_jobretry")

@@ -17,6 +17,7 @@ from django_jobretry import CircuitOpen, FatalError, RetryPolicy, Snooze, job
 from django_jobretry.holds import breakers, pauses
 from django_jobretry.holds.status import holds_report
 from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import release
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus, Pause
 from django_jobretry.testing import run_jobs
 
@@ -78,7 +79,7 @@ def db_now() -> datetime:
 
 def claim_ids() -> set[int]:
     claimed = claim.claim("test", 100, 60, None)
-    claim.release(claimed)
+    release(claimed)
     return {job.id for job in claimed}
 
 

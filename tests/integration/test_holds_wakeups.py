@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from django_jobretry.holds import breakers, pauses
-from django_jobretry.jobs.enqueue import CHANNEL
+from django_jobretry.jobs.insert import CHANNEL
 from django_jobretry.models import Circuit
 from tests.jobs_app import jobs
 

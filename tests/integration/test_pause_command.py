@@ -13,6 +13,7 @@ from django.core.management.base import CommandError
 
 from django_jobretry.holds import breakers
 from django_jobretry.jobs import claim
+from django_jobretry.jobs.claimed import release
 from django_jobretry.models import Circuit, CircuitState, Pause
 from tests.jobs_app import jobs
 from tests.manage_py import manage_py
@@ -29,7 +30,7 @@ def run(*args: str) -> tuple[str, str]:
 
 def claimed() -> set[int]:
     taken = claim.claim("test", 100, 60, None)
-    claim.release(taken)
+    release(taken)
     return {job.id for job in taken}
 
 

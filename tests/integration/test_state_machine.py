@@ -60,7 +60,7 @@ from hypothesis.stateful import (
 from django_jobretry import FatalError, RetryableError, RetryPolicy, deadletters, job
 from django_jobretry.decorators import JobDefinition
 from django_jobretry.exceptions import NotDead, RequeueConflict
-from django_jobretry.jobs import claim, recovery, retention
+from django_jobretry.jobs import claim, claimed, recovery, retention
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import DeadLetter, Job, JobStatus
@@ -235,7 +235,7 @@ class JobStoreMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def succeed(self, data: st.DataObject) -> None:
         attempt = self._take_held(data)
-        assert claim.succeed([attempt]) == {attempt.id}, "a held lease failed to record success"
+        assert claimed.succeed([attempt]) == {attempt.id}, "a held lease failed to record success"
         self.model.succeed(attempt.id)
 
     @precondition(lambda self: bool(self.held))
@@ -267,7 +267,7 @@ class JobStoreMachine(RuleBasedStateMachine):
         before = snapshot()
         try:
             if how == "success":
-                assert claim.succeed([attempt]) == set(), "a stale success was recorded"
+                assert claimed.succeed([attempt]) == set(), "a stale success was recorded"
             else:
                 record_failure(attempt, ERRORS[how](), owner=OWNER)
         except DatabaseError as exc:  # e.g. a constraint refusing what the stale write tried

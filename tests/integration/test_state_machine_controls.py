@@ -20,7 +20,7 @@ from django.db import connection
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from django_jobretry.jobs import claim, failures, statements
+from django_jobretry.jobs import claimed, failures, statements
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.sql import END_LEASE, JOB
 from tests.integration.test_state_machine import MACHINE_SETTINGS, JobStoreMachine, short_history
@@ -75,14 +75,14 @@ CONTROL_SETTINGS = settings(MACHINE_SETTINGS, max_examples=1000, phases=[Phase.g
     ("module", "name", "broken", "caught_by"),
     [
         (statements, "claim_sql", claim_sql_without_counting, "^claim: got"),
-        (claim, "succeed", succeed_fenced_by_status_only, "^a stale success was recorded"),
+        (claimed, "succeed", succeed_fenced_by_status_only, "^a stale success was recorded"),
         (
             failures,
             "schedule_retries",
             unfenced(failures, "schedule_retries", fence_in=statements),
             STALE_FAILURE,
         ),
-        (claim, "bury", unfenced(claim, "bury", fence_in=statements), STALE_FAILURE),
+        (claimed, "bury", unfenced(claimed, "bury", fence_in=statements), STALE_FAILURE),
     ],
 )
 def test_the_machine_catches_a_broken_transition(

@@ -17,6 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from django_jobretry.jobs import claim, statements
+from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.sql import FENCE
 from django_jobretry.models import Job, JobStatus
 from tests.attempts import OWNER, claim_one
@@ -26,8 +27,8 @@ pytestmark = pytest.mark.django_db
 
 
 def succeed_and_claim(
-    done: list[claim.ClaimedJob], limit: int = 10, queues: list[str] | None = None
-) -> tuple[set[int], list[claim.ClaimedJob]]:
+    done: list[ClaimedJob], limit: int = 10, queues: list[str] | None = None
+) -> tuple[set[int], list[ClaimedJob]]:
     return claim.succeed_and_claim(done, None, owner=OWNER, limit=limit, lease_seconds=30, queues=queues)
 
 

@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 from django_jobretry import signals
 from django_jobretry.exceptions import UnknownTask
 from django_jobretry.jobs import claim, recovery
-from django_jobretry.jobs.claimed import Failed
+from django_jobretry.jobs.claimed import Failed, heartbeat, release, succeed
 from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.worker.runner import Runner
@@ -79,10 +79,10 @@ class TestFencing:
     def test_success_with_a_stale_token_changes_nothing(self) -> None:
         jobs.record.enqueue("a")
         claimed = claim_one()
-        assert claim.succeed([replace(claimed, token=uuid.uuid4())]) == set()
-        assert claim.succeed([replace(claimed, attempt=2)]) == set()
+        assert succeed([replace(claimed, token=uuid.uuid4())]) == set()
+        assert succeed([replace(claimed, attempt=2)]) == set()
         assert Job.objects.get(pk=claimed.id).status == JobStatus.RUNNING
-        assert claim.succeed([claimed]) == {claimed.id}
+        assert succeed([claimed]) == {claimed.id}
         row = Job.objects.get(pk=claimed.id)
         assert (row.status, row.lease_token) == (JobStatus.SUCCEEDED, None)
         assert row.finished_at is not None
@@ -106,16 +106,16 @@ class TestFencing:
         jobs.record.enqueue("a")
         claimed = claim_one()
         before = Job.objects.get(pk=claimed.id).lease_expires_at
-        assert claim.heartbeat([claimed], 600) == {claimed.id: ""}
+        assert heartbeat([claimed], 600) == {claimed.id: ""}
         assert Job.objects.get(pk=claimed.id).lease_expires_at > before
-        assert claim.heartbeat([replace(claimed, token=uuid.uuid4())], 600) == {}
+        assert heartbeat([replace(claimed, token=uuid.uuid4())], 600) == {}
 
 
 class TestRelease:
     def test_release_uncounts_the_attempt(self) -> None:
         jobs.record.enqueue("a")
         claimed = claim_one()
-        assert claim.release([claimed]) == {claimed.id}
+        assert release([claimed]) == {claimed.id}
         row = Job.objects.get(pk=claimed.id)
         assert (row.status, row.attempts, row.first_attempt_at, row.lease_token) == (
             JobStatus.READY,

@@ -17,8 +17,7 @@ import django
 import pytest
 
 from django_jobretry import signals
-from django_jobretry.jobs.claim import Written
-from django_jobretry.jobs.claimed import Succeeded
+from django_jobretry.jobs.claimed import Succeeded, Written
 from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.inprocess import run_burst
