@@ -23,7 +23,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from django_jobretry.jobs import claim, failures, statements
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.sql import END_LEASE, JOB
-from tests.integration.test_state_machine import MACHINE_SETTINGS, JobStoreMachine, short_history
+from tests.integration.jobs.test_state_machine import MACHINE_SETTINGS, JobStoreMachine, short_history
 
 pytestmark = pytest.mark.django_db
 __all__ = ["short_history"]  # the fixture, used by name

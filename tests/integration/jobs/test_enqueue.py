@@ -27,7 +27,7 @@ class NotJson:
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [
-        ((NotJson(),), {}, "positional argument 0 of task .* is a tests.integration.test_enqueue.NotJson"),
+        ((NotJson(),), {}, f"positional argument 0 of task .* is a {__name__}.NotJson"),
         ((), {"when": datetime.now(UTC)}, "keyword argument 'when' .* datetime.datetime"),
         (({1: "x"},), {}, "dict key 1 of type int; JSON object keys must be strings"),
         (("a\x00b",), {}, "NUL character"),
