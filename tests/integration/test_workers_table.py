@@ -23,7 +23,7 @@ from django_jobretry.worker.heartbeat import Heartbeat, registration
 from django_jobretry.worker.lifecycle import Shift
 from tests.attempts import LEASE, OWNER, claim_one
 from tests.factories import WorkerProcessFactory
-from tests.integration.test_heartbeat import Beats
+from tests.integration.worker.test_heartbeat import Beats
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
