@@ -20,7 +20,7 @@ from django_jobretry.holds import breakers, pauses
 from django_jobretry.jobs import claim
 from django_jobretry.models import Circuit, CircuitState, Pause, Schedule
 from tests.integration.conftest import Operator, hidden_inputs, messages_of
-from tests.integration.schedule_story import story
+from tests.integration.schedules.schedule_story import story
 from tests.jobs_app import jobs, limited_jobs
 
 pytestmark = pytest.mark.django_db

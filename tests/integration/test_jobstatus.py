@@ -170,13 +170,13 @@ def test_names_from_the_database_never_drive_the_terminal() -> None:
     )
 
 
-# --- schedules (tests/integration/schedule_story.py) ------------------------------------------------
+# --- schedules (tests/integration/schedules/schedule_story.py) --------------------------------------
 
 
 def test_a_schedules_section_per_schedule_next_slot_last_success_counts_and_pause(settings: Any) -> None:
     from django_jobretry.schedules.status import utc, zoned
-    from tests.integration.schedule_story import PAUSE_REASON, story
-    from tests.integration.schedule_story import SECRET as SCHEDULE_SECRET
+    from tests.integration.schedules.schedule_story import PAUSE_REASON, story
+    from tests.integration.schedules.schedule_story import SECRET as SCHEDULE_SECRET
 
     told = story(settings)
     text = jobstatus()
@@ -201,7 +201,7 @@ def test_a_schedules_section_per_schedule_next_slot_last_success_counts_and_paus
 
 
 def test_the_json_has_a_schedules_list(settings: Any) -> None:
-    from tests.integration.schedule_story import story
+    from tests.integration.schedules.schedule_story import story
 
     told = story(settings)
     report = as_json()
@@ -234,7 +234,7 @@ def test_no_schedules_no_section_and_an_empty_list() -> None:
 def test_a_pause_reason_never_drives_the_terminal(settings: Any) -> None:
     from django_jobretry.schedules.declare import declared
     from django_jobretry.schedules.rows import declare_rows, pause
-    from tests.integration.schedule_story import declare
+    from tests.integration.schedules.schedule_story import declare
 
     declare(settings)
     declare_rows(declared())

@@ -146,7 +146,7 @@ def test_the_view_without_prometheus_client_fails_the_checks(monkeypatch: pytest
     assert "django_jobretry.E011" in [e.id for e in run_checks(tags=["urls"])]
 
 
-# --- schedules (tests/integration/schedule_story.py) ------------------------------------------------
+# --- schedules (tests/integration/schedules/schedule_story.py) --------------------------------------
 
 
 def schedule_samples(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> dict[Any, float]:
@@ -161,7 +161,7 @@ def schedule_samples(samples: dict[tuple[str, tuple[tuple[str, str], ...]], floa
 def test_each_schedule_its_last_success_next_slot_period_slots_and_pause(
     client: Client, token: str, settings: Any
 ) -> None:
-    from tests.integration.schedule_story import SECRET, story
+    from tests.integration.schedules.schedule_story import SECRET, story
 
     told = story(settings)
     response = client.get(URL, headers={"Authorization": f"Bearer {token}"})
@@ -192,7 +192,7 @@ def test_one_query_for_all_schedules_whatever_their_number(settings: Any) -> Non
 
     from django_jobretry.schedules import status
     from tests.factories import ScheduleFactory
-    from tests.integration.schedule_story import story
+    from tests.integration.schedules.schedule_story import story
 
     story(settings)
     for extra in (0, 20):

@@ -1,7 +1,7 @@
 """A schedule's runs honour their task's deduplication (issue 24): its key, and its unique_for window.
 
 Slots are made due by moving the schedule's ``next_slot`` back (tests/integration/
-test_schedules_service.py), windows by moving a job's ``finished_at`` back: the
+schedules/test_schedules_service.py), windows by moving a job's ``finished_at`` back: the
 database clock, never sleeps.
 """
 
@@ -18,7 +18,7 @@ from django_jobretry.schedules.declare import declared
 from django_jobretry.schedules.rows import RunRefused, declare_rows, run_now
 from django_jobretry.schedules.runs import run_due
 from django_jobretry.testing import run_jobs
-from tests.integration.test_schedules_service import down_for
+from tests.integration.schedules.test_schedules_service import down_for
 from tests.jobs_app import unique_jobs
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,6 @@
 """The schedules page through Django's test client: the columns, the arguments' right, the three actions.
 
-The schedules are in the states of tests/integration/schedule_story.py,
+The schedules are in the states of tests/integration/schedules/schedule_story.py,
 reached through the real services. Users are staff accounts with exactly
 the permissions a test names; every POST carries the page's CSRF token with
 CSRF checks on (tests/integration/conftest.py). A refusal is checked on the
@@ -26,8 +26,8 @@ from django_jobretry.models import Job, Schedule
 from django_jobretry.schedules.status import utc, zoned
 from tests.factories import ScheduleFactory
 from tests.integration.conftest import Operator, messages_of
-from tests.integration.schedule_admin import LIST, VIEW, act, confirm, detail, operator, rows_of
-from tests.integration.schedule_story import PAUSE_REASON, SECRET, Story, story
+from tests.integration.schedules.schedule_admin import LIST, VIEW, act, confirm, detail, operator, rows_of
+from tests.integration.schedules.schedule_story import PAUSE_REASON, SECRET, Story, story
 
 pytestmark = pytest.mark.django_db
 

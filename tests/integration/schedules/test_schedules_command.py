@@ -1,6 +1,6 @@
 """`manage.py schedules`, in process: the list, --check, pause / resume / run, and the operator's mistakes.
 
-The schedules are in the states of tests/integration/schedule_story.py,
+The schedules are in the states of tests/integration/schedules/schedule_story.py,
 reached through the real services; every action is checked on the rows it
 changes, and every refusal by its exit code and one clear line.
 """
@@ -24,7 +24,7 @@ from django.core.management.base import CommandError
 
 from django_jobretry.models import Job, Schedule
 from django_jobretry.schedules.status import utc, zoned
-from tests.integration.schedule_story import DECLARED, PAUSE_REASON, SECRET, Story, declare, story
+from tests.integration.schedules.schedule_story import DECLARED, PAUSE_REASON, SECRET, Story, declare, story
 from tests.processes import ROOT, test_database_url
 
 pytestmark = pytest.mark.django_db
