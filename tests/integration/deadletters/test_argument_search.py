@@ -129,7 +129,7 @@ def test_without_the_payload_permission_there_is_no_field_and_the_url_is_refused
 def test_refused_to_everyone_when_a_redactor_hides_values(
     reader: Operator, superuser: Operator, settings: Any
 ) -> None:
-    redactor = "tests.integration.test_admin_security.redact"
+    redactor = "tests.integration.admin.test_admin_security.redact"
     settings.JOBRETRY = {**settings.JOBRETRY, "PAYLOAD_REDACTOR": redactor}
     for operator in (reader, superuser):
         assert FIELD not in operator.get(reverse(DEAD_LIST)).content

@@ -24,7 +24,7 @@ from tests.manage_py import manage_py
 from tests.processes import test_database_url
 
 FLAKY = "tests.jobs_app.jobs.flaky"  # flaky(key, failures)
-REDACTOR = "tests.integration.test_admin_security.redact"
+REDACTOR = "tests.integration.admin.test_admin_security.redact"
 
 
 class Terminal(io.StringIO):

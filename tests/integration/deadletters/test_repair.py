@@ -24,7 +24,7 @@ from tests.integration.conftest import Operator, cli_run, hidden_inputs, message
 pytestmark = pytest.mark.django_db
 
 TASK = "tests.jobs_app.jobs.flaky"
-REDACTOR = "tests.integration.test_admin_security.redact"
+REDACTOR = "tests.integration.admin.test_admin_security.redact"
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from tests.jobs_app import jobs
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.urls("tests.integration.metrics_urls"),
+    pytest.mark.urls("tests.integration.metrics.metrics_urls"),
 ]
 
 TOKEN = "metrics-token-for-the-tests-0123456789"  # noqa: S105 - a test value, not a secret

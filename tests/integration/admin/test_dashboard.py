@@ -26,8 +26,8 @@ from tests.factories import (
     WorkerProcessFactory,
     error_history,
 )
+from tests.integration.admin.test_admin_security import HOSTILE_QUERIES
 from tests.integration.conftest import CHANGELIST, Operator
-from tests.integration.test_admin_security import HOSTILE_QUERIES
 
 pytestmark = pytest.mark.django_db
 

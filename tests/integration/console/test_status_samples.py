@@ -26,7 +26,7 @@ from django_jobretry.worker.heartbeat import Heartbeat
 from django_jobretry.worker.lifecycle import Shift, WorkerOptions
 from tests.attempts import LEASE, OWNER, claim_one
 from tests.factories import DeadLetterFactory, JobFactory, StatusSampleFactory
-from tests.integration.test_workers_table import me
+from tests.integration.console.test_workers_table import me
 from tests.integration.worker.test_heartbeat import Beats
 from tests.jobs_app import jobs
 
