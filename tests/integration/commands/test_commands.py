@@ -1,4 +1,4 @@
-"""showpolicies and runworker's option bounds; the demo command is tests/integration/test_demo.py."""
+"""showpolicies and runworker's option bounds; the demo command is tests/integration/commands/test_demo.py."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def test_e005_budget_too_small() -> None:
         (["django.conf.settings"], "is not an exception class"),
         ("builtins.ValueError", "must be a list of dotted paths"),
         (
-            ["tests.integration.broken_module.Error"],
+            ["tests.integration.conf.broken_module.Error"],
             "(ZeroDivisionError: division by zero)",
         ),
     ],
@@ -209,7 +209,7 @@ def test_check_ids_are_unique_and_documented() -> None:
     Some ids are shared on purpose by two modules: E012 (LISTEN's type in conf/schema.py,
     its alias in databases.py) and E014 (TASK_MODULES' type, and a module of it that does not import).
     """
-    root = Path(__file__).parents[2]
+    root = Path(__file__).parents[3]
     package = root / "django_jobretry"
     modules = (
         *(f"conf/{name}.py" for name in ("schema", "problems", "databases", "checks", "database_engine")),

@@ -51,7 +51,7 @@ def test_a_listed_module_is_imported_at_start_up_and_its_tasks_registered() -> N
 
 
 def test_modules_that_do_not_import_are_e014_each_named_not_a_traceback() -> None:
-    listed = "tests.task_modules.no_such_module,tests.integration.broken_module"
+    listed = "tests.task_modules.no_such_module,tests.integration.conf.broken_module"
     code, _, err = manage("check", JOBRETRY_TEST_TASK_MODULES=listed)
     assert code == 1
     assert err.count("(django_jobretry.E014)") == 2
@@ -59,7 +59,10 @@ def test_modules_that_do_not_import_are_e014_each_named_not_a_traceback() -> Non
         "JOBRETRY[\"TASK_MODULES\"]: 'tests.task_modules.no_such_module' cannot be imported (ModuleNotFound"
         in err
     )
-    assert "'tests.integration.broken_module' cannot be imported (ZeroDivisionError: division by zero)" in err
+    assert (
+        "'tests.integration.conf.broken_module' cannot be imported (ZeroDivisionError: division by zero)"
+        in err
+    )
     assert "Traceback" not in err
     code, _, err = manage("shell", "-c", "print('still starts')", JOBRETRY_TEST_TASK_MODULES=listed)
     assert code == 0, "a command that runs no checks still starts; its log line says what was not imported"
