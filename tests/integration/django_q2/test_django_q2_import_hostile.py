@@ -2,7 +2,7 @@
 
 django-q2's Task table is not signed: whoever can write it chooses the
 pickles and the function path the import reads. Rows are made by django-q2's
-own save path (tests/integration/test_deadletters_import_django_q2.py) and
+own save path (tests/integration/django_q2/test_deadletters_import_django_q2.py) and
 then edited in SQL, as an attacker with database access would.
 """
 
@@ -27,7 +27,7 @@ from django.utils import timezone
 from django_jobretry.contrib.django_q2.failure_rows import PAGE_BYTES
 from django_jobretry.deadletters.external import ExternalDeadLetter, import_dead_letters
 from django_jobretry.models import DeadLetter, DeadReason, ImportedFailure
-from tests.integration.test_deadletters_import_django_q2 import TASKS, failed, imported
+from tests.integration.django_q2.test_deadletters_import_django_q2 import TASKS, failed, imported
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from django.db import connection
 from django.tasks import TaskResultStatus
 
 from django_jobretry.models import DeadLetter
-from tests.integration.tasks_backend import fail
+from tests.integration.django_tasks.tasks_backend import fail
 from tests.jobs_app import tasks
 
 pytestmark = pytest.mark.django_db

@@ -30,7 +30,7 @@ from django_q.tasks import async_task
 from django_jobretry.contrib.django_q2 import claims, hooks
 from django_jobretry.contrib.django_q2.apps import check_django_q2
 from django_jobretry.models import DeadLetter
-from tests.integration.test_django_q2_cluster import DEADLINE, TASKS
+from tests.integration.django_q2.test_django_q2_cluster import DEADLINE, TASKS
 from tests.jobs_app import q2_tasks
 from tests.processes import wait_until
 from tests.q2_cluster import running

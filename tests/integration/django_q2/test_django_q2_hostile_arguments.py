@@ -1,7 +1,7 @@
 """A django-q2 task whose arguments cannot be rendered plainly still becomes exactly one dead letter.
 
 Each delivery goes through the adapter's real hooks and monitor, in process
-(as tests/integration/test_django_q2_adapter.py does); the arguments are
+(as tests/integration/django_q2/test_django_q2_adapter.py does); the arguments are
 pickled into the queue row by ``async_task`` like any others. Before
 ``json_safe`` was total, burying such a task raised, rolled back, and left the
 queue row to be delivered again forever.

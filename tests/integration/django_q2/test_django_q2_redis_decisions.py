@@ -1,7 +1,7 @@
 """The django-q2 adapter on the Redis broker, in process: the real Redis server, no cluster.
 
 A delivery is simulated the way django-q2's pusher, worker and monitor make
-it on Redis (tests/integration/test_django_q2_redis.py runs the real
+it on Redis (tests/integration/django_q2/test_django_q2_redis.py runs the real
 thing): the package is popped from the list (nothing is left in Redis, no
 ``ack_id``), the worker hooks run around the call, the monitor pops
 ``ack_id`` and sends ``post_execute``. Retries are Schedule rows; the

@@ -34,7 +34,7 @@ from django_jobretry.contrib.django_tasks.results import LOST_ATTEMPT_CLASS
 from django_jobretry.jobs import recovery
 from django_jobretry.jobs.recovery import bury_cancelled_attempt, cancel_jobs
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from tests.integration.tasks_backend import claim_due, fail, succeed
+from tests.integration.django_tasks.tasks_backend import claim_due, fail, succeed
 from tests.jobs_app import tasks
 
 pytestmark = pytest.mark.django_db
