@@ -35,7 +35,7 @@ help:
 	@echo "make bench-memory  a worker's RSS over 10^6 no-op jobs (BENCH_MEMORY_ARGS=\"--jobs 300000\"; ~10 min)"
 	@echo "make bench-django-q2  django-q2 with and without the adapter (docs/performance.md; ~3 min)"
 	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
-	@echo "make pgbouncer  install Debian's pgbouncer for tests/integration/test_pgbouncer.py (apt-get)"
+	@echo "make pgbouncer  install Debian's pgbouncer for tests/integration/worker/test_pgbouncer.py (apt-get)"
 	@echo "make chaos-ci / chaos / chaos-partition / chaos-netns  the chaos harness (docs/reliability.md)"
 
 $(STAMP): pyproject.toml

@@ -17,19 +17,15 @@ ADAPTER_TESTS = (
     "tests/canaries",
     "tests/unit/test_django_q2_checks.py",
     "tests/unit/test_django_q2_pickles.py",
-    "tests/integration/test_deadletters_import_django_q2.py",
+    "tests/integration/django_q2",
     "tests/features/test_django_q2.py",
     "tests/features/test_django_q2_import.py",
-    *(f"tests/integration/test_django_q2_{name}.py" for name in (
-        "adapter", "claim_directory", "cluster", "failure_admin", "hostile_arguments", "import_hostile",
-        "redis", "redis_decisions",
-    )),
-)  # fmt: skip
+)
 #: The django.tasks backend's tests, and the canaries on Django's task framework.
 BACKEND_TESTS = (
     "tests/canaries",
     "tests/features/test_django_tasks.py",
-    *(f"tests/integration/test_tasks_{name}.py" for name in (
+    *(f"tests/integration/django_tasks/test_tasks_{name}.py" for name in (
         "backend", "backend_api", "backend_checks", "backend_hostile", "backend_runs", "contract",
         "process_pool", "schedules",
     )),

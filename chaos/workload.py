@@ -115,7 +115,7 @@ def poison(name: str, deadline: float) -> None:
 #: Rows enqueue() would refuse, written by raw SQL: (label, column values).
 #: Every one must still end as a succeeded job or a dead letter, and stop no worker.
 #: Rows the table's CHECK constraints refuse (a time Python cannot hold, arguments
-#: or histories of the wrong JSON type) are not here: tests/integration/test_readable_rows.py.
+#: or histories of the wrong JSON type) are not here: tests/integration/jobs/test_readable_rows.py.
 HOSTILE: list[tuple[str, dict[str, Any]]] = [
     ("unknown task", {"task_name": "chaos.no_such_task", "max_attempts": 2}),
     ("task name of odd characters", {"task_name": "chaos.\u00e9\u2603 " + "x" * 180, "max_attempts": 1}),

@@ -90,8 +90,8 @@ EXCLUDED: dict[str, str] = {
     "tests.tests.DatabaseBackendTestCase.test_unknown_id_function": _DB_OPTIONS,
     "tests.tests.DatabaseBackendTestCase.test_postgres_db_id_function": _DB_OPTIONS,
     "tests.tests.DatabaseBackendTestCase.test_postgres_id_function_expression": _DB_OPTIONS,
-    # Issue 36 named it: tests/integration/test_tasks_contract.py TestRunAfter checks its other half,
-    # that each result get_result() returns equals the enqueued one, run_after included.
+    # Issue 36 named it: tests/integration/django_tasks/test_tasks_contract.py TestRunAfter checks its
+    # other half, that each result get_result() returns equals the enqueued one, run_after included.
     "tests.tests.DatabaseBackendWorkerTestCase.test_run_after_priority": (
         "compares DBTaskResult.objects.all() and .ready(), in that model's ordering, with the enqueued "
         "results: another backend leaves that table empty"

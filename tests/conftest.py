@@ -17,10 +17,12 @@ otel_sdk.install()
 
 # django.tasks, and with it JobRetryBackend, exists from Django 6.0 on. On Django 5.2
 # (`make matrix`) the modules that need it are not collected at all, since importing them
-# fails there. Django 5.2 runs tests/integration/test_without_django_tasks.py instead: the
-# backend refuses to load with a clear message, and the rest of the app works.
+# fails there. Django 5.2 runs tests/integration/django_tasks/test_without_django_tasks.py
+# instead: the backend refuses to load with a clear message, and the rest of the app works.
 collect_ignore_glob = (
-    [] if django.VERSION >= (6, 0) else ["integration/test_tasks_*.py", "features/test_django_tasks.py"]
+    []
+    if django.VERSION >= (6, 0)
+    else ["integration/django_tasks/test_tasks_*.py", "features/test_django_tasks.py"]
 )
 
 

@@ -1,4 +1,4 @@
-"""A pure model of the jobs table and the dead letters, for tests/integration/test_state_machine.py.
+"""A pure model of the jobs table and the dead letters, for tests/integration/jobs/test_state_machine.py.
 
 No Django and no database: dictionaries saying what the services should have
 left behind after each operation. The state machine runs every operation on

@@ -1,4 +1,6 @@
-"""The OpenTelemetry SDK every test process runs with, and the spans tests/integration/test_tracing.py reads.
+"""The OpenTelemetry SDK every test process runs with, and the spans the tracing tests read.
+
+The tracing tests are tests/integration/jobs/test_tracing.py.
 
 Installed once per process from tests/conftest.py, before any test: every
 attempt of the whole suite then runs inside a recording span, in whatever

@@ -28,7 +28,7 @@ LOGGING = {"version": 1, "disable_existing_loggers": False}
 INSTALLED_APPS = [
     *INSTALLED_APPS,  # noqa: F405
     "tests.jobs_app",
-    # The django-q2 adapter, after django_q and django_jobretry (tests/integration/test_django_q2*.py).
+    # The django-q2 adapter, after django_q and django_jobretry (tests/integration/django_q2/).
     "django_q",
     "django_jobretry.contrib.django_q2",
 ]

@@ -1,6 +1,6 @@
 """A new site on Django's default database, SQLite: what `check` and `migrate` say to it.
 
-The SQLite file is JOBRETRY_TEST_SQLITE (tests/integration/test_database_engine.py
+The SQLite file is JOBRETRY_TEST_SQLITE (tests/integration/conf/test_database_engine.py
 gives each test its own). JOBRETRY_TEST_ROUTE_JOBS routes django_jobretry's models
 to the alias "jobs": "postgresql" (never connected to) or "sqlite" (a second file).
 """

@@ -1,4 +1,4 @@
-"""The test settings with E015 on, and the task modules of tests/integration/test_task_modules.py.
+"""The test settings with E015 on, and the task modules of tests/integration/conf/test_task_modules.py.
 
 JOBRETRY_TEST_TASK_MODULES: comma-separated JOBRETRY["TASK_MODULES"];
 JOBRETRY_TEST_VIEWS: a URL configuration importing a view module with a job;

@@ -17,7 +17,7 @@ so an hour's count never falls. Like the rest of the dashboard
   that retrying, each task's count is a lower bound, shown as "n+".
 
 All three statements run in one ``status.index_walks()`` block: one round
-trip each. tests/integration/test_status_plans.py checks their plans.
+trip each. tests/integration/console/test_status_plans.py checks their plans.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ The admin dashboard and `manage.py jobstatus` read it. Both are opened in an
 incident, when the jobs table may hold millions of rows, so every figure
 comes from an index and costs the same whatever the table's size
 (the statements below, run through :func:`index_walks` so the planner never
-reads a whole backlog as a bitmap first; tests/integration/test_status_plans.py
-checks their plans):
+reads a whole backlog as a bitmap first;
+tests/integration/console/test_status_plans.py checks their plans):
 
 - counts stop at ``COUNT_LIMIT`` (shown as "10,000+"), each a ``LIMIT``ed
   index-only walk, like the admin's paginator;

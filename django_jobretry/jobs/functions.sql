@@ -5,7 +5,7 @@
 -- the current text in one place, to read. Nothing runs it: `manage.py migrate` creates them.
 --
 -- Each statement is as PostgreSQL prints it back (pg_get_functiondef(), psql's `\sf name`;
--- pg_get_triggerdef()), without the schema, reindented. tests/integration/test_sql_functions.py
+-- pg_get_triggerdef()), without the schema, reindented. tests/integration/jobs/test_sql_functions.py
 -- checks on a migrated database that every function named jobretry_% and every trigger on the
 -- package's tables equals its statement here (whitespace collapsed), and that neither side has
 -- one the other lacks.

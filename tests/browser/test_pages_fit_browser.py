@@ -27,7 +27,7 @@ from django_jobretry.models import Pause
 from tests.browser.fit import overflow, plant_wide_table
 from tests.browser.test_admin_browser import LONG_ERROR, LONG_TASK, PASSWORD, changelist_url
 from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory
-from tests.integration.schedule_story import story
+from tests.integration.schedules.schedule_story import story
 from tests.jobs_app import limited_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)

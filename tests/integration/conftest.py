@@ -1,9 +1,10 @@
-"""Helpers and fixtures shared by several integration test files.
+"""Helpers and fixtures shared by integration tests in several folders.
 
-- The admin (test_admin_*.py): an :class:`Operator` - a logged-in browser
-  with CSRF checks on - and the staff accounts it acts as.
-- `manage.py deadletters` (test_deadletters_command_*.py): running the
-  command in process and reading its exit code.
+- The admin (admin/, and each capability's pages in its folder): an
+  :class:`Operator` - a logged-in browser with CSRF checks on - and the
+  staff accounts it acts as.
+- `manage.py deadletters` (deadletters/test_deadletters_command_*.py,
+  django_q2/): running the command in process and reading its exit code.
 """
 
 from __future__ import annotations

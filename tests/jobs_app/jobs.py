@@ -42,7 +42,10 @@ def record(key: str) -> None:
 
 @job(policy="three")
 def record_connect_options(key: str) -> None:
-    """Records ``KEY:N``, N the connect defaults its connection has (integration/test_connect_options.py)."""
+    """Records ``KEY:N``, N the connect defaults its connection has.
+
+    For tests/integration/conf/test_connect_options.py.
+    """
     from django_jobretry.conf.databases import CONNECT_DEFAULTS
 
     connection.ensure_connection()

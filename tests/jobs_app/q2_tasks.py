@@ -1,6 +1,6 @@
 """django-q2 task functions for the adapter's tests; each records an Execution row first.
 
-Run by a real qcluster (tests/integration/test_django_q2*.py), located by
+Run by a real qcluster (tests/integration/django_q2/), located by
 django-q2 from their dotted paths; nothing here is registered with @job.
 """
 

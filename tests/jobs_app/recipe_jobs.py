@@ -1,7 +1,7 @@
 """docs/outages.md's recipes as test jobs: a partner that answers 503 with Retry-After, or is not ready.
 
 The partner is down while an Execution row of :data:`PARTNER_DOWN` exists
-(tests/integration/test_outage_recipes_processes.py flips it). Each call
+(tests/integration/holds/test_outage_recipes_processes.py flips it). Each call
 records ``KEY:503`` / ``KEY:snoozed`` while down and ``KEY`` once it went
 through, so a test counts real calls.
 """

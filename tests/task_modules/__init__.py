@@ -1,1 +1,4 @@
-"""Modules for tests/integration/test_task_modules.py: tasks where start-up does or does not import them."""
+"""Modules for tests/integration/conf/test_task_modules.py.
+
+Tasks where start-up does or does not import them.
+"""

@@ -4,7 +4,7 @@ Validation is pure: each of these raises InvalidJob naming the argument and
 what is allowed, never the value (it may be a secret), and never a
 RecursionError, a ValueError from Python's int-to-text limit or an endless
 walk. What PostgreSQL itself does with them is in
-tests/integration/test_enqueue_hostile.py.
+tests/integration/jobs/test_enqueue_hostile.py.
 """
 
 from __future__ import annotations
