@@ -1,15 +1,33 @@
-"""Assertions the django-q2 adapter's ORM and Redis broker tests share: same outcome, other broker."""
+"""What the django-q2 adapter's tests share: a delivery's queue row as the pusher leaves it, and the
+assertions of its ORM and Redis broker tests (same outcome, other broker)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from itertools import pairwise
 from typing import Any
 
-from django_q.models import Task
+from django.utils import timezone
+from django_q.models import OrmQ, Task
+from django_q.signing import SignedPackage
 
 from django_jobretry import deadletters
 from django_jobretry.models import DeadLetter, Job
 from tests.jobs_app.models import Execution
+
+#: How long an in-process delivery holds its queue row. django-q2's pusher locks it for
+#: Q_CLUSTER["retry"] (6 s in tests/settings.py, for the real clusters), but a loaded machine can
+#: take longer than that between the push and the monitor's fence, which would then take the
+#: delivery's own outcome for a stale one. No in-process test waits for this lease to pass.
+DELIVERY_LEASE = timedelta(hours=1)
+
+
+def pushed() -> dict[str, Any]:
+    """The only queued task as a worker gets it, its row locked by the pusher for DELIVERY_LEASE."""
+    row = OrmQ.objects.get()
+    OrmQ.objects.filter(pk=row.pk).update(lock=timezone.now() + DELIVERY_LEASE)
+    task: dict[str, Any] = {**SignedPackage.loads(row.payload), "ack_id": row.pk}
+    return task
 
 
 def runs(key: str) -> list[Execution]:

@@ -174,6 +174,7 @@ def test_a_child_process_failure_counts_by_its_class_name() -> None:
 
 
 # -- the snooze budget -----------------------------------------------------------------------
+@settings(deadline=None)  # Hypothesis's 200 ms per example: a loaded machine's pause is no failure
 @given(budget=st.integers(min_value=0, max_value=50), snoozes=st.integers(min_value=0, max_value=100))
 def test_a_job_snoozes_exactly_max_snoozes_times(budget: int, snoozes: int) -> None:
     decision = RetryPolicy(max_snoozes=budget).defer(snoozes, timedelta(seconds=5))

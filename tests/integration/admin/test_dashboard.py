@@ -9,13 +9,15 @@ workers in tests/features/operators.feature.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from django_jobretry.admin import dashboard
 from django_jobretry.admin.dashboard import _hours
 from django_jobretry.console import status
 from django_jobretry.models import DeadLetter, Death, WorkerProcess
@@ -77,6 +79,21 @@ def record_deaths(dead: list[DeadLetter]) -> None:
 
 
 @pytest.fixture
+def page_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[datetime], None]:
+    """Pins the instant the dashboard draws its hours from to the one the test placed its rows by.
+
+    The page reads it from the database with its figures (``summary()["now"]``): left alone, a
+    row placed in "this hour" fell in the bar before the last whenever an hour turned in between.
+    """
+    figures = dashboard.summary
+
+    def pin(now: datetime) -> None:
+        monkeypatch.setattr(dashboard, "summary", lambda site: {**figures(site), "now": now})
+
+    return pin
+
+
+@pytest.fixture
 def watcher(make_user: Any) -> Operator:
     """May see the dashboard and the workers."""
     return Operator(make_user("view_deadletter", "view_workerprocess", name="watcher"))
@@ -131,9 +148,13 @@ class TestDashboard:
         assert str(context["totals"].retrying) == "3+"
         assert str(context["totals"].ready) == "?"
 
-    def test_chart_bars_stop_at_their_limit(self, viewer: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_chart_bars_stop_at_their_limit(
+        self, viewer: Operator, monkeypatch: pytest.MonkeyPatch, page_clock: Callable[[datetime], None]
+    ) -> None:
         monkeypatch.setattr(status, "BAR_LIMIT", 2)
-        record_deaths(DeadLetterFactory.create_batch(3))
+        died = timezone.now()
+        record_deaths(DeadLetterFactory.create_batch(3, dead_at=died))
+        page_clock(died)  # the last bar is the hour they died in
         response = viewer.get(reverse(DASHBOARD))
         hourly = response.context["hourly"]
         assert (str(hourly.total), str(hourly.bars[-1].count), hourly.bars[-1].value) == ("2+", "2+", "2+")
@@ -187,8 +208,12 @@ EMPTY = "No samples yet: samples are taken by running workers once a minute."
 class TestSampledCharts:
     """Retrying jobs and dead letters kept over time, from the workers' samples (status_samples.py)."""
 
-    def test_each_hour_shows_its_highest_sample_and_unsampled_hours_are_gaps(self, viewer: Operator) -> None:
-        starts, _ = _hours(timezone.now())
+    def test_each_hour_shows_its_highest_sample_and_unsampled_hours_are_gaps(
+        self, viewer: Operator, page_clock: Callable[[datetime], None]
+    ) -> None:
+        now = timezone.now()
+        page_clock(now)
+        starts, _ = _hours(now)
         three_hours_ago, this_hour = starts[-4], starts[-1]
         StatusSampleFactory.create(taken_at=three_hours_ago + timedelta(minutes=10), retrying=12, dead=7)
         StatusSampleFactory.create(taken_at=three_hours_ago + timedelta(minutes=20), retrying=5, dead=8)

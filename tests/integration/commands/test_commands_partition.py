@@ -26,10 +26,12 @@ from django_jobretry.management.cli import EXIT_INTERRUPTED, EXIT_UNREACHABLE
 from tests.blackhole import Blackhole, Forwarder
 from tests.processes import ROOT, test_database_url, wait_until
 
-#: Acceptance deadlines, counted from the command's first connection: the notice comes after
-#: about 2 s, a stop within about 2 s.
+#: Deadlines, not measures: the notice comes about 2 s after the command's first connection, and
+#: a Ctrl-C ends it within about 2 s (docs/commands.md). The stop's is far above that, for a loaded
+#: machine's exit under coverage, and below what a command that did not stop would wait for: the
+#: 60 s connect_timeout these tests give it, or the 30 s statement_timeout of a worker's session.
 NOTICE_DEADLINE = 15
-STOP_DEADLINE = 5
+STOP_DEADLINE = 20
 #: How long a command may take to start and reach the database: Django's start in a subprocess
 #: under coverage, beside other test processes on a loaded machine, takes seconds; it is not timed.
 STARTUP_DEADLINE = 90

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -36,22 +35,40 @@ pytestmark = pytest.mark.django_db(transaction=True)
 DEADLINE = 30
 
 
-def db_second() -> float:
+#: The counts the ``incident`` fixture leaves, as a sample stores them.
+INCIDENT = (2, 3, 1, 2, status.COUNT_LIMIT)
+
+
+def db_minute() -> datetime:
+    """The minute the database clock is in: the bucket take() writes (it truncates statement_timestamp())."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT extract(second FROM statement_timestamp())::float8")
-        return float(cursor.fetchone()[0])
+        cursor.execute("SELECT date_trunc('minute', statement_timestamp())")
+        minute: datetime = cursor.fetchone()[0]
+        return minute
 
 
-@pytest.fixture
-def within_one_minute() -> None:
-    """Start early enough in a minute (database clock) that the test ends in the same one."""
-    second = db_second()
-    if second > 45:
-        time.sleep(60.5 - second)
+def next_minute_sampled(taken: status_samples.Taken) -> datetime:
+    """The minute after ``taken``'s, sampled by another worker with the incident's counts.
+
+    A test's next take() then falls in a sampled minute whether or not the
+    clock turns a minute in between: the tests do not choose when they run.
+    """
+    assert taken.taken_at is not None
+    ahead = taken.taken_at + timedelta(minutes=1)
+    StatusSampleFactory.create(taken_at=ahead, ready=2, retrying=3, running=1, dead=2)
+    return ahead
 
 
 def sampled() -> list[tuple[int | None, int, int, int, int]]:
-    return list(StatusSample.objects.values_list("ready", "retrying", "running", "dead", "count_limit"))
+    return list(
+        StatusSample.objects.order_by("taken_at").values_list(
+            "ready", "retrying", "running", "dead", "count_limit"
+        )
+    )
+
+
+def minutes() -> list[datetime]:
+    return list(StatusSample.objects.order_by("taken_at").values_list("taken_at", flat=True))
 
 
 class Together:
@@ -101,27 +118,35 @@ def incident() -> None:
     DeadLetterFactory.create_batch(2)
 
 
-@pytest.mark.usefixtures("within_one_minute", "incident")
+@pytest.mark.usefixtures("incident")
 class TestTaking:
     def test_a_sample_counts_like_the_dashboard(self) -> None:
         taken = status_samples.take()
         assert taken.taken_at is not None
         assert (taken.taken_at.second, taken.taken_at.microsecond) == (0, 0)
-        assert sampled() == [(2, 3, 1, 2, status.COUNT_LIMIT)]
+        assert sampled() == [INCIDENT]
 
     def test_a_second_call_in_the_same_minute_writes_nothing(self) -> None:
         first = status_samples.take()
+        ahead = next_minute_sampled(first)
         JobFactory.create(retrying=True)
         assert status_samples.take() == status_samples.Taken(None, 0)
-        assert StatusSample.objects.get().taken_at == first.taken_at
-        assert sampled() == [(2, 3, 1, 2, status.COUNT_LIMIT)]  # the minute's first count stays
+        assert minutes() == [first.taken_at, ahead]
+        assert sampled() == [INCIDENT, INCIDENT]  # the minute's first count stays, whichever it was
 
     def test_two_workers_beating_together_write_one_sample_a_minute(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
         caplog.set_level(logging.DEBUG, logger="django_jobretry")
+        before = db_minute()
         heartbeats(5, f"{OWNER}-a", f"{OWNER}-b")
-        assert sampled() == [(2, 3, 1, 2, status.COUNT_LIMIT)]
+        after = db_minute()
+        # The beats took one database minute, or more when the clock turned between them:
+        # one sample in each minute they beat in, never two in one.
+        taken = minutes()
+        assert taken
+        assert all(before <= minute <= after for minute in taken)
+        assert sampled() == [INCIDENT] * len(taken)
         assert not [r for r in caplog.records if "status sample" in r.getMessage()]
 
 
@@ -152,7 +177,6 @@ class TestLimits:
             StatusSampleFactory.create(count_limit=5, retrying=7)
 
 
-@pytest.mark.usefixtures("within_one_minute")
 class TestPruning:
     def test_the_writer_of_a_minute_deletes_samples_older_than_the_retention(self) -> None:
         kept_days = status_samples.SAMPLES_KEPT.days
@@ -167,7 +191,7 @@ class TestPruning:
         ]
 
     def test_a_minute_already_sampled_prunes_nothing(self) -> None:
-        status_samples.take()
+        next_minute_sampled(status_samples.take())
         old = StatusSampleFactory.create(minutes_ago=status_samples.SAMPLES_KEPT.days * 24 * 60 + 60)
         assert status_samples.take().pruned == 0
         assert StatusSample.objects.filter(taken_at=old.taken_at).exists()

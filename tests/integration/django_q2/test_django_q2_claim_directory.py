@@ -17,14 +17,11 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from django_q.models import OrmQ, Task
-from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
 from django_jobretry.contrib.django_q2 import claims, hooks
@@ -33,6 +30,7 @@ from django_jobretry.models import DeadLetter
 from tests.integration.django_q2.test_django_q2_cluster import DEADLINE, TASKS
 from tests.jobs_app import q2_tasks
 from tests.processes import wait_until
+from tests.q2_asserts import pushed
 from tests.q2_cluster import running
 
 pytestmark = pytest.mark.django_db
@@ -51,9 +49,7 @@ def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def start_a_task() -> dict[str, Any]:
     """pre_execute of one queued task, as a worker runs it; the claim is written if it can be."""
     async_task("tests.jobs_app.q2_tasks.always_fail", "c")
-    row = OrmQ.objects.get()
-    OrmQ.objects.filter(pk=row.pk).update(lock=timezone.now() + timedelta(seconds=6))
-    task: dict[str, Any] = {**SignedPackage.loads(row.payload), "ack_id": row.pk}
+    task = pushed()
     hooks.on_pre_execute("django_q", func=q2_tasks.always_fail, task=task)
     return task
 

@@ -10,13 +10,10 @@ queue row to be delivered again forever.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from django_q.models import OrmQ
-from django_q.signing import SignedPackage
 from django_q.tasks import async_task
 
 from django_jobretry import FatalError
@@ -24,6 +21,7 @@ from django_jobretry.contrib.django_q2 import hooks, monitor
 from django_jobretry.contrib.django_q2.rendering import MAX_CHARS, json_safe
 from django_jobretry.models import DeadLetter
 from tests.jobs_app import q2_tasks
+from tests.q2_asserts import pushed
 
 pytestmark = pytest.mark.django_db
 TASKS = "tests.jobs_app.q2_tasks"
@@ -45,9 +43,7 @@ class ExitingRepr:
 
 def deliver_fatally() -> dict[str, Any]:
     """One delivery of the only queued task, failing with a FatalError: the burial path."""
-    row = OrmQ.objects.get()
-    OrmQ.objects.filter(pk=row.pk).update(lock=timezone.now() + timedelta(seconds=6))  # the pusher
-    task: dict[str, Any] = {**SignedPackage.loads(row.payload), "ack_id": row.pk}
+    task = pushed()
     hooks.on_pre_execute("django_q", func=q2_tasks.fatal, task=task)
     try:
         raise FatalError("bad")

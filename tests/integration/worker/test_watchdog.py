@@ -66,15 +66,14 @@ def test_a_statement_whose_answer_is_lost_fails_and_the_line_names_database_addr
     with forwarder() as relay, connect_through(relay) as conn:
         assert conn.execute("SELECT 1").fetchall() == [(1,)]
         relay.blackhole()
-        sent = time.monotonic()
         thread, result = query_in_thread(conn, "SELECT 2")
-        thread.join(timeout=30)  # the hard deadline; the acceptance bound is asserted below
+        # A deadline, not a measure: how soon a lost answer is cut (about 5 s, docs/worker.md) is
+        # measured and bounded by `python -m chaos --size partition` (chaos/partition.py).
+        thread.join(timeout=30)
         assert not thread.is_alive(), "the statement still waits for an answer that is not coming"
-        waited = time.monotonic() - sent
         [error] = result
         assert isinstance(error, psycopg.OperationalError)
         assert conn.broken
-    assert waited < 10, f"cut after {waited:.1f}s"
     [line] = no_answer_lines(caplog)
     message = line.getMessage()
     assert f"database 'default' at 127.0.0.1:{relay.port}" in message, message

@@ -2,10 +2,11 @@
 
 tests/forwarder.py keeps the worker's sockets open and drops every byte
 both ways: the worker's kernel sees nothing wrong, as behind a relay or a
-pooler whose far side is gone. The bounds asserted (a warning within 10 s,
-back within 10 s of the heal, out within the grace period and 5 s) are the
-issue's acceptance deadlines; each wait polls with a hard deadline. The
-grace bound is read off the worker's own log, from the line saying it
+pooler whose far side is gone. The worker must warn, and be back after the
+heal: each is a condition polled with a generous deadline, and how soon
+(< 10 s each, issue 35) is measured by the harness's partition run
+(chaos/partition.py). The exit within the grace period and 5 s is the
+issue's bound, read off the worker's own log, from the line saying it
 handled SIGTERM to the line saying it stopped: that is the span the grace
 governs. Timed from the test's send_signal() it also counted the time a loaded
 machine took to run the handler and end the process (2.8 s of a 7.6 s failure).
@@ -29,8 +30,9 @@ from tests.processes import ROOT, Workers, finish, pids, runs, spawn, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-#: Seconds a blackholed worker may take to say so, and to be back after the heal (issue 35).
-ACCEPTANCE = 10.0
+#: Seconds a blackholed worker may take to say so, and to be back after the heal, before the test
+#: calls it a hang: far above issue 35's 10 s, which chaos/partition.py measures.
+PATIENCE = 60.0
 
 
 class Output:
@@ -58,7 +60,7 @@ def through(relay: Forwarder) -> dict[str, str]:
     return {"DATABASE_URL": database_url(relay)}
 
 
-def test_a_blackholed_worker_warns_naming_the_database_and_is_back_within_seconds_of_the_heal(
+def test_a_blackholed_worker_warns_naming_the_database_and_is_back_after_the_heal(
     workers: Workers,
 ) -> None:
     with forwarder() as relay:
@@ -69,7 +71,7 @@ def test_a_blackholed_worker_warns_naming_the_database_and_is_back_within_second
 
         relay.blackhole()
         warned = "the worker to warn of the partition"
-        wait_until(lambda: bool(output.having("did not answer")), timeout=ACCEPTANCE, what=warned)
+        wait_until(lambda: bool(output.having("did not answer")), timeout=PATIENCE, what=warned)
         warning = output.having("did not answer")[0]
         assert f"database 'default' at 127.0.0.1:{relay.port}" in warning, warning
         assert f":{process.pid}:" in warning, warning  # the worker's id, host:pid:random
@@ -78,7 +80,7 @@ def test_a_blackholed_worker_warns_naming_the_database_and_is_back_within_second
 
         relay.heal()
         back = "the worker to be back after the heal"
-        wait_until(lambda: succeeded("during"), timeout=ACCEPTANCE, what=back)
+        wait_until(lambda: succeeded("during"), timeout=PATIENCE, what=back)
         process.send_signal(signal.SIGTERM)
         code, _ = finish(process, timeout=30)
     output.reader.join(timeout=5)
