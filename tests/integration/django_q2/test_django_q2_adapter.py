@@ -1,7 +1,7 @@
 """The django-q2 adapter's decisions, in process, without a cluster.
 
 A delivery is simulated the way django-q2's pusher, worker and monitor make
-it (tests/integration/test_django_q2_cluster.py runs the real thing): the
+it (tests/integration/django_q2/test_django_q2_cluster.py runs the real thing): the
 queue row is locked for ``retry`` seconds, the worker hooks run around the
 failing call, then the monitor hook writes the decision.
 """
