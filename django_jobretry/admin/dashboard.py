@@ -4,7 +4,7 @@ One page answers the first questions of an incident before anyone opens a list:
 which tasks are dying and of what error (deadletters/admin_pages.py), what each capability
 of features.py shows (what is held back since when and by whom, with its Resume
 or Close beside it, which scheduled work is late, which declared limit is full:
-admin/dashboard_panels.py), what is retrying, how late is each queue, what runs
+each built for a features.Page), what is retrying, how late is each queue, what runs
 longest, which workers are alive. It must stay cheap when the tables hold
 millions of rows (it is opened exactly then), so every figure is an index walk
 (console/status.py, console/deaths.py): counts stop at
@@ -39,7 +39,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
 from django_jobretry import features
-from django_jobretry.admin import charts, dashboard_panels
+from django_jobretry.admin import charts
 from django_jobretry.admin.base import NoWritesAdmin, holds
 from django_jobretry.console import deaths, status, status_samples, workers
 from django_jobretry.deadletters import admin_pages
@@ -156,7 +156,7 @@ def worker_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:
     }
 
 
-def capability_panels(page: dashboard_panels.Page) -> dict[str, Any]:
+def capability_panels(page: features.Page) -> dict[str, Any]:
     """Each capability's panel by its key (None: not shown), and the includes of those shown, in two rows."""
     built = [
         (feature.panel, features.load(feature.panel.build)(page))
@@ -212,7 +212,7 @@ class DashboardPage(_Base):
             "changelist_url": reverse(f"{site}:{self.opts.app_label}_{self.opts.model_name}_changelist"),
             "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
             "workers": worker_panel(request, site),
-            **capability_panels(dashboard_panels.Page(request, site, now)),
+            **capability_panels(features.Page(request, site, now)),
             "dying": admin_pages.panel(found, site=site, now=now),
             "groups": admin_pages.top_groups(site),
             "groups_url": reverse(f"{site}:django_jobretry_deadletter_groups") + "?since=24h",

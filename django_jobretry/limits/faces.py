@@ -19,7 +19,7 @@ from django_jobretry.limits.status import LimitLine
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
-    from django_jobretry.admin.dashboard_panels import Page
+    from django_jobretry.features import Page
 
 
 def status_lines(lines: list[LimitLine]) -> list[str]:

@@ -33,8 +33,8 @@ from django.utils.safestring import SafeString
 from django_jobretry.admin import rendering
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.admin.base import holds as may
-from django_jobretry.admin.dashboard_panels import Page, since
 from django_jobretry.display import humanize_delay
+from django_jobretry.features import Page
 from django_jobretry.models import Schedule
 from django_jobretry.schedules import status
 from django_jobretry.schedules.admin_actions import ScheduleActions
@@ -278,7 +278,7 @@ def schedules_panel(page: Page) -> dict[str, Any] | None:
                     "next": status.utc(state.next_slot) if state.next_slot else "-",
                     "success": _success(state, now),
                     "last": str(state.last),
-                    "paused_since": since(state.paused_at, now),
+                    "paused_since": rendering.since(state.paused_at, now),
                     "url": reverse(f"{site}:django_jobretry_schedule_change", args=[quote(state.name)])
                     if state.has_row
                     else None,
@@ -294,5 +294,5 @@ def schedules_panel(page: Page) -> dict[str, Any] | None:
 def _success(state: status.ScheduleState, now: datetime) -> SafeString | str:
     if state.last_success_at is None:
         return "never"
-    moment, age = since(state.last_success_at, now)
+    moment, age = rendering.since(state.last_success_at, now)
     return format_html("{} ({} ago)", moment, age)

@@ -37,7 +37,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.context": 2,
     f"{PACKAGE}.display": 2,  # words for durations and counts, "did you mean", terminal-safe text, redaction
     f"{PACKAGE}.registry": 2,
-    f"{PACKAGE}.features": 2,  # the list of capabilities: dotted paths only, each placed by READERS
+    f"{PACKAGE}.features": 2,  # the capabilities (dotted paths, each placed by READERS), a panel's Page
     f"{PACKAGE}.models": 2,
     f"{PACKAGE}.migrations": 2,
     f"{PACKAGE}.jobs": 3,  # the state machine: statements, claim, outcomes, enqueue, recovery
