@@ -144,13 +144,13 @@ FEATURES: tuple[Feature, ...] = (
         status=Section(
             "limits",
             "django_jobretry.limits.status.limits_report",
-            "django_jobretry.limits.faces.as_json",
-            "django_jobretry.limits.faces.status_lines",
+            "django_jobretry.limits.status.as_json",
+            "django_jobretry.limits.status.status_lines",
         ),
-        collect="django_jobretry.limits.faces.collect",
+        collect="django_jobretry.limits.status.collect",
         panel=Panel(
             "limits",
-            "django_jobretry.limits.faces.limits_panel",
+            "django_jobretry.limits.status.limits_panel",
             "admin/django_jobretry/includes/panel_limits.html",
         ),
     ),

@@ -56,8 +56,7 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.holds.cli": 5,
     f"{PACKAGE}.limits": 2,
     f"{PACKAGE}.limits.declare": 2,
-    f"{PACKAGE}.limits.status": 3,
-    f"{PACKAGE}.limits.faces": 5,
+    f"{PACKAGE}.limits.status": 5,  # the read model with its faces: no service imports it
     # The schedules' duty owns a thread and subclasses worker.lifecycle.Duty: it is worker (4).
     f"{PACKAGE}.schedules": 2,
     f"{PACKAGE}.schedules.declare": 2,
