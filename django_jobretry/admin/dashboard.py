@@ -7,12 +7,12 @@ or Close beside it, which scheduled work is late, which declared limit is full:
 each built for a features.Page), what is retrying, how late is each queue, what runs
 longest, which workers are alive. It must stay cheap when the tables hold
 millions of rows (it is opened exactly then), so every figure is an index walk
-(console/status.py, console/deaths.py): counts stop at
+(console/status.py, console/trends.py): counts stop at
 COUNT_LIMIT ("10,000+"; a chart bar at BAR_LIMIT), and nothing counts succeeded
 jobs per queue. Deaths are counted as they happen, so a requeue or a discard
 never lowers an hour's count. The retrying and dead jobs over time come from
 the samples the workers take once a minute
-(console/status_samples.py): the highest sample of each hour, an hour
+(console/trends.py): the highest sample of each hour, an hour
 without one drawn as a gap, never as a zero. The charts are inline SVG drawn
 server-side (admin/charts.py): no JavaScript, no CDN, nothing for a CSP to
 block. An optional ``?refresh=N`` reloads the page every N seconds.
@@ -41,7 +41,7 @@ from django.utils import timezone
 from django_jobretry import features
 from django_jobretry.admin import charts
 from django_jobretry.admin.base import NoWritesAdmin, holds
-from django_jobretry.console import deaths, status, status_samples, workers
+from django_jobretry.console import status, trends, workers
 from django_jobretry.deadletters import admin_pages
 from django_jobretry.display import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
@@ -74,11 +74,11 @@ def _days(now: datetime) -> tuple[list[datetime], datetime]:
     return starts, timezone.make_aware(datetime.combine(today + timedelta(days=1), time.min))
 
 
-def deaths_read(now: datetime) -> tuple[charts.Chart, charts.Chart, deaths.Deaths]:
+def deaths_read(now: datetime) -> tuple[charts.Chart, charts.Chart, trends.Deaths]:
     """Deaths per hour (the last 24) and per day (the last 7), and per task and error class: one block."""
     hours, end_of_hour = _hours(now)
     days, end_of_day = _days(now)
-    found = deaths.read([*hours, *days], [*hours[1:], end_of_hour, *days[1:], end_of_day])
+    found = trends.read_deaths([*hours, *days], [*hours[1:], end_of_hour, *days[1:], end_of_day])
     hourly = charts.chart(hours, found.buckets[:24], slot=20, label="%a %H:00", tick="%H:00", every=6)
     daily = charts.chart(days, found.buckets[24:], slot=64, label="%a %d %b", tick="%a %d", every=1)
     return hourly, daily, found
@@ -87,7 +87,7 @@ def deaths_read(now: datetime) -> tuple[charts.Chart, charts.Chart, deaths.Death
 def sampled_hourly(now: datetime) -> dict[str, charts.Chart]:
     """Retrying jobs and dead letters kept, the highest sample of each of the last 24 hours."""
     starts, until = _hours(now)
-    buckets = status_samples.per_bucket(starts, [*starts[1:], until])
+    buckets = trends.samples_per_bucket(starts, [*starts[1:], until])
     sampled = {}
     for name in ("retrying", "dead"):
         counts: list[status.Count | None] = [getattr(bucket, name) for bucket in buckets]
@@ -218,8 +218,8 @@ class DashboardPage(_Base):
             "groups_url": reverse(f"{site}:django_jobretry_deadletter_groups") + "?since=24h",
             "hourly": hourly,
             "sampled": sampled_hourly(now),
-            "last_sample": status_samples.latest(),
-            "samples_kept_days": status_samples.SAMPLES_KEPT.days,
+            "last_sample": trends.latest_sample(),
+            "samples_kept_days": trends.SAMPLES_KEPT.days,
             "daily": daily,
             "plot_height": charts.PLOT_HEIGHT,
             "refresh": refresh,

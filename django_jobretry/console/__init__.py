@@ -1,4 +1,4 @@
-"""What operators read and workers report: status, the workers table, counters, samples, deaths.
+"""What operators read and workers report: status, the workers table, counters, trends.
 
 Layer 3, beside the services: the read models of the admin, ``jobstatus`` and
 the metrics, and the rows the heartbeat's duties write (worker/heartbeat.py).

@@ -36,7 +36,7 @@ from django_jobretry.models import DeadReason
 
 #: Counts stop here: past it, a figure says "more than 10,000", as the admin lists do.
 COUNT_LIMIT = 10_000
-#: A chart bar stops here (console/deaths.py): 31 bars at 10,000 would cost more
+#: A chart bar stops here (console/trends.py): 31 bars at 10,000 would cost more
 #: than the rest of the page.
 BAR_LIMIT = 1_000
 

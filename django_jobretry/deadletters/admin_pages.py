@@ -23,7 +23,7 @@ The "Failure groups" page lists the groups (deadletters/search.py), largest
 first; each leads to the list filtered on its fingerprint (FingerprintFilter)
 and to the "… all matching" pages above for that filter. The dashboard shows
 the top groups of the last 24 hours, and "What is dying": deaths
-(console/deaths.py) per task and error class, each count leading to
+(console/trends.py) per task and error class, each count leading to
 the list of the dead letters still kept, filtered the same way.
 """
 
@@ -49,7 +49,7 @@ from django_jobretry.admin import confirmation
 from django_jobretry.admin.base import parse_id
 from django_jobretry.admin.operations import VERBS, DeadLetterActions
 from django_jobretry.console import status
-from django_jobretry.console.deaths import Deaths, Dying
+from django_jobretry.console.trends import Deaths, Dying
 from django_jobretry.deadletters import search
 from django_jobretry.deadletters.search import FailureGroup
 from django_jobretry.models import DeadLetter

@@ -10,7 +10,7 @@
   statement therefore also appends one row here, in the same statement
   (jobs/sql.py ``COUNT_DEATHS``): nothing to lock or to conflict on, so
   burials never wait for each other. The rows are kept as long as the status
-  samples (status_samples.SAMPLES_KEPT, a week); the worker that takes a
+  samples (trends.SAMPLES_KEPT, a week); the worker that takes a
   minute's sample deletes older ones in the same statement. Never edited,
   never shown by themselves: no arguments, no message, only what the counts
   group by.

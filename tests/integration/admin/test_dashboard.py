@@ -185,7 +185,7 @@ EMPTY = "No samples yet: samples are taken by running workers once a minute."
 
 
 class TestSampledCharts:
-    """Retrying jobs and dead letters kept over time, from the workers' samples (status_samples.py)."""
+    """Retrying jobs and dead letters kept over time, from the workers' samples (console/trends.py)."""
 
     def test_each_hour_shows_its_highest_sample_and_unsampled_hours_are_gaps(self, viewer: Operator) -> None:
         starts, _ = _hours(timezone.now())
