@@ -85,6 +85,8 @@ def _next_name(table: str, where: str, outer: str) -> str:
 CLAIM_QUEUE_ORDER = f"j.queue_name, {CLAIM_ORDER}"
 #: Ready again after a failed attempt: the predicate of jobretry_job_retrying (Job.objects.retrying()).
 RETRYING = "j.status = 'ready' AND j.attempts > 0"
+#: The order of jobretry_job_retrying: every count of the retrying jobs walks it.
+RETRYING_ORDER = "j.queue_name, j.run_at"
 
 #: Seconds since the earliest run_at of a queue's ready jobs, if due. The claim
 #: index is ordered by (queue, priority desc, run_at), so the first entry of
@@ -133,7 +135,7 @@ QUEUES_SQL = f"""
            {_age("running.since")}
     FROM queues
     CROSS JOIN LATERAL (
-        SELECT {counted(f"{JOB} AS j WHERE {RETRYING} AND {_is_queue('j')}", "j.queue_name, j.run_at")} AS n
+        SELECT {counted(f"{JOB} AS j WHERE {RETRYING} AND {_is_queue('j')}", RETRYING_ORDER)} AS n
         OFFSET 0  -- counted once: not pulled up into the two places that use it
     ) AS retrying
     LEFT JOIN running USING (q)

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django_jobretry.console import status
-from django_jobretry.console.status import RETRYING, counted
+from django_jobretry.console.status import RETRYING, RETRYING_ORDER, counted
 from django_jobretry.jobs.sql import CLAIM_ORDER, DEAD, DEATHS, JOB
 from django_jobretry.models import StatusSample
 
@@ -94,7 +94,7 @@ BY_TASK_SQL = f"""
     WITH dying AS ({_per_name("task_name")}),
     retrying AS (
         SELECT r.task_name AS n, count(*) AS retrying FROM (
-            SELECT j.task_name FROM {JOB} AS j WHERE {RETRYING} ORDER BY j.queue_name, j.run_at LIMIT %(cap)s
+            SELECT j.task_name FROM {JOB} AS j WHERE {RETRYING} ORDER BY {RETRYING_ORDER} LIMIT %(cap)s
         ) AS r GROUP BY r.task_name
     )
     SELECT n, COALESCE(dying.hour, 0), COALESCE(dying.day, 0), COALESCE(retrying.retrying, 0),
@@ -118,7 +118,7 @@ RECENT_SQL = f"""
                                   WHERE d.died_at >= statement_timestamp() - interval '24 hours'
                                   ORDER BY d.died_at LIMIT %(cap)s) AS c),
            (SELECT count(*) FROM (SELECT 1 FROM {JOB} AS j WHERE {RETRYING}
-                                  ORDER BY j.queue_name, j.run_at LIMIT %(cap)s) AS c)
+                                  ORDER BY {RETRYING_ORDER} LIMIT %(cap)s) AS c)
 """
 
 
@@ -207,7 +207,7 @@ SAMPLE_SQL = f"""
         WHERE NOT EXISTS (SELECT 1 FROM {SAMPLES} AS s WHERE s.taken_at = m.taken_at)
     ), counted AS MATERIALIZED (  -- each count once, though used twice below
         SELECT due.taken_at,
-               {counted(f"{JOB} AS j WHERE {RETRYING}", "j.queue_name, j.run_at")} AS retrying,
+               {counted(f"{JOB} AS j WHERE {RETRYING}", RETRYING_ORDER)} AS retrying,
                {_WAITING} AS waiting,
                {counted(f"{JOB} AS j WHERE j.status = 'running'", "j.lease_expires_at")} AS running,
                {counted(f"{DEAD} AS d", "d.dead_at DESC, d.id DESC")} AS dead
