@@ -36,9 +36,8 @@ from django_jobretry.admin.base import holds as may
 from django_jobretry.display import humanize_delay
 from django_jobretry.features import Page
 from django_jobretry.models import Schedule
-from django_jobretry.schedules import status
+from django_jobretry.schedules import ScheduleSpec, declared, status
 from django_jobretry.schedules.admin_actions import ScheduleActions
-from django_jobretry.schedules.declare import ScheduleSpec, declared
 from django_jobretry.schedules.status import LAST_RUN, NOT_DECLARED, last_run, utc, zoned
 
 #: The longest schedule name (the primary key's length): a longer one in a URL is no schedule.

@@ -232,7 +232,7 @@ def test_no_schedules_no_section_and_an_empty_list() -> None:
 
 
 def test_a_pause_reason_never_drives_the_terminal(settings: Any) -> None:
-    from django_jobretry.schedules.declare import declared
+    from django_jobretry.schedules import declared
     from django_jobretry.schedules.rows import declare_rows, pause
     from tests.integration.schedules.schedule_story import declare
 
