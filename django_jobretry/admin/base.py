@@ -30,8 +30,8 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from django_jobretry.admin import rendering
+from django_jobretry.admin.audit import Fate
 from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList
-from django_jobretry.admin.fate import Fate
 from django_jobretry.models import DeadLetter, Job
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -145,7 +145,7 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
         return rows
 
     def fate_of(self, pk: int) -> Fate | None:
-        """What became of row ``pk`` if it is gone (admin/fate.py); None: nothing says."""
+        """What became of row ``pk`` if it is gone (admin/audit.py); None: nothing says."""
         return None
 
     def _get_obj_does_not_exist_redirect(

@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, fate, rendering
+from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.deadletters.admin import RetryingArgumentSearch
@@ -167,8 +167,8 @@ class JobAdmin(ReadOnlyRecordAdmin):
         )
         return annotated
 
-    def fate_of(self, pk: int) -> fate.Fate | None:
-        return fate.of_job(pk)
+    def fate_of(self, pk: int) -> audit.Fate | None:
+        return audit.fate_of_job(pk)
 
     def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
         """The enqueue's trace only on a job that has one (docs/tracing.md): most jobs are not traced."""

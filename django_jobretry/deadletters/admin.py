@@ -32,7 +32,7 @@ from django.urls import URLPattern
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, fate, rendering
+from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
 from django_jobretry.admin.changelist import ErrorClassFilter, QueueFilter, TaskFilter
 from django_jobretry.admin.dashboard import DashboardPage
@@ -164,8 +164,8 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
             notes.append(f"from {audit.source_label(obj.source)}")
         return notes
 
-    def fate_of(self, pk: int) -> fate.Fate | None:
-        return fate.of_dead_letter(pk)
+    def fate_of(self, pk: int) -> audit.Fate | None:
+        return audit.fate_of_dead_letter(pk)
 
     def get_fieldsets(self, request: HttpRequest, obj: DeadLetter | None = None) -> Any:
         """The external task's ids only on dead letters that came from another system."""

@@ -143,7 +143,7 @@ class DeadLetter(models.Model):
             # A task result by id: the dead job's own id, or its first job id once requeued.
             models.Index(fields=["job_id"], name="jobretry_dead_job"),
             models.Index(ORIGIN_JOB_ID, name="jobretry_dead_origin", condition=models.Q(requeue_count__gt=0)),
-            # Which dead letter carries an earlier dead letter's or job's id (admin/fate.py).
+            # Which dead letter carries an earlier dead letter's or job's id (admin/audit.py).
             provenance_index("jobretry_dead_provenance"),
         ]
         constraints = [

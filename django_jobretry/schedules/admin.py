@@ -180,7 +180,7 @@ class ScheduleAdmin(ScheduleActions, NoWritesAdmin):
             model, pk, label = "deadletter", run.dead_letter_id, f"dead letter {run.dead_letter_id}"
         else:
             model, pk, label = "job", run.job_id, f"job {run.job_id}"
-        # A job gone from the tables still links: its page says what became of it (admin/fate.py).
+        # A job gone from the tables still links: its page says what became of it (admin/audit.py).
         if getattr(obj, f"jobretry_view_{model}", False):
             url = reverse(f"admin:django_jobretry_{model}_change", args=[pk])
             label = format_html('<a href="{}">{}</a>', url, label)
