@@ -13,7 +13,7 @@ arguments of users who cannot see them, and an id is ASCII digits or nothing
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, override
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -86,6 +86,24 @@ class NoWritesAdmin(_Base):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @override
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        """Django's detail page, with what :meth:`detail_context` adds for this row and this viewer."""
+        context.update(self.detail_context(request, obj))
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def detail_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        """What a detail page adds to Django's context: its heading, what depends on the viewer's rights."""
+        return {}
 
 
 class ReadOnlyRecordAdmin(NoWritesAdmin):

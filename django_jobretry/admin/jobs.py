@@ -24,7 +24,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Left
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -181,23 +181,17 @@ class JobAdmin(ReadOnlyRecordAdmin):
         ]
 
     @override
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Job | None = None,
-    ) -> HttpResponse:
-        """Adds the arguments, which depend on the viewer's rights, and names the job in the heading."""
-        if obj is not None:
-            context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
-            context["repairs"] = recorded_repairs(request, obj.requeue_history)
-            context["title"] = f"Job {obj.pk}"
-            word, detail = state_words(obj)
-            context["subtitle"] = f"{obj.task_name} · {word}" + (f" ({detail})" if detail else "")
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def detail_context(self, request: HttpRequest, obj: Job | None) -> dict[str, Any]:
+        """The arguments, which depend on the viewer's rights, and the job named in the heading."""
+        if obj is None:
+            return {}
+        word, detail = state_words(obj)
+        return {
+            "arguments": rendering.payload(request, obj.task_name, obj.args, obj.kwargs),
+            "repairs": recorded_repairs(request, obj.requeue_history),
+            "title": f"Job {obj.pk}",
+            "subtitle": f"{obj.task_name} · {word}" + (f" ({detail})" if detail else ""),
+        }
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str

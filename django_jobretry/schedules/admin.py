@@ -25,7 +25,7 @@ from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet, Value
 from django.db.models.functions import Now
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -229,24 +229,17 @@ class ScheduleAdmin(ScheduleActions, NoWritesAdmin):
         )
 
     @override
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Schedule | None = None,
-    ) -> HttpResponse:
+    def detail_context(self, request: HttpRequest, obj: Schedule | None) -> dict[str, Any]:
         """The arguments, for those who may see them (redacted), and the name in the heading."""
-        if obj is not None:
-            spec = self.spec(obj)
-            if spec is not None:
-                args, kwargs = list(spec.args), dict(spec.kwargs)
-                context["arguments"] = rendering.payload(request, spec.task_name, args, kwargs)
-            context["title"] = f"Schedule {obj.name}"
-            context["subtitle"] = f"{obj.task_name} · {obj.cadence}"
-        return super().render_change_form(request, context, add, change, form_url, obj)
+        if obj is None:
+            return {}
+        found = {"title": f"Schedule {obj.name}", "subtitle": f"{obj.task_name} · {obj.cadence}"}
+        spec = self.spec(obj)
+        if spec is not None:
+            found["arguments"] = rendering.payload(
+                request, spec.task_name, list(spec.args), dict(spec.kwargs)
+            )
+        return found
 
 
 def _moment(text: str) -> SafeString:
