@@ -123,7 +123,7 @@ FEATURES: tuple[Feature, ...] = (
         duty="django_jobretry.holds.pauses.Holds",
         status=Section(
             "held",
-            "django_jobretry.holds.status.holds_report",
+            "django_jobretry.holds.holds_report",
             "django_jobretry.holds.cli.as_json",
             "django_jobretry.holds.cli.status_lines",
         ),

@@ -33,8 +33,8 @@ from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.deadletters.admin import RetryingArgumentSearch
 from django_jobretry.deadletters.admin_repair import recorded_repairs
+from django_jobretry.holds import why_held
 from django_jobretry.holds.admin import HeldFilter
-from django_jobretry.holds.status import why_held
 from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job import RETRYING

@@ -14,7 +14,7 @@ after a partner's outage that can be thousands of calls. So both ask first,
 the way the dead-letter and schedule actions do, and the page lists what
 will be released: each pause or breaker, since when, by whom, why, and the
 due jobs it holds now. The dashboard's Resume and Close buttons post to the
-same actions and land here too. The figures come from holds/status.py and
+same actions and land here too. The figures come from holds/__init__.py and
 limits/status.py, the read models `jobstatus` uses.
 """
 
@@ -36,7 +36,7 @@ from django_jobretry.admin import rendering
 from django_jobretry.admin.base import holds as may
 from django_jobretry.display import count_of
 from django_jobretry.features import Page
-from django_jobretry.holds.status import CircuitLine, PauseLine, anything_held, holds_report
+from django_jobretry.holds import CircuitLine, PauseLine, anything_held, holds_report
 from django_jobretry.limits import status as limits_status
 from django_jobretry.models import Circuit, CircuitState, Pause
 

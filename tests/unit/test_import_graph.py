@@ -46,10 +46,9 @@ LAYERS: dict[str, int] = {
     # Capability folders: each module in the layer of its role (declare/checks 2, service/status/SQL 3,
     # admin/cli/metrics faces 5); the folder itself at the lowest. A duty imports nothing of worker/:
     # worker.heartbeat imports it by its features.py path, so importing Duty back would close a cycle.
-    f"{PACKAGE}.holds": 2,
+    f"{PACKAGE}.holds": 3,  # its __init__: what holds jobs back now, the read model of every face
     f"{PACKAGE}.holds.sql": 3,
     f"{PACKAGE}.holds.breakers": 3,
-    f"{PACKAGE}.holds.status": 3,
     f"{PACKAGE}.holds.pauses": 3,  # the service, and the heartbeat's Holds duty
     f"{PACKAGE}.holds.admin": 5,
     f"{PACKAGE}.holds.panel": 5,
