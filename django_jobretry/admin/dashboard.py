@@ -7,7 +7,7 @@ or Close beside it, which scheduled work is late, which declared limit is full:
 each built for a features.Page), what is retrying, how late is each queue, what runs
 longest, which workers are alive. It must stay cheap when the tables hold
 millions of rows (it is opened exactly then), so every figure is an index walk
-(console/status.py, console/trends.py): counts stop at
+(console/__init__.py, console/trends.py): counts stop at
 COUNT_LIMIT ("10,000+"; a chart bar at BAR_LIMIT), and nothing counts succeeded
 jobs per queue. Deaths are counted as they happen, so a requeue or a discard
 never lowers an hour's count. The retrying and dead jobs over time come from
@@ -38,10 +38,10 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
-from django_jobretry import features
+from django_jobretry import console, features
 from django_jobretry.admin import charts
 from django_jobretry.admin.base import NoWritesAdmin, holds
-from django_jobretry.console import status, trends, workers
+from django_jobretry.console import trends, workers
 from django_jobretry.deadletters import admin_pages
 from django_jobretry.display import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
@@ -90,14 +90,14 @@ def sampled_hourly(now: datetime) -> dict[str, charts.Chart]:
     buckets = trends.samples_per_bucket(starts, [*starts[1:], until])
     sampled = {}
     for name in ("retrying", "dead"):
-        counts: list[status.Count | None] = [getattr(bucket, name) for bucket in buckets]
+        counts: list[console.Count | None] = [getattr(bucket, name) for bucket in buckets]
         bars = charts.bars(starts, counts, slot=20, label="%a %H:00", tick="%H:00", every=6)
-        top = max((count for count in counts if count is not None), key=_order, default=status.Count(0))
+        top = max((count for count in counts if count is not None), key=_order, default=console.Count(0))
         sampled[name] = charts.Chart(bars, 20, top, peak_chart=True)
     return sampled
 
 
-def _order(count: status.Count) -> tuple[int, bool]:
+def _order(count: console.Count) -> tuple[int, bool]:
     return (count.value or 0, count.more)
 
 
@@ -107,8 +107,8 @@ def age(delay: timedelta | None) -> str:
 
 def summary(site: str) -> dict[str, Any]:
     """Per queue: ready, retrying, running, dead, oldest due, longest running; dead per reason."""
-    rows = status.queues()
-    totals = status.totals(rows)
+    rows = console.queues()
+    totals = console.totals(rows)
     labels = dict(DeadReason.choices)
     return {
         "now": totals.now,
@@ -130,7 +130,7 @@ def summary(site: str) -> dict[str, Any]:
             {"value": reason, "label": labels[reason], "dead": count}
             for reason, count in totals.dead_by_reason.items()
         ],
-        "count_limit": f"{status.COUNT_LIMIT:,}",
+        "count_limit": f"{console.COUNT_LIMIT:,}",
     }
 
 

@@ -5,7 +5,7 @@ bucket, per task and per error class, and what retries now. They are counted
 from the Death rows each burial appends (models/dead_letter.py), not from the
 dead letters kept: a requeue or a discard does not bring the dead back to
 life, so an hour's count never falls. Like the rest of the dashboard
-(console/status.py), every figure is an index walk that stops early:
+(console/__init__.py), every figure is an index walk that stops early:
 
 - a bucket counts the ``jobretry_death_at`` range of its hour or day, up to
   BAR_LIMIT + 1 entries;
@@ -17,7 +17,7 @@ life, so an hour's count never falls. Like the rest of the dashboard
   retrying index (``jobretry_job_retrying``), grouped by task: with more than
   that retrying, each task's count is a lower bound, shown as "n+".
 
-:func:`read_deaths` runs its three statements in one ``status.index_walks()``
+:func:`read_deaths` runs its three statements in one ``console.index_walks()``
 block: one round trip each.
 
 **Samples**: the jobs and dead-letter tables hold only the state now, so
@@ -48,8 +48,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django_jobretry.console import status
-from django_jobretry.console.status import RETRYING, RETRYING_ORDER, counted
+from django_jobretry import console
+from django_jobretry.console import RETRYING, RETRYING_ORDER, counted
 from django_jobretry.jobs.sql import CLAIM_ORDER, DEAD, DEATHS, JOB
 from django_jobretry.models import StatusSample
 
@@ -126,17 +126,17 @@ RECENT_SQL = f"""
 class Recent:
     """The admin index's line: deaths in the last hour and 24 hours, jobs retrying now."""
 
-    last_hour: status.Count
-    last_day: status.Count
-    retrying: status.Count
+    last_hour: console.Count
+    last_day: console.Count
+    retrying: console.Count
 
 
 def recent() -> Recent:
     """Deaths in the last hour and 24 hours and the jobs retrying now: one statement."""
-    with status.index_walks() as cursor:
-        cursor.execute(RECENT_SQL, {"cap": status.COUNT_LIMIT + 1})
+    with console.index_walks() as cursor:
+        cursor.execute(RECENT_SQL, {"cap": console.COUNT_LIMIT + 1})
         hour, day, retrying = cursor.fetchone()
-    return Recent(status.Count.capped(hour), status.Count.capped(day), status.Count.capped(retrying))
+    return Recent(console.Count.capped(hour), console.Count.capped(day), console.Count.capped(retrying))
 
 
 @dataclass(frozen=True)
@@ -144,9 +144,9 @@ class Dying:
     """One task or error class: its deaths in the last hour and 24 hours, and (tasks) retrying now."""
 
     name: str
-    last_hour: status.Count
-    last_day: status.Count
-    retrying: status.Count | None = None
+    last_hour: console.Count
+    last_day: console.Count
+    retrying: console.Count | None = None
 
     def order(self) -> tuple[int, int, int, str]:
         """Most deaths in the last hour first, then in 24 hours, then most retrying."""
@@ -158,28 +158,28 @@ class Dying:
 class Deaths:
     """The deaths of each bucket asked for, and what is dying per task and per error class."""
 
-    buckets: list[status.Count]
+    buckets: list[console.Count]
     by_task: list[Dying]
     by_error: list[Dying]
 
 
 def read_deaths(starts: Sequence[datetime], stops: Sequence[datetime]) -> Deaths:
     """The deaths with ``starts[i] <= died_at < stops[i]`` for each i, per task and per error class."""
-    cap = status.COUNT_LIMIT + 1
-    with status.index_walks() as cursor:
-        params = {"bar": status.BAR_LIMIT + 1, "starts": list(starts), "stops": list(stops)}
+    cap = console.COUNT_LIMIT + 1
+    with console.index_walks() as cursor:
+        params = {"bar": console.BAR_LIMIT + 1, "starts": list(starts), "stops": list(stops)}
         cursor.execute(DEATH_BUCKETS_SQL, params)
-        buckets = [status.Count.capped(n, status.BAR_LIMIT) for (n,) in cursor.fetchall()]
-        cursor.execute(BY_TASK_SQL, {"cap": cap, "limit": status.COUNT_LIMIT})
+        buckets = [console.Count.capped(n, console.BAR_LIMIT) for (n,) in cursor.fetchall()]
+        cursor.execute(BY_TASK_SQL, {"cap": cap, "limit": console.COUNT_LIMIT})
         tasks = cursor.fetchall()
         cursor.execute(BY_ERROR_SQL, {"cap": cap})
         errors = cursor.fetchall()
     by_task = [
-        Dying(name, status.Count.capped(hour), status.Count.capped(day), status.Count(retrying, more))
+        Dying(name, console.Count.capped(hour), console.Count.capped(day), console.Count(retrying, more))
         for name, hour, day, retrying, more in tasks
     ]
     by_error = [
-        Dying(name, status.Count.capped(hour), status.Count.capped(day)) for name, hour, day in errors
+        Dying(name, console.Count.capped(hour), console.Count.capped(day)) for name, hour, day in errors
     ]
     return Deaths(buckets, sorted(by_task, key=Dying.order), sorted(by_error, key=Dying.order))
 
@@ -258,8 +258,8 @@ class Taken:
 
 def take_sample() -> Taken:
     """Sample this minute's totals unless some worker already has; prune what is past SAMPLES_KEPT."""
-    params = {"limit": status.COUNT_LIMIT, "cap": status.COUNT_LIMIT + 1, "kept": SAMPLES_KEPT}
-    with status.index_walks(commit=True) as cursor:
+    params = {"limit": console.COUNT_LIMIT, "cap": console.COUNT_LIMIT + 1, "kept": SAMPLES_KEPT}
+    with console.index_walks(commit=True) as cursor:
         cursor.execute(SAMPLE_SQL, params)
         taken_at, pruned = cursor.fetchone()
     return Taken(taken_at, pruned)
@@ -270,17 +270,17 @@ class Bucket:
     """The samples of one bar: how many, and the highest retrying and dead counts (None: no sample)."""
 
     samples: int
-    retrying: status.Count | None
-    dead: status.Count | None
+    retrying: console.Count | None
+    dead: console.Count | None
 
 
 def samples_per_bucket(starts: Sequence[datetime], stops: Sequence[datetime]) -> list[Bucket]:
     """The samples with ``starts[i] <= taken_at < stops[i]``, for each i."""
-    with status.index_walks() as cursor:
+    with console.index_walks() as cursor:
         cursor.execute(SAMPLE_BUCKETS_SQL, {"starts": list(starts), "stops": list(stops)})
         rows = cursor.fetchall()
     return [
-        Bucket(samples, status.Count(retrying, retrying_more), status.Count(dead, dead_more))
+        Bucket(samples, console.Count(retrying, retrying_more), console.Count(dead, dead_more))
         if samples
         else Bucket(0, None, None)
         for samples, retrying, retrying_more, dead, dead_more in rows

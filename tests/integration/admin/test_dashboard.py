@@ -16,8 +16,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from django_jobretry import console
 from django_jobretry.admin.dashboard import _hours
-from django_jobretry.console import status
 from django_jobretry.models import DeadLetter, Death, WorkerProcess
 from tests.factories import (
     DeadLetterFactory,
@@ -118,7 +118,7 @@ class TestDashboard:
         assert 'http-equiv="refresh"' not in html  # off by default
 
     def test_counts_stop_at_the_limit(self, viewer: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(status, "COUNT_LIMIT", 2)
+        monkeypatch.setattr(console, "COUNT_LIMIT", 2)
         JobFactory.create_batch(3)
         for _ in range(3):
             retrying(queue_name="storm")
@@ -132,7 +132,7 @@ class TestDashboard:
         assert str(context["totals"].ready) == "?"
 
     def test_chart_bars_stop_at_their_limit(self, viewer: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(status, "BAR_LIMIT", 2)
+        monkeypatch.setattr(console, "BAR_LIMIT", 2)
         record_deaths(DeadLetterFactory.create_batch(3))
         response = viewer.get(reverse(DASHBOARD))
         hourly = response.context["hourly"]

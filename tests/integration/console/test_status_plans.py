@@ -1,7 +1,7 @@
 """The dashboard and `manage.py jobstatus` stay index walks that stop early, at any table size.
 
 Their figures are read in an incident, when the jobs table may hold a
-million rows. Each statement of console/status.py runs here under
+million rows. Each statement of console/__init__.py runs here under
 ``EXPLAIN ANALYZE`` on a skewed table - a backlog in one queue, a few jobs
 in another that most of the finished history belongs to, a rare dead-letter
 queue - after ANALYZE, with the count limit lowered to 100: no table is read
@@ -20,7 +20,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_jobretry.console import status, trends
+from django_jobretry import console
+from django_jobretry.console import trends
 from django_jobretry.jobs.sql import DEAD, DEATHS, JOB
 from django_jobretry.models import DeadReason
 
@@ -85,7 +86,7 @@ def skewed() -> None:
 
 
 def explain(sql: str, params: dict[str, Any]) -> str:
-    with status.index_walks() as cursor:
+    with console.index_walks() as cursor:
         cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {sql}", params)
         return "\n".join(row[0] for row in cursor.fetchall())
 
@@ -100,7 +101,7 @@ def assert_bounded_index_walks(plan: str) -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_the_queue_rows_walk_their_indexes_and_stop() -> None:
-    plan = explain(status.QUEUES_SQL, {"cap": CAP + 1})
+    plan = explain(console.QUEUES_SQL, {"cap": CAP + 1})
     assert_bounded_index_walks(plan)
     for index in (
         "jobretry_job_claim_queue",
@@ -115,7 +116,7 @@ def test_the_queue_rows_walk_their_indexes_and_stop() -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_the_totals_walk_their_indexes_and_stop() -> None:
-    totals = explain(status.TOTALS_SQL, {"cap": CAP + 1, "reasons": list(DeadReason.values)})
+    totals = explain(console.TOTALS_SQL, {"cap": CAP + 1, "reasons": list(DeadReason.values)})
     assert_bounded_index_walks(totals)
     assert "jobretry_dead_reason" in totals
     assert "jobretry_job_finished" in totals
@@ -161,7 +162,7 @@ def test_the_deaths_walk_their_indexes_and_stop() -> None:
 
 @pytest.mark.usefixtures("skewed", "dying")
 def test_the_deaths_are_counted_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(status, "COUNT_LIMIT", CAP)
+    monkeypatch.setattr(console, "COUNT_LIMIT", CAP)
     now = timezone.now()
     found = trends.read_deaths([now - timedelta(hours=1), now - timedelta(days=7)], [now, now])
     assert [str(count) for count in found.buckets] == ["1,000+", "1,000+"]  # BAR_LIMIT
@@ -176,8 +177,8 @@ def test_the_deaths_are_counted_right(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_the_figures_are_right_on_the_skewed_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(status, "COUNT_LIMIT", CAP)
-    rows = {row.queue: row for row in status.queues()}
+    monkeypatch.setattr(console, "COUNT_LIMIT", CAP)
+    rows = {row.queue: row for row in console.queues()}
     assert [str(rows["default"].ready), str(rows["default"].retrying), rows["default"].running] == [
         "100+",
         "30",

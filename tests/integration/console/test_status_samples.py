@@ -19,7 +19,8 @@ import pytest
 from django.db import connection
 from django.db.models.functions import Now
 
-from django_jobretry.console import status, trends
+from django_jobretry import console
+from django_jobretry.console import trends
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.models import Job, StatusSample
 from django_jobretry.worker.heartbeat import Heartbeat
@@ -107,21 +108,21 @@ class TestTaking:
         taken = trends.take_sample()
         assert taken.taken_at is not None
         assert (taken.taken_at.second, taken.taken_at.microsecond) == (0, 0)
-        assert sampled() == [(2, 3, 1, 2, status.COUNT_LIMIT)]
+        assert sampled() == [(2, 3, 1, 2, console.COUNT_LIMIT)]
 
     def test_a_second_call_in_the_same_minute_writes_nothing(self) -> None:
         first = trends.take_sample()
         JobFactory.create(retrying=True)
         assert trends.take_sample() == trends.Taken(None, 0)
         assert StatusSample.objects.get().taken_at == first.taken_at
-        assert sampled() == [(2, 3, 1, 2, status.COUNT_LIMIT)]  # the minute's first count stays
+        assert sampled() == [(2, 3, 1, 2, console.COUNT_LIMIT)]  # the minute's first count stays
 
     def test_two_workers_beating_together_write_one_sample_a_minute(
         self, caplog: pytest.LogCaptureFixture
     ) -> None:
         caplog.set_level(logging.DEBUG, logger="django_jobretry")
         heartbeats(5, f"{OWNER}-a", f"{OWNER}-b")
-        assert sampled() == [(2, 3, 1, 2, status.COUNT_LIMIT)]
+        assert sampled() == [(2, 3, 1, 2, console.COUNT_LIMIT)]
         assert not [r for r in caplog.records if "status sample" in r.getMessage()]
 
 
@@ -129,7 +130,7 @@ class TestLimits:
     def test_counts_past_the_limit_are_stored_as_limit_plus_one(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(status, "COUNT_LIMIT", 2)
+        monkeypatch.setattr(console, "COUNT_LIMIT", 2)
         JobFactory.create_batch(5)
         JobFactory.create(retrying=True)
         DeadLetterFactory.create_batch(3)
@@ -139,7 +140,7 @@ class TestLimits:
     def test_ready_is_unknown_when_more_are_retrying_than_the_limit(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(status, "COUNT_LIMIT", 2)
+        monkeypatch.setattr(console, "COUNT_LIMIT", 2)
         JobFactory.create_batch(3, retrying=True)
         JobFactory.create()
         trends.take_sample()
