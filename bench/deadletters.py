@@ -280,12 +280,12 @@ def fill_succeeded(rows: int, ago: timedelta = timedelta(0)) -> None:
 
 def fill_samples() -> int:
     """A week of status samples (SAMPLES_KEPT), one a minute, as running workers leave them."""
-    from django_jobretry.console import status_samples
+    from django_jobretry.console import trends
 
-    minutes = int(status_samples.SAMPLES_KEPT.total_seconds() // 60)
+    minutes = int(trends.SAMPLES_KEPT.total_seconds() // 60)
     execute(
         f"""
-        INSERT INTO {status_samples.SAMPLES} (taken_at, count_limit, ready, retrying, running, dead)
+        INSERT INTO {trends.SAMPLES} (taken_at, count_limit, ready, retrying, running, dead)
         SELECT date_trunc('minute', now()) - g * interval '1 minute', 10000, 40 + g %% 17,
                (g * 7) %% 300, g %% 9, 10001
         FROM generate_series(1, %s) AS g
@@ -297,10 +297,10 @@ def fill_samples() -> int:
 
 def time_sample() -> float:
     """One status sample as a worker's heartbeat takes it, on the filled tables: seconds."""
-    from django_jobretry.console import status_samples
+    from django_jobretry.console import trends
 
     started = time.perf_counter()
-    taken = status_samples.take()
+    taken = trends.take_sample()
     seconds = time.perf_counter() - started
     if taken.taken_at is None:
         sys.exit("bench/deadletters.py: the current minute was already sampled")

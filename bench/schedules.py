@@ -61,7 +61,7 @@ def report(count: int, repeat: int) -> None:
 
     from django_jobretry.models import Schedule
     from django_jobretry.policy.slots import Cadence, Overlap
-    from django_jobretry.schedules.declare import ScheduleSpec
+    from django_jobretry.schedules import ScheduleSpec
     from django_jobretry.schedules.rows import declare_rows
     from django_jobretry.schedules.runs import run_due
 

@@ -19,7 +19,7 @@ from django_jobretry.exceptions import InvalidJob
 from django_jobretry.limits.declare import declare_task
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.registry import registry
-from django_jobretry.schedules.declare import InvalidSchedule, ScheduleSpec, declare, job_schedule
+from django_jobretry.schedules import InvalidSchedule, ScheduleSpec, declare, job_schedule
 from django_jobretry.signatures import check_call
 from django_jobretry.validation import (
     check_priority,

@@ -6,7 +6,9 @@ class. What they share is their outward shape: a periodic duty on each
 worker's heartbeat, a `jobstatus` section with its JSON, metrics, a dashboard
 panel and admin pages. Each face iterates :data:`FEATURES` for its part, so
 a new capability adds its own modules and one :class:`Feature` here; no face
-names a capability.
+names a capability. A dashboard panel is built for a :class:`Page`, defined
+here beside :class:`Panel` so that the capabilities' panels and the dashboard
+that iterates them import it from below both.
 
 Every part is a dotted path, imported by the face that uses it when it uses
 it: this module imports nothing of the package, so the worker never imports
@@ -17,9 +19,12 @@ path as an import of the face for its cycle check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
 
+from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 
@@ -43,12 +48,32 @@ class Panel:
 
     #: Its name in the dashboard's template context (None there when the panel is not shown).
     key: str
-    #: ``(page: admin.dashboard_panels.Page) -> dict | None``: the include's context; None hides it.
+    #: ``(page: Page) -> dict | None``: the include's context; None hides it.
     build: str
     #: The template included with the page's context.
     template: str
     #: Shown above the dying tasks (what holds work back now), not in the row of panels below them.
     first: bool = False
+
+
+@dataclass
+class Page:
+    """What a dashboard panel is built for: the request, the admin site's name, the database's now.
+
+    admin/dashboard.py builds one per page and calls each :class:`Panel`'s
+    ``build`` with it. A panel changes nothing on a GET.
+    """
+
+    request: HttpRequest
+    site: str
+    now: datetime
+    _reads: dict[Callable[[], object], object] = field(default_factory=dict)
+
+    def read[T](self, reader: Callable[[], T]) -> T:
+        """``reader()``, once per page: panels showing the same report share one read of it."""
+        if reader not in self._reads:
+            self._reads[reader] = reader()
+        return cast(T, self._reads[reader])
 
 
 @dataclass(frozen=True)
@@ -98,7 +123,7 @@ FEATURES: tuple[Feature, ...] = (
         duty="django_jobretry.holds.pauses.Holds",
         status=Section(
             "held",
-            "django_jobretry.holds.status.holds_report",
+            "django_jobretry.holds.holds_report",
             "django_jobretry.holds.cli.as_json",
             "django_jobretry.holds.cli.status_lines",
         ),
@@ -119,13 +144,13 @@ FEATURES: tuple[Feature, ...] = (
         status=Section(
             "limits",
             "django_jobretry.limits.status.limits_report",
-            "django_jobretry.limits.faces.as_json",
-            "django_jobretry.limits.faces.status_lines",
+            "django_jobretry.limits.status.as_json",
+            "django_jobretry.limits.status.status_lines",
         ),
-        collect="django_jobretry.limits.faces.collect",
+        collect="django_jobretry.limits.status.collect",
         panel=Panel(
             "limits",
-            "django_jobretry.limits.faces.limits_panel",
+            "django_jobretry.limits.status.limits_panel",
             "admin/django_jobretry/includes/panel_limits.html",
         ),
     ),

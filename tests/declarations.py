@@ -15,23 +15,23 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from django_jobretry import schedules
 from django_jobretry.registry import registry
-from django_jobretry.schedules import declare
 
 
 @contextlib.contextmanager
 def forgotten_afterwards() -> Iterator[None]:
     """Put back the task registry and the schedules declared in code as they were."""
     tasks, late = dict(registry._tasks), dict(registry._late)
-    declared = dict(declare._declared)
-    conflicts = {name: list(sources) for name, sources in declare.conflicts.items()}
+    declared = dict(schedules._declared)
+    conflicts = {name: list(sources) for name, sources in schedules.conflicts.items()}
     try:
         yield
     finally:
         _put_back(registry._tasks, tasks)
         _put_back(registry._late, late)
-        _put_back(declare._declared, declared)
-        _put_back(declare.conflicts, conflicts)
+        _put_back(schedules._declared, declared)
+        _put_back(schedules.conflicts, conflicts)
 
 
 def _put_back[T](table: dict[str, T], saved: dict[str, T]) -> None:

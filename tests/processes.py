@@ -183,7 +183,7 @@ def owner_pid(lease_owner: str) -> int:
     return int(lease_owner.rsplit(":", 2)[1])
 
 
-# The last query of a worker's LISTEN session (worker/listener.py).
+# The last query of a worker's LISTEN session (worker/session.py: Listener).
 LISTEN_QUERY = "LISTEN django_jobretry"
 
 

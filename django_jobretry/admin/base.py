@@ -13,7 +13,7 @@ arguments of users who cannot see them, and an id is ASCII digits or nothing
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, override
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -30,8 +30,8 @@ from django.utils.safestring import SafeString
 from django.utils.translation import ngettext
 
 from django_jobretry.admin import rendering
+from django_jobretry.admin.audit import Fate
 from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList
-from django_jobretry.admin.fate import Fate
 from django_jobretry.models import DeadLetter, Job
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -86,6 +86,24 @@ class NoWritesAdmin(_Base):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @override
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Any = None,
+    ) -> HttpResponse:
+        """Django's detail page, with what :meth:`detail_context` adds for this row and this viewer."""
+        context.update(self.detail_context(request, obj))
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def detail_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        """What a detail page adds to Django's context: its heading, what depends on the viewer's rights."""
+        return {}
 
 
 class ReadOnlyRecordAdmin(NoWritesAdmin):
@@ -145,7 +163,7 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
         return rows
 
     def fate_of(self, pk: int) -> Fate | None:
-        """What became of row ``pk`` if it is gone (admin/fate.py); None: nothing says."""
+        """What became of row ``pk`` if it is gone (admin/audit.py); None: nothing says."""
         return None
 
     def _get_obj_does_not_exist_redirect(

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from django_jobretry.console import status
+from django_jobretry import console
 
 #: Plot height of both charts, in SVG user units.
 PLOT_HEIGHT = 120
@@ -25,7 +25,7 @@ class Bar:
     center: float
     y: float
     height: float
-    count: status.Count
+    count: console.Count
     label: str
     tick: str
     #: No sample in this bar's time (samples charts only): drawn as a gap.
@@ -33,7 +33,7 @@ class Bar:
 
     @property
     def value(self) -> str:
-        """The bar's number, short enough to sit on a narrow bar: 950, 1k, 1k+ (past status.BAR_LIMIT)."""
+        """The bar's number, short enough to sit on a narrow bar: 950, 1k, 1k+ (past console.BAR_LIMIT)."""
         number = self.count.value or 0
         text = f"{number / 1000:.1f}k".replace(".0k", "k") if number >= 1000 else str(number)
         return f"{text}+" if self.count.more else text
@@ -49,7 +49,7 @@ class Chart:
 
     bars: list[Bar]
     slot: int
-    total: status.Count
+    total: console.Count
     peak_chart: bool = False
 
     @property
@@ -86,7 +86,13 @@ def bar_width(slot: int) -> int:
 
 
 def bars(
-    starts: list[datetime], counts: list[status.Count | None], *, slot: int, label: str, tick: str, every: int
+    starts: list[datetime],
+    counts: list[console.Count | None],
+    *,
+    slot: int,
+    label: str,
+    tick: str,
+    every: int,
 ) -> list[Bar]:
     """Bars ``slot`` SVG units apart, ``label`` naming each and ``tick`` every ``every``-th one.
 
@@ -97,7 +103,7 @@ def bars(
     peak = max([*(count.value or 0 for count in counts if count is not None), 1])
     drawn = []
     for index, (start, count) in enumerate(zip(starts, counts, strict=True)):
-        shown_count = status.Count(0) if count is None else count
+        shown_count = console.Count(0) if count is None else count
         height = PLOT_HEIGHT * (shown_count.value or 0) / peak
         local = timezone.localtime(start)
         shown = local.strftime(tick) if index % every == 0 else ""
@@ -118,8 +124,8 @@ def bars(
 
 
 def chart(
-    starts: list[datetime], counts: list[status.Count], *, slot: int, label: str, tick: str, every: int
+    starts: list[datetime], counts: list[console.Count], *, slot: int, label: str, tick: str, every: int
 ) -> Chart:
     """Deaths per bucket starting at each of ``starts``."""
     drawn = bars(starts, list(counts), slot=slot, label=label, tick=tick, every=every)
-    return Chart(drawn, slot, sum(counts, status.Count(0)))
+    return Chart(drawn, slot, sum(counts, console.Count(0)))

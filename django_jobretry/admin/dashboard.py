@@ -4,15 +4,15 @@ One page answers the first questions of an incident before anyone opens a list:
 which tasks are dying and of what error (deadletters/admin_pages.py), what each capability
 of features.py shows (what is held back since when and by whom, with its Resume
 or Close beside it, which scheduled work is late, which declared limit is full:
-admin/dashboard_panels.py), what is retrying, how late is each queue, what runs
+each built for a features.Page), what is retrying, how late is each queue, what runs
 longest, which workers are alive. It must stay cheap when the tables hold
 millions of rows (it is opened exactly then), so every figure is an index walk
-(console/status.py, console/deaths.py): counts stop at
+(console/__init__.py, console/trends.py): counts stop at
 COUNT_LIMIT ("10,000+"; a chart bar at BAR_LIMIT), and nothing counts succeeded
 jobs per queue. Deaths are counted as they happen, so a requeue or a discard
 never lowers an hour's count. The retrying and dead jobs over time come from
 the samples the workers take once a minute
-(console/status_samples.py): the highest sample of each hour, an hour
+(console/trends.py): the highest sample of each hour, an hour
 without one drawn as a gap, never as a zero. The charts are inline SVG drawn
 server-side (admin/charts.py): no JavaScript, no CDN, nothing for a CSP to
 block. An optional ``?refresh=N`` reloads the page every N seconds.
@@ -38,10 +38,10 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
-from django_jobretry import features
-from django_jobretry.admin import charts, dashboard_panels
+from django_jobretry import console, features
+from django_jobretry.admin import charts
 from django_jobretry.admin.base import NoWritesAdmin, holds
-from django_jobretry.console import deaths, status, status_samples, workers
+from django_jobretry.console import trends, workers
 from django_jobretry.deadletters import admin_pages
 from django_jobretry.display import humanize_delay
 from django_jobretry.models import DeadLetter, DeadReason, Job, WorkerProcess
@@ -74,11 +74,11 @@ def _days(now: datetime) -> tuple[list[datetime], datetime]:
     return starts, timezone.make_aware(datetime.combine(today + timedelta(days=1), time.min))
 
 
-def deaths_read(now: datetime) -> tuple[charts.Chart, charts.Chart, deaths.Deaths]:
+def deaths_read(now: datetime) -> tuple[charts.Chart, charts.Chart, trends.Deaths]:
     """Deaths per hour (the last 24) and per day (the last 7), and per task and error class: one block."""
     hours, end_of_hour = _hours(now)
     days, end_of_day = _days(now)
-    found = deaths.read([*hours, *days], [*hours[1:], end_of_hour, *days[1:], end_of_day])
+    found = trends.read_deaths([*hours, *days], [*hours[1:], end_of_hour, *days[1:], end_of_day])
     hourly = charts.chart(hours, found.buckets[:24], slot=20, label="%a %H:00", tick="%H:00", every=6)
     daily = charts.chart(days, found.buckets[24:], slot=64, label="%a %d %b", tick="%a %d", every=1)
     return hourly, daily, found
@@ -87,17 +87,17 @@ def deaths_read(now: datetime) -> tuple[charts.Chart, charts.Chart, deaths.Death
 def sampled_hourly(now: datetime) -> dict[str, charts.Chart]:
     """Retrying jobs and dead letters kept, the highest sample of each of the last 24 hours."""
     starts, until = _hours(now)
-    buckets = status_samples.per_bucket(starts, [*starts[1:], until])
+    buckets = trends.samples_per_bucket(starts, [*starts[1:], until])
     sampled = {}
     for name in ("retrying", "dead"):
-        counts: list[status.Count | None] = [getattr(bucket, name) for bucket in buckets]
+        counts: list[console.Count | None] = [getattr(bucket, name) for bucket in buckets]
         bars = charts.bars(starts, counts, slot=20, label="%a %H:00", tick="%H:00", every=6)
-        top = max((count for count in counts if count is not None), key=_order, default=status.Count(0))
+        top = max((count for count in counts if count is not None), key=_order, default=console.Count(0))
         sampled[name] = charts.Chart(bars, 20, top, peak_chart=True)
     return sampled
 
 
-def _order(count: status.Count) -> tuple[int, bool]:
+def _order(count: console.Count) -> tuple[int, bool]:
     return (count.value or 0, count.more)
 
 
@@ -107,8 +107,8 @@ def age(delay: timedelta | None) -> str:
 
 def summary(site: str) -> dict[str, Any]:
     """Per queue: ready, retrying, running, dead, oldest due, longest running; dead per reason."""
-    rows = status.queues()
-    totals = status.totals(rows)
+    rows = console.queues()
+    totals = console.totals(rows)
     labels = dict(DeadReason.choices)
     return {
         "now": totals.now,
@@ -130,7 +130,7 @@ def summary(site: str) -> dict[str, Any]:
             {"value": reason, "label": labels[reason], "dead": count}
             for reason, count in totals.dead_by_reason.items()
         ],
-        "count_limit": f"{status.COUNT_LIMIT:,}",
+        "count_limit": f"{console.COUNT_LIMIT:,}",
     }
 
 
@@ -156,7 +156,7 @@ def worker_panel(request: HttpRequest, site: str) -> dict[str, Any] | None:
     }
 
 
-def capability_panels(page: dashboard_panels.Page) -> dict[str, Any]:
+def capability_panels(page: features.Page) -> dict[str, Any]:
     """Each capability's panel by its key (None: not shown), and the includes of those shown, in two rows."""
     built = [
         (feature.panel, features.load(feature.panel.build)(page))
@@ -212,14 +212,14 @@ class DashboardPage(_Base):
             "changelist_url": reverse(f"{site}:{self.opts.app_label}_{self.opts.model_name}_changelist"),
             "job_changelist_url": reverse(f"{site}:{Job._meta.app_label}_{Job._meta.model_name}_changelist"),
             "workers": worker_panel(request, site),
-            **capability_panels(dashboard_panels.Page(request, site, now)),
+            **capability_panels(features.Page(request, site, now)),
             "dying": admin_pages.panel(found, site=site, now=now),
             "groups": admin_pages.top_groups(site),
             "groups_url": reverse(f"{site}:django_jobretry_deadletter_groups") + "?since=24h",
             "hourly": hourly,
             "sampled": sampled_hourly(now),
-            "last_sample": status_samples.latest(),
-            "samples_kept_days": status_samples.SAMPLES_KEPT.days,
+            "last_sample": trends.latest_sample(),
+            "samples_kept_days": trends.SAMPLES_KEPT.days,
             "daily": daily,
             "plot_height": charts.PLOT_HEIGHT,
             "refresh": refresh,

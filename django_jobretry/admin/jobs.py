@@ -24,17 +24,17 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Left
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, fate, rendering
+from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, holds
 from django_jobretry.admin.changelist import QueueFilter, TaskFilter
 from django_jobretry.deadletters.admin import RetryingArgumentSearch
 from django_jobretry.deadletters.admin_repair import recorded_repairs
+from django_jobretry.holds import why_held
 from django_jobretry.holds.admin import HeldFilter
-from django_jobretry.holds.status import why_held
 from django_jobretry.jobs.recovery import cancel_jobs
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job import RETRYING
@@ -167,8 +167,8 @@ class JobAdmin(ReadOnlyRecordAdmin):
         )
         return annotated
 
-    def fate_of(self, pk: int) -> fate.Fate | None:
-        return fate.of_job(pk)
+    def fate_of(self, pk: int) -> audit.Fate | None:
+        return audit.fate_of_job(pk)
 
     def get_fieldsets(self, request: HttpRequest, obj: Job | None = None) -> Any:
         """The enqueue's trace only on a job that has one (docs/tracing.md): most jobs are not traced."""
@@ -181,23 +181,17 @@ class JobAdmin(ReadOnlyRecordAdmin):
         ]
 
     @override
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Job | None = None,
-    ) -> HttpResponse:
-        """Adds the arguments, which depend on the viewer's rights, and names the job in the heading."""
-        if obj is not None:
-            context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
-            context["repairs"] = recorded_repairs(request, obj.requeue_history)
-            context["title"] = f"Job {obj.pk}"
-            word, detail = state_words(obj)
-            context["subtitle"] = f"{obj.task_name} · {word}" + (f" ({detail})" if detail else "")
-        return super().render_change_form(request, context, add, change, form_url, obj)
+    def detail_context(self, request: HttpRequest, obj: Job | None) -> dict[str, Any]:
+        """The arguments, which depend on the viewer's rights, and the job named in the heading."""
+        if obj is None:
+            return {}
+        word, detail = state_words(obj)
+        return {
+            "arguments": rendering.payload(request, obj.task_name, obj.args, obj.kwargs),
+            "repairs": recorded_repairs(request, obj.requeue_history),
+            "title": f"Job {obj.pk}",
+            "subtitle": f"{obj.task_name} · {word}" + (f" ({detail})" if detail else ""),
+        }
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Job], search_term: str

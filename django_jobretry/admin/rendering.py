@@ -272,12 +272,18 @@ def time_help_texts(model: type[models.Model]) -> dict[str, str]:
     }
 
 
+def since(moment: datetime | None, now: datetime) -> tuple[SafeString | str, str]:
+    """A time to the second (wrapping between date and time only) and its age ("1h04m05s"); "" for None."""
+    if moment is None:
+        return "", ""
+    return time_html(moment), humanize_age(max(now - moment, timedelta(0)))
+
+
 def since_html(moment: datetime | None, now: datetime) -> SafeString | str:
-    """:func:`time_html` with its age below it ("1h04m05s ago"): since when a thing is held; "-" for None."""
+    """:func:`since` in one cell, the age below the time ("1h04m05s ago"); "-" for None."""
     if moment is None:
         return "-"
-    age = humanize_age(max(now - moment, timedelta(0)))
-    return format_html('{}<span class="jobretry-quiet">{} ago</span>', time_html(moment), age)
+    return format_html('{}<span class="jobretry-quiet">{} ago</span>', *since(moment, now))
 
 
 # --- trace ids ----------------------------------------------------------------------------------------

@@ -81,8 +81,8 @@ def check_job_policies(app_configs: Sequence[AppConfig] | None = None, **kwargs:
     return errors
 
 
-#: The module of the optional metrics view; named, not imported (it is an adapter, layers above).
-METRICS_VIEWS = "django_jobretry.metrics.views"
+#: The module of the optional metrics view (its package); named, not imported (an adapter, layers above).
+METRICS_VIEW_MODULE = "django_jobretry.metrics"
 
 
 def _views(patterns: Iterable[URLPattern | URLResolver]) -> Iterable[Any]:
@@ -102,7 +102,7 @@ def check_metrics_view(app_configs: Sequence[AppConfig] | None = None, **kwargs:
     if not getattr(settings, "ROOT_URLCONF", None):
         return []
     views = _views(get_resolver().url_patterns)
-    if not any(getattr(view, "__module__", "") == METRICS_VIEWS for view in views):
+    if not any(getattr(view, "__module__", "") == METRICS_VIEW_MODULE for view in views):
         return []
     return [
         Error(

@@ -109,7 +109,7 @@ DEFAULTS: dict[str, Any] = {
     # Modules every process imports at start-up besides each app's jobs.py and tasks.py
     # (django_jobretry/conf/task_modules.py): where a project keeps tasks elsewhere.
     "TASK_MODULES": [],
-    # Periodic schedules by name (django_jobretry/schedules/declare.py; checks E040-E046).
+    # Periodic schedules by name (django_jobretry/schedules/__init__.py; checks E040-E046).
     "SCHEDULES": {},
     # Concurrency and rate limits by queue name (django_jobretry/limits/declare.py; check E050).
     "QUEUE_LIMITS": {},

@@ -32,7 +32,7 @@ from django.urls import URLPattern
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_jobretry.admin import audit, fate, rendering
+from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.base import ReadOnlyRecordAdmin, exact_id, requeued_times
 from django_jobretry.admin.changelist import ErrorClassFilter, QueueFilter, TaskFilter
 from django_jobretry.admin.dashboard import DashboardPage
@@ -164,8 +164,8 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
             notes.append(f"from {audit.source_label(obj.source)}")
         return notes
 
-    def fate_of(self, pk: int) -> fate.Fate | None:
-        return fate.of_dead_letter(pk)
+    def fate_of(self, pk: int) -> audit.Fate | None:
+        return audit.fate_of_dead_letter(pk)
 
     def get_fieldsets(self, request: HttpRequest, obj: DeadLetter | None = None) -> Any:
         """The external task's ids only on dead letters that came from another system."""
@@ -175,31 +175,25 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
         return fieldsets
 
     @override
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: DeadLetter | None = None,
-    ) -> HttpResponse:
-        """Adds what depends on the viewer (the arguments, the operator buttons) and the id to the heading.
+    def detail_context(self, request: HttpRequest, obj: DeadLetter | None) -> dict[str, Any]:
+        """What depends on the viewer (the arguments, the operator buttons), and the id in the heading.
 
         The heading names the dead letter's own id, the one `manage.py deadletters`
         takes; Django's would show only the model's repr, with the job id.
         """
+        found: dict[str, Any] = {
+            "can_requeue": self.has_requeue_permission(request, obj),
+            "can_discard": self.has_discard_permission(request, obj),
+            "can_repair": obj is not None and self.may_repair(request, obj),
+        }
         if obj is not None:
-            context["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
-            context["repairs"] = recorded_repairs(request, obj.requeue_history)
-            context["title"] = f"Dead letter {obj.pk}"
-            context["subtitle"] = heading(obj)
-            context["failure"] = self.failure(obj)
-            context["attempts"] = rendering.attempt_history(obj.errors, obj.attempts)
-        context["can_requeue"] = self.has_requeue_permission(request, obj)
-        context["can_discard"] = self.has_discard_permission(request, obj)
-        context["can_repair"] = obj is not None and self.may_repair(request, obj)
-        return super().render_change_form(request, context, add, change, form_url, obj)
+            found["arguments"] = rendering.payload(request, obj.task_name, obj.args, obj.kwargs)
+            found["repairs"] = recorded_repairs(request, obj.requeue_history)
+            found["title"] = f"Dead letter {obj.pk}"
+            found["subtitle"] = heading(obj)
+            found["failure"] = self.failure(obj)
+            found["attempts"] = rendering.attempt_history(obj.errors, obj.attempts)
+        return found
 
     def failure(self, dead: DeadLetter) -> dict[str, Any]:
         """The page's first section: what failed, why, and when, each on one line but the message."""

@@ -23,7 +23,7 @@ The "Failure groups" page lists the groups (deadletters/search.py), largest
 first; each leads to the list filtered on its fingerprint (FingerprintFilter)
 and to the "… all matching" pages above for that filter. The dashboard shows
 the top groups of the last 24 hours, and "What is dying": deaths
-(console/deaths.py) per task and error class, each count leading to
+(console/trends.py) per task and error class, each count leading to
 the list of the dead letters still kept, filtered the same way.
 """
 
@@ -45,11 +45,11 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.http import urlencode
 
+from django_jobretry import console
 from django_jobretry.admin import confirmation
 from django_jobretry.admin.base import parse_id
 from django_jobretry.admin.operations import VERBS, DeadLetterActions
-from django_jobretry.console import status
-from django_jobretry.console.deaths import Deaths, Dying
+from django_jobretry.console.trends import Deaths, Dying
 from django_jobretry.deadletters import search
 from django_jobretry.deadletters.search import FailureGroup
 from django_jobretry.models import DeadLetter
@@ -305,11 +305,11 @@ NO_EXCEPTION = "(none: lease lost or cancelled)"
 class Link:
     """A count and the list it leads to (None: nothing to list, the count is 0)."""
 
-    count: status.Count
+    count: console.Count
     url: str | None
 
 
-def _link(count: status.Count, base: str, query: dict[str, str] | None) -> Link:
+def _link(count: console.Count, base: str, query: dict[str, str] | None) -> Link:
     """``count`` leading to ``base`` filtered by ``query``; no link for a 0 or without a filter."""
     return Link(count, f"{base}?{urlencode(query)}" if query and count.value != 0 else None)
 

@@ -6,7 +6,7 @@ calls ``pauses.pause`` and nothing edits or deletes a row here. Pausing,
 resuming and closing a breaker need ``pause_work``, checked on the server, and ask "are you sure?"
 first (holds/panel.py); each is recorded in the admin log
 (LogEntry) with who did it and why, like a requeue. Held counts
-come from the functions `jobstatus` uses (holds/status.py).
+come from the functions `jobstatus` uses (holds/__init__.py).
 
 The add form is checked as the service checks a pause, so a mistake is a
 form error on its field and nothing is stored. A name neither declared nor
@@ -34,9 +34,8 @@ from django.utils.safestring import SafeString
 from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import NoWritesAdmin, warn_ignored
-from django_jobretry.holds import breakers, panel, pauses
+from django_jobretry.holds import breakers, held_by_breaker, held_by_pause, panel, pauses
 from django_jobretry.holds.panel import PAUSE_WORK
-from django_jobretry.holds.status import held_by_breaker, held_by_pause
 from django_jobretry.models import Circuit, CircuitState, Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.models.job_states import held_filter

@@ -18,7 +18,7 @@ nor on any job: usually a typo) it refuses the same way. ``--undeployed``
 pauses such a name anyway, for a task or queue whose code is not deployed
 yet (held from its first job).
 
-`jobstatus` and the metrics read the report of holds/status.py, the
+`jobstatus` and the metrics read the report of holds/__init__.py, the
 dashboard's too. Names and reasons come from rows anyone with database
 access can write: every cell is made printable (display/__init__.py
 ``table``). The metrics' series exist only while something is held, so a
@@ -39,8 +39,15 @@ from django.utils import timezone
 
 from django_jobretry.deadletters.cli_bulk import default_actor
 from django_jobretry.display import table
-from django_jobretry.holds import breakers, pauses
-from django_jobretry.holds.status import CircuitLine, HoldsReport, PauseLine, held_by_pause, holds_report
+from django_jobretry.holds import (
+    CircuitLine,
+    HoldsReport,
+    PauseLine,
+    breakers,
+    held_by_pause,
+    holds_report,
+    pauses,
+)
 from django_jobretry.management.cli import DatabaseCommand, cancel_actor, duration
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 

@@ -14,7 +14,7 @@ after a partner's outage that can be thousands of calls. So both ask first,
 the way the dead-letter and schedule actions do, and the page lists what
 will be released: each pause or breaker, since when, by whom, why, and the
 due jobs it holds now. The dashboard's Resume and Close buttons post to the
-same actions and land here too. The figures come from holds/status.py and
+same actions and land here too. The figures come from holds/__init__.py and
 limits/status.py, the read models `jobstatus` uses.
 """
 
@@ -34,9 +34,9 @@ from django.utils.safestring import SafeString
 
 from django_jobretry.admin import rendering
 from django_jobretry.admin.base import holds as may
-from django_jobretry.admin.dashboard_panels import Page, since
 from django_jobretry.display import count_of
-from django_jobretry.holds.status import CircuitLine, PauseLine, anything_held, holds_report
+from django_jobretry.features import Page
+from django_jobretry.holds import CircuitLine, PauseLine, anything_held, holds_report
 from django_jobretry.limits import status as limits_status
 from django_jobretry.models import Circuit, CircuitState, Pause
 
@@ -155,7 +155,7 @@ def _pause_row(line: PauseLine, now: datetime, action: Action | None) -> HeldRow
         "pause",
         f"{line.kind} {line.name}",
         "paused",
-        *since(line.paused_at, now),
+        *rendering.since(line.paused_at, now),
         line.paused_by,
         line.reason or "no reason given",
         rendering.time_html(line.until) if line.until else "resumed",
@@ -170,7 +170,7 @@ def _breaker_row(line: CircuitLine, now: datetime, action: Action | None) -> Hel
         "breaker",
         f"task {line.task_name}",
         "breaker half-open" if half_open else "breaker open",
-        *since(line.opened_at, now),
+        *rendering.since(line.opened_at, now),
         "the breaker",
         line.reason,
         f"probe job {line.probe_job_id} succeeds"
@@ -186,7 +186,7 @@ def _limit_row(line: limits_status.LimitLine, now: datetime) -> HeldRow:
         "limit",
         f"{line.kind} {line.name}",
         "at its limit" if line.full else "waiting for a slot",
-        *since(line.waiting_since, now),
+        *rendering.since(line.waiting_since, now),
         "its declared limit",
         line.declared,
         "a slot frees",

@@ -2,8 +2,8 @@
 
 - ``declare``: where limits are declared (``@job``, ``JOBRETRY["QUEUE_LIMITS"]``),
   the lane a job gets, and the system checks E050-E051 (layer 2, beside conf/);
-- ``status``: every declared limit now, running / limit and held (layer 3);
-- ``faces``: the limits in `jobstatus`, the metrics and the dashboard (layer 5).
+- ``status``: every declared limit now, running / limit and held, and how it
+  shows in `jobstatus`, the metrics and the dashboard (layer 5).
 
 The claim that enforces them is the state machine's (jobs/), and the pure
 values are policy/limits.py and policy/slots.py.

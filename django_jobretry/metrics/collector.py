@@ -2,9 +2,9 @@
 
 Counters come from the counter table (console/counters.py), so they add
 up the events of every process and survive restarts. Gauges come from the
-same index walks as the dashboard (console/status.py), so a scrape costs
+same index walks as the dashboard (console/__init__.py), so a scrape costs
 what a dashboard view costs, whatever the backlog: counts stop at
-``status.COUNT_LIMIT``, and a ready count that cannot be made cheaply is
+``console.COUNT_LIMIT``, and a ready count that cannot be made cheaply is
 left out rather than guessed. Then each capability of features.py adds the
 figures of its own ``collect``, in that list's order.
 """
@@ -17,8 +17,8 @@ from django.db.models import Count
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from django_jobretry import features
-from django_jobretry.console import counters, status
+from django_jobretry import console, features
+from django_jobretry.console import counters
 from django_jobretry.models import CounterEvent, WorkerProcess
 from django_jobretry.models.worker_process import LIVE
 
@@ -58,7 +58,7 @@ class JobRetryCollector(Collector):
     def _queues(self) -> Iterator[Metric]:
         depth = GaugeMetricFamily(
             "jobretry_queue_jobs",
-            f"Jobs per queue and state, each count stopping at {status.COUNT_LIMIT:,}.",
+            f"Jobs per queue and state, each count stopping at {console.COUNT_LIMIT:,}.",
             labels=["queue", "state"],
         )
         latency = GaugeMetricFamily(
@@ -66,7 +66,7 @@ class JobRetryCollector(Collector):
             "How long the oldest due job of the queue has waited past its run_at; 0 when none is due.",
             labels=["queue"],
         )
-        for row in status.queues():
+        for row in console.queues():
             for state, count in (("ready", row.ready), ("retrying", row.retrying), ("dead", row.dead)):
                 if count.value is not None:
                     depth.add_metric([row.queue, state], count.value)

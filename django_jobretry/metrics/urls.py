@@ -2,6 +2,6 @@
 
 from django.urls import path
 
-from django_jobretry.metrics.views import metrics
+from django_jobretry.metrics import metrics
 
 urlpatterns = [path("", metrics, name="jobretry-metrics")]

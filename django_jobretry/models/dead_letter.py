@@ -10,7 +10,7 @@
   statement therefore also appends one row here, in the same statement
   (jobs/sql.py ``COUNT_DEATHS``): nothing to lock or to conflict on, so
   burials never wait for each other. The rows are kept as long as the status
-  samples (status_samples.SAMPLES_KEPT, a week); the worker that takes a
+  samples (trends.SAMPLES_KEPT, a week); the worker that takes a
   minute's sample deletes older ones in the same statement. Never edited,
   never shown by themselves: no arguments, no message, only what the counts
   group by.
@@ -143,7 +143,7 @@ class DeadLetter(models.Model):
             # A task result by id: the dead job's own id, or its first job id once requeued.
             models.Index(fields=["job_id"], name="jobretry_dead_job"),
             models.Index(ORIGIN_JOB_ID, name="jobretry_dead_origin", condition=models.Q(requeue_count__gt=0)),
-            # Which dead letter carries an earlier dead letter's or job's id (admin/fate.py).
+            # Which dead letter carries an earlier dead letter's or job's id (admin/audit.py).
             provenance_index("jobretry_dead_provenance"),
         ]
         constraints = [

@@ -22,7 +22,7 @@ def provenance_index(name: str) -> GinPathIndex:
     """The rows whose requeue history names a dead letter or job id: ``requeue_history @> [{...}]``.
 
     A row's id changes as it moves between the tables (requeued, dead again);
-    the admin follows an old link to what the row became (admin/fate.py).
+    the admin follows an old link to what the row became (admin/audit.py).
     Partial on requeue_count > 0: only requeued rows have a history to index.
     """
     return GinPathIndex(field="requeue_history", condition=models.Q(requeue_count__gt=0), name=name)

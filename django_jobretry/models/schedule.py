@@ -1,6 +1,6 @@
 """The Schedule row: where one periodic schedule stands, shared by every worker on every host.
 
-Declarations live in code and settings (schedules/declare.py); this row is
+Declarations live in code and settings (schedules/__init__.py); this row is
 their state in the database: the next slot no worker has decided yet, the
 last run, and what became of the slots that did not run. Workers insert a
 slot's run and move ``next_slot`` on in one transaction, holding this row's

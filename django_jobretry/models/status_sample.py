@@ -3,7 +3,7 @@
 - :class:`StatusSample`: how many jobs were ready, retrying, running and dead
   at one minute. The jobs and dead-letter tables hold only the state now;
   the dashboard's "retrying over time" needs a history. Running workers
-  take one sample a minute, all of them together (console/status_samples.py):
+  take one sample a minute, all of them together (console/trends.py):
   the minute is the primary key, so two workers cannot write the same minute
   twice. Each figure is counted like the dashboard's, up to ``count_limit``
   (COUNT_LIMIT when the sample was taken), one more meaning "more than

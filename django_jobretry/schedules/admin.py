@@ -25,7 +25,7 @@ from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet, Value
 from django.db.models.functions import Now
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -33,12 +33,11 @@ from django.utils.safestring import SafeString
 from django_jobretry.admin import rendering
 from django_jobretry.admin.base import NoWritesAdmin
 from django_jobretry.admin.base import holds as may
-from django_jobretry.admin.dashboard_panels import Page, since
 from django_jobretry.display import humanize_delay
+from django_jobretry.features import Page
 from django_jobretry.models import Schedule
-from django_jobretry.schedules import status
+from django_jobretry.schedules import ScheduleSpec, declared, status
 from django_jobretry.schedules.admin_actions import ScheduleActions
-from django_jobretry.schedules.declare import ScheduleSpec, declared
 from django_jobretry.schedules.status import LAST_RUN, NOT_DECLARED, last_run, utc, zoned
 
 #: The longest schedule name (the primary key's length): a longer one in a URL is no schedule.
@@ -181,7 +180,7 @@ class ScheduleAdmin(ScheduleActions, NoWritesAdmin):
             model, pk, label = "deadletter", run.dead_letter_id, f"dead letter {run.dead_letter_id}"
         else:
             model, pk, label = "job", run.job_id, f"job {run.job_id}"
-        # A job gone from the tables still links: its page says what became of it (admin/fate.py).
+        # A job gone from the tables still links: its page says what became of it (admin/audit.py).
         if getattr(obj, f"jobretry_view_{model}", False):
             url = reverse(f"admin:django_jobretry_{model}_change", args=[pk])
             label = format_html('<a href="{}">{}</a>', url, label)
@@ -230,24 +229,17 @@ class ScheduleAdmin(ScheduleActions, NoWritesAdmin):
         )
 
     @override
-    def render_change_form(
-        self,
-        request: HttpRequest,
-        context: dict[str, Any],
-        add: bool = False,
-        change: bool = False,
-        form_url: str = "",
-        obj: Schedule | None = None,
-    ) -> HttpResponse:
+    def detail_context(self, request: HttpRequest, obj: Schedule | None) -> dict[str, Any]:
         """The arguments, for those who may see them (redacted), and the name in the heading."""
-        if obj is not None:
-            spec = self.spec(obj)
-            if spec is not None:
-                args, kwargs = list(spec.args), dict(spec.kwargs)
-                context["arguments"] = rendering.payload(request, spec.task_name, args, kwargs)
-            context["title"] = f"Schedule {obj.name}"
-            context["subtitle"] = f"{obj.task_name} · {obj.cadence}"
-        return super().render_change_form(request, context, add, change, form_url, obj)
+        if obj is None:
+            return {}
+        found = {"title": f"Schedule {obj.name}", "subtitle": f"{obj.task_name} · {obj.cadence}"}
+        spec = self.spec(obj)
+        if spec is not None:
+            found["arguments"] = rendering.payload(
+                request, spec.task_name, list(spec.args), dict(spec.kwargs)
+            )
+        return found
 
 
 def _moment(text: str) -> SafeString:
@@ -278,7 +270,7 @@ def schedules_panel(page: Page) -> dict[str, Any] | None:
                     "next": status.utc(state.next_slot) if state.next_slot else "-",
                     "success": _success(state, now),
                     "last": str(state.last),
-                    "paused_since": since(state.paused_at, now),
+                    "paused_since": rendering.since(state.paused_at, now),
                     "url": reverse(f"{site}:django_jobretry_schedule_change", args=[quote(state.name)])
                     if state.has_row
                     else None,
@@ -294,5 +286,5 @@ def schedules_panel(page: Page) -> dict[str, Any] | None:
 def _success(state: status.ScheduleState, now: datetime) -> SafeString | str:
     if state.last_success_at is None:
         return "never"
-    moment, age = since(state.last_success_at, now)
+    moment, age = rendering.since(state.last_success_at, now)
     return format_html("{} ({} ago)", moment, age)

@@ -28,8 +28,7 @@ from django_jobretry.admin.audit import actor
 from django_jobretry.admin.base import holds
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import Job, Schedule
-from django_jobretry.schedules import rows
-from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules import declared, rows
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
     _Base = admin.ModelAdmin[Schedule]

@@ -7,7 +7,7 @@ spec's ``source``: ``@job``, ``JOBRETRY["SCHEDULES"]``, a task backend),
 then ``schedule 'name':``, then what is wrong.
 
 E043 asks whether the schedule can make a run with the function the
-workers build runs with (schedules/declare.py run_columns), so both refuse the
+workers build runs with (schedules/__init__.py run_columns), so both refuse the
 same schedules with the same words.
 """
 
@@ -19,14 +19,14 @@ from typing import Any
 from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, register
 
+from django_jobretry import schedules
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.conf.schema import validate
 from django_jobretry.conf.task_modules import HOW_TO_ADD
 from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import JobRetryError
 from django_jobretry.registry import registry
-from django_jobretry.schedules import declare
-from django_jobretry.schedules.declare import (
+from django_jobretry.schedules import (
     SETTINGS_SOURCE,
     InvalidSchedule,
     ScheduleSpec,
@@ -78,13 +78,13 @@ def check_schedule_names(app_configs: Sequence[AppConfig] | None = None, **kwarg
             f"declared {len(sources)} times with different values; only the last one imported runs.",
             hint,
         )
-        for name, sources in sorted(declare.conflicts.items())
+        for name, sources in sorted(schedules.conflicts.items())
     ]
     # Where each name is declared, in the order declared() reads them: a later one replaces the earlier.
-    places = {name: [spec.source] for name, spec in declare._declared.items()}
+    places = {name: [spec.source] for name, spec in schedules._declared.items()}
     for source, mappings in (
-        *declare.task_backend_mappings().items(),
-        (SETTINGS_SOURCE, declare.settings_mappings()),
+        *schedules.task_backend_mappings().items(),
+        (SETTINGS_SOURCE, schedules.settings_mappings()),
     ):
         for name in mappings:
             places.setdefault(name, []).append(source)
@@ -102,7 +102,7 @@ def check_schedule_tasks(app_configs: Sequence[AppConfig] | None = None, **kwarg
     """E042: the schedule's task is not registered; E043: it is, but the schedule cannot make a run of it."""
     policies_known = not validate(jobretry_settings.raw)[1]  # else policies and limits are not reliable
     errors: list[CheckMessage] = []
-    for spec in sorted(declare.declared().values(), key=lambda spec: spec.name):
+    for spec in sorted(schedules.declared().values(), key=lambda spec: spec.name):
         definition = registry.get(spec.task_name)
         if definition is None:
             problem = (

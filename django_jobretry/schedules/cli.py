@@ -38,8 +38,7 @@ from django_jobretry.exceptions import InvalidJob
 from django_jobretry.management.cli import DatabaseCommand, cancel_actor
 from django_jobretry.models import Schedule
 from django_jobretry.models.instants import is_text
-from django_jobretry.schedules import rows, status
-from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules import declared, rows, status
 from django_jobretry.schedules.status import NOT_DECLARED, ScheduleState, utc, zoned
 
 #: The ids of the schedule checks (schedules/checks.py): E040 to E043, and any added later.

@@ -35,7 +35,7 @@ from django_jobretry.jobs.isolation import Apart, all_or_each
 from django_jobretry.models import CounterEvent, JobStatus, Schedule
 from django_jobretry.models.job import ACTOR_MAX_LENGTH
 from django_jobretry.policy.slots import grace
-from django_jobretry.schedules.declare import ScheduleSpec, declared, run_columns
+from django_jobretry.schedules import ScheduleSpec, declared, run_columns
 
 logger = logging.getLogger("django_jobretry")
 

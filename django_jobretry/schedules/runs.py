@@ -46,8 +46,8 @@ from django_jobretry.jobs.isolation import Apart, all_or_each
 from django_jobretry.jobs.sql import named_rows
 from django_jobretry.models import CounterEvent
 from django_jobretry.policy.slots import CatchUp, Overlap, SlotPlan, plan
+from django_jobretry.schedules import Run, ScheduleSpec, declared, run_columns
 from django_jobretry.schedules import rows as sql
-from django_jobretry.schedules.declare import Run, ScheduleSpec, declared, run_columns
 from django_jobretry.schedules.rows import as_arrays, declare_rows, log_fields, looks, retry_until
 from django_jobretry.worker.lifecycle import Duty, Shift
 from django_jobretry.worker.session import (

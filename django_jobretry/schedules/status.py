@@ -1,7 +1,7 @@
 """Where each schedule stands, for operators: the admin, `jobstatus`, `manage.py schedules`, the metrics.
 
 A schedule lives in two places: its declaration in this deploy's code and
-settings (schedules/declare.py), and its row in the database, which the
+settings (schedules/__init__.py), and its row in the database, which the
 workers write. An operator needs both: a row whose name this deploy no
 longer declares is left from an older deploy (nothing runs it), and a
 declaration without a row has not been started by any worker yet. So the
@@ -39,7 +39,7 @@ from django.db.models.functions import Now
 
 from django_jobretry.models import DeadLetter, DeadLetterSource, Job, JobStatus, Schedule
 from django_jobretry.policy.slots import MAX_GRACE, Cadence
-from django_jobretry.schedules.declare import ScheduleSpec, declared
+from django_jobretry.schedules import ScheduleSpec, declared
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric

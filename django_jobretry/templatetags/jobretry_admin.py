@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from django import template
 
-from django_jobretry.console import deaths
+from django_jobretry.console import trends
 
 register = template.Library()
 
 
 @register.simple_tag
-def jobretry_recent_deaths() -> deaths.Recent:
-    """Deaths in the last hour and 24 hours, and the jobs retrying now (console/deaths.py)."""
-    return deaths.recent()
+def jobretry_recent_deaths() -> trends.Recent:
+    """Deaths in the last hour and 24 hours, and the jobs retrying now (console/trends.py)."""
+    return trends.recent()

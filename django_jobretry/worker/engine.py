@@ -39,11 +39,11 @@ from django_jobretry.worker.lifecycle import (
     drain,
     install_stop_handlers,
 )
-from django_jobretry.worker.listener import Listener
 from django_jobretry.worker.process_pool import ChildSlot
 from django_jobretry.worker.runner import Runner
 from django_jobretry.worker.session import (
     Backoff,
+    Listener,
     drop_connection,
     log_back,
     mark_bookkeeping_thread,

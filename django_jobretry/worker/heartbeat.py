@@ -25,7 +25,7 @@ FEATURES, so a capability's duty may subclass it without an import cycle.
   (worker/runner.py) with one statement a beat and once more at a clean
   exit; a failed write keeps the counts for the next beat.
 - :class:`StatusSample` takes the dashboard's sample for the current minute
-  unless another worker already has (console/status_samples.py): a missing
+  unless another worker already has (console/trends.py): a missing
   sample only leaves a gap in a chart.
 """
 
@@ -40,7 +40,7 @@ from datetime import datetime
 from django.db import DatabaseError
 
 from django_jobretry import features
-from django_jobretry.console import counters, status_samples, workers
+from django_jobretry.console import counters, trends, workers
 from django_jobretry.display import humanize_delay
 from django_jobretry.jobs import claimed
 from django_jobretry.jobs.claimed import ClaimedJob
@@ -243,7 +243,7 @@ class StatusSample(Duty):
     failure = "take the status sample"
 
     def beat(self, running: int) -> None:
-        status_samples.take()
+        trends.take_sample()
 
 
 def console_duties(shift: Shift) -> list[Duty]:

@@ -13,7 +13,7 @@ from django.test import override_settings
 from pytest_bdd import given, parsers, scenarios, then, when
 
 from django_jobretry.models import DeadLetter, DeadReason, Job, Schedule
-from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules import declared
 from django_jobretry.schedules.rows import declare_rows
 from django_jobretry.schedules.runs import run_due
 from tests.inprocess import run_until_settled

@@ -1,4 +1,4 @@
-"""Declaring schedules (schedules/declare.py): a mistake names the schedule, field, value and fix.
+"""Declaring schedules (schedules/__init__.py): a mistake names the schedule, field, value and fix.
 
 A schedule is declared in JOBRETRY["SCHEDULES"] (:func:`from_mapping`) or
 on ``@job`` (:func:`declare_job_schedule`); both validate with
@@ -17,7 +17,7 @@ import pytest
 
 from django_jobretry import job
 from django_jobretry.policy.slots import DEFAULT_CATCH_UP_LIMIT, Cadence, CatchUp, Overlap
-from django_jobretry.schedules.declare import (
+from django_jobretry.schedules import (
     KEYS,
     InvalidSchedule,
     ScheduleSpec,

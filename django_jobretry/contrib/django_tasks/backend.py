@@ -48,7 +48,7 @@ from django_jobretry.contrib.django_tasks.task_class import (
 from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob, JobRetryError, UnsupportedArgument
 from django_jobretry.registry import registry
-from django_jobretry.schedules.declare import InvalidSchedule, from_mapping
+from django_jobretry.schedules import InvalidSchedule, from_mapping
 from django_jobretry.validation import check_queue_name, check_task_name
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -10,7 +10,7 @@ always, an empty list or object when there is nothing, so a script need not
 test for it: "schedules", "held" (its "pauses" and "circuits"), "limits".
 
 The text for people and the JSON for scripts are written below the command.
-The figures come from console/status.py and console/workers.py, the same as
+The figures come from console/__init__.py and console/workers.py, the same as
 the admin dashboard's, so the two never disagree. Nothing here reads or
 prints job arguments.
 """
@@ -25,8 +25,8 @@ from typing import Any
 from django.core.management.base import CommandParser
 from django.utils import timezone
 
-from django_jobretry import features
-from django_jobretry.console import status, workers
+from django_jobretry import console, features
+from django_jobretry.console import workers
 from django_jobretry.display import humanize_delay, table
 from django_jobretry.management.cli import DatabaseCommand
 
@@ -71,14 +71,14 @@ class Command(DatabaseCommand):
 class Report:
     """Everything `jobstatus` shows, read in one go."""
 
-    queues: list[status.QueueStatus]
-    totals: status.Totals
+    queues: list[console.QueueStatus]
+    totals: console.Totals
     workers: list[workers.WorkerState]
 
 
 def read_report() -> Report:
-    rows = status.queues()
-    return Report(rows, status.totals(rows), workers.listing())
+    rows = console.queues()
+    return Report(rows, console.totals(rows), workers.listing())
 
 
 def _seconds(delay: timedelta | None) -> float | None:
@@ -87,7 +87,7 @@ def _seconds(delay: timedelta | None) -> float | None:
 
 def _counts(source: Any) -> dict[str, Any]:
     """ready / retrying / dead as numbers (null: not counted), and which stopped at the limit."""
-    counts: dict[str, status.Count] = {name: getattr(source, name) for name in COUNTS}
+    counts: dict[str, console.Count] = {name: getattr(source, name) for name in COUNTS}
     return {
         **{name: count.value for name, count in counts.items()},
         "running": source.running,
@@ -123,7 +123,7 @@ def report_json(report: Report) -> dict[str, Any]:
     live = sum(1 for row in report.workers if row.live)
     return {
         "as_of": _time(totals.now),
-        "count_limit": status.COUNT_LIMIT,
+        "count_limit": console.COUNT_LIMIT,
         "queues": [
             {
                 "queue": row.queue,
@@ -200,7 +200,7 @@ def report_text(report: Report) -> str:
     reasons = ", ".join(f"{reason} {count}" for reason, count in totals.dead_by_reason.items())
     return "\n".join(
         [
-            f"As of {_clock(totals.now)} (database clock); counts stop at {status.COUNT_LIMIT:,}",
+            f"As of {_clock(totals.now)} (database clock); counts stop at {console.COUNT_LIMIT:,}",
             "",
             *_queue_lines(report),
             "",

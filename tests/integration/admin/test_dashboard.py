@@ -17,9 +17,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from django_jobretry import console
 from django_jobretry.admin import dashboard
 from django_jobretry.admin.dashboard import _hours
-from django_jobretry.console import status
 from django_jobretry.models import DeadLetter, Death, WorkerProcess
 from tests.factories import (
     DeadLetterFactory,
@@ -135,7 +135,7 @@ class TestDashboard:
         assert 'http-equiv="refresh"' not in html  # off by default
 
     def test_counts_stop_at_the_limit(self, viewer: Operator, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(status, "COUNT_LIMIT", 2)
+        monkeypatch.setattr(console, "COUNT_LIMIT", 2)
         JobFactory.create_batch(3)
         for _ in range(3):
             retrying(queue_name="storm")
@@ -151,7 +151,7 @@ class TestDashboard:
     def test_chart_bars_stop_at_their_limit(
         self, viewer: Operator, monkeypatch: pytest.MonkeyPatch, page_clock: Callable[[datetime], None]
     ) -> None:
-        monkeypatch.setattr(status, "BAR_LIMIT", 2)
+        monkeypatch.setattr(console, "BAR_LIMIT", 2)
         died = timezone.now()
         record_deaths(DeadLetterFactory.create_batch(3, dead_at=died))
         page_clock(died)  # the last bar is the hour they died in
@@ -206,7 +206,7 @@ EMPTY = "No samples yet: samples are taken by running workers once a minute."
 
 
 class TestSampledCharts:
-    """Retrying jobs and dead letters kept over time, from the workers' samples (status_samples.py)."""
+    """Retrying jobs and dead letters kept over time, from the workers' samples (console/trends.py)."""
 
     def test_each_hour_shows_its_highest_sample_and_unsampled_hours_are_gaps(
         self, viewer: Operator, page_clock: Callable[[datetime], None]

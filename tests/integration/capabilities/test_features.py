@@ -29,7 +29,6 @@ from django_jobretry.console.workers import Registration
 from django_jobretry.features import FEATURES, Feature, Panel, Section
 from django_jobretry.holds import cli as holds_cli
 from django_jobretry.holds.admin import CircuitAdmin, PauseAdmin
-from django_jobretry.limits import faces as limits_faces
 from django_jobretry.limits import status as status_limits
 from django_jobretry.metrics.collector import JobRetryCollector
 from django_jobretry.models import Circuit, Job, Pause, Schedule
@@ -191,7 +190,7 @@ def test_the_metrics_add_each_capabilitys_families_and_only_through_the_list(
 ) -> None:
     full = family_names()
     own = [
-        metric.name for collect in (schedule_status, holds_cli, limits_faces) for metric in collect.collect()
+        metric.name for collect in (schedule_status, holds_cli, status_limits) for metric in collect.collect()
     ]
     monkeypatch.setattr(features, "FEATURES", ())
     core = family_names()

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from django_jobretry import FatalError
 from django_jobretry import deadletters as service
-from django_jobretry.console import status_samples
+from django_jobretry.console import trends
 from django_jobretry.deadletters import admin_pages as dying
 from django_jobretry.deadletters.external import (
     ExternalDeadLetter,
@@ -118,9 +118,9 @@ class TestDeathsAreCountedWhereJobsDie:
 
     def test_old_deaths_are_pruned_with_the_samples(self) -> None:
         die_fatally(1)
-        old = timezone.now() - status_samples.SAMPLES_KEPT - timedelta(minutes=1)
+        old = timezone.now() - trends.SAMPLES_KEPT - timedelta(minutes=1)
         Death.objects.create(died_at=old, task_name="t", queue_name="q", reason=DeadReason.FATAL)
-        status_samples.take()
+        trends.take_sample()
         assert list(Death.objects.values_list("task_name", flat=True)) == ["tests.jobs_app.jobs.fatal"]
 
 

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from django_jobretry.console import status
+from django_jobretry import console
 from django_jobretry.display import UNSAFE
 from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory, error_history
 
@@ -89,7 +89,7 @@ def test_json_for_scripts(incident: dict[str, Any]) -> None:
         "gone-host",
     )
     assert lost["heartbeat_age_seconds"] > lost["lease_seconds"]
-    assert report["count_limit"] == status.COUNT_LIMIT
+    assert report["count_limit"] == console.COUNT_LIMIT
 
 
 def test_text_for_people(incident: dict[str, Any]) -> None:
@@ -124,7 +124,7 @@ def test_never_prints_arguments(incident: dict[str, Any]) -> None:
 
 
 def test_counts_that_stop_at_the_limit_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(status, "COUNT_LIMIT", 2)
+    monkeypatch.setattr(console, "COUNT_LIMIT", 2)
     JobFactory.create_batch(3)
     report = as_json()
     assert report["queues"][0]["ready"] == 2
@@ -232,7 +232,7 @@ def test_no_schedules_no_section_and_an_empty_list() -> None:
 
 
 def test_a_pause_reason_never_drives_the_terminal(settings: Any) -> None:
-    from django_jobretry.schedules.declare import declared
+    from django_jobretry.schedules import declared
     from django_jobretry.schedules.rows import declare_rows, pause
     from tests.integration.schedules.schedule_story import declare
 

@@ -1,7 +1,7 @@
 """The dashboard and `manage.py jobstatus` stay index walks that stop early, at any table size.
 
 Their figures are read in an incident, when the jobs table may hold a
-million rows. Each statement of console/status.py runs here under
+million rows. Each statement of console/__init__.py runs here under
 ``EXPLAIN ANALYZE`` on a skewed table - a backlog in one queue, a few jobs
 in another that most of the finished history belongs to, a rare dead-letter
 queue - after ANALYZE, with the count limit lowered to 100: no table is read
@@ -20,7 +20,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from django_jobretry.console import deaths, status, status_samples
+from django_jobretry import console
+from django_jobretry.console import trends
 from django_jobretry.jobs.sql import DEAD, DEATHS, JOB
 from django_jobretry.models import DeadReason
 from tests.integration.console.test_status_samples import next_minute_sampled
@@ -86,7 +87,7 @@ def skewed() -> None:
 
 
 def explain(sql: str, params: dict[str, Any]) -> str:
-    with status.index_walks() as cursor:
+    with console.index_walks() as cursor:
         cursor.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {sql}", params)
         return "\n".join(row[0] for row in cursor.fetchall())
 
@@ -101,7 +102,7 @@ def assert_bounded_index_walks(plan: str) -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_the_queue_rows_walk_their_indexes_and_stop() -> None:
-    plan = explain(status.QUEUES_SQL, {"cap": CAP + 1})
+    plan = explain(console.QUEUES_SQL, {"cap": CAP + 1})
     assert_bounded_index_walks(plan)
     for index in (
         "jobretry_job_claim_queue",
@@ -116,7 +117,7 @@ def test_the_queue_rows_walk_their_indexes_and_stop() -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_the_totals_walk_their_indexes_and_stop() -> None:
-    totals = explain(status.TOTALS_SQL, {"cap": CAP + 1, "reasons": list(DeadReason.values)})
+    totals = explain(console.TOTALS_SQL, {"cap": CAP + 1, "reasons": list(DeadReason.values)})
     assert_bounded_index_walks(totals)
     assert "jobretry_dead_reason" in totals
     assert "jobretry_job_finished" in totals
@@ -144,10 +145,10 @@ def test_the_deaths_walk_their_indexes_and_stop() -> None:
     starts = [now - timedelta(hours=h) for h in range(24, 0, -1)]
     plans = {
         "buckets": explain(
-            deaths.BUCKETS_SQL, {"bar": CAP + 1, "starts": starts, "stops": [*starts[1:], now]}
+            trends.DEATH_BUCKETS_SQL, {"bar": CAP + 1, "starts": starts, "stops": [*starts[1:], now]}
         ),
-        "by task": explain(deaths.BY_TASK_SQL, {"cap": CAP + 1, "limit": CAP}),
-        "by error": explain(deaths.BY_ERROR_SQL, {"cap": CAP + 1}),
+        "by task": explain(trends.BY_TASK_SQL, {"cap": CAP + 1, "limit": CAP}),
+        "by error": explain(trends.BY_ERROR_SQL, {"cap": CAP + 1}),
     }
     for name, plan in plans.items():
         assert_bounded_index_walks(plan)
@@ -162,9 +163,9 @@ def test_the_deaths_walk_their_indexes_and_stop() -> None:
 
 @pytest.mark.usefixtures("skewed", "dying")
 def test_the_deaths_are_counted_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(status, "COUNT_LIMIT", CAP)
+    monkeypatch.setattr(console, "COUNT_LIMIT", CAP)
     now = timezone.now()
-    found = deaths.read([now - timedelta(hours=1), now - timedelta(days=7)], [now, now])
+    found = trends.read_deaths([now - timedelta(hours=1), now - timedelta(days=7)], [now, now])
     assert [str(count) for count in found.buckets] == ["1,000+", "1,000+"]  # BAR_LIMIT
     tasks = {item.name: item for item in found.by_task}
     assert [str(tasks["storm"].last_hour), str(tasks["storm"].last_day)] == ["100+", "100+"]
@@ -177,8 +178,8 @@ def test_the_deaths_are_counted_right(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_the_figures_are_right_on_the_skewed_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(status, "COUNT_LIMIT", CAP)
-    rows = {row.queue: row for row in status.queues()}
+    monkeypatch.setattr(console, "COUNT_LIMIT", CAP)
+    rows = {row.queue: row for row in console.queues()}
     assert [str(rows["default"].ready), str(rows["default"].retrying), rows["default"].running] == [
         "100+",
         "30",
@@ -200,8 +201,8 @@ def test_negative_control_the_old_group_by_is_caught() -> None:
 
 @pytest.mark.usefixtures("skewed")
 def test_a_status_sample_walks_the_same_indexes_and_stops() -> None:
-    params = {"limit": CAP, "cap": CAP + 1, "kept": status_samples.SAMPLES_KEPT}
-    plan = explain(status_samples.SAMPLE_SQL, params)
+    params = {"limit": CAP, "cap": CAP + 1, "kept": trends.SAMPLES_KEPT}
+    plan = explain(trends.SAMPLE_SQL, params)
     assert_bounded_index_walks(plan)
     for index in (
         "jobretry_job_retrying",
@@ -217,9 +218,9 @@ def test_a_status_sample_walks_the_same_indexes_and_stops() -> None:
 @pytest.mark.usefixtures("skewed")
 def test_a_minute_already_sampled_counts_nothing() -> None:
     """The N-th worker of a minute pays one primary-key probe: every count is never executed."""
-    next_minute_sampled(status_samples.take())  # the EXPLAIN may run in the next minute: sampled too
-    params = {"limit": CAP, "cap": CAP + 1, "kept": status_samples.SAMPLES_KEPT}
-    plan = explain(status_samples.SAMPLE_SQL, params)
+    next_minute_sampled(trends.take_sample())  # the EXPLAIN may run in the next minute: sampled too
+    params = {"limit": CAP, "cap": CAP + 1, "kept": trends.SAMPLES_KEPT}
+    plan = explain(trends.SAMPLE_SQL, params)
     assert "Index Only Scan using jobretry_status_sample_pkey" in plan, plan
     for line in plan.splitlines():
         if " on django_jobretry_" in line:
@@ -230,18 +231,18 @@ def test_the_sample_charts_read_a_range_of_the_primary_key_per_bar() -> None:
     """Seven days of samples (the retention): each of the 24 hourly bars reads its own 60."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""INSERT INTO {status_samples.SAMPLES} (taken_at, count_limit, ready, retrying, running, dead)
+            f"""INSERT INTO {trends.SAMPLES} (taken_at, count_limit, ready, retrying, running, dead)
                 SELECT date_trunc('minute', now()) - g * interval '1 minute', 10000, 0,
                        g % 50, 0, LEAST(g, 10001)
                 FROM generate_series(0, 7 * 24 * 60 - 1) AS g"""
         )
-        cursor.execute(f"ANALYZE {status_samples.SAMPLES}")
+        cursor.execute(f"ANALYZE {trends.SAMPLES}")
         # The bars end at the instant the samples were counted back from (the transaction's now()):
         # ended at the test's own clock, the last bar lost a sample whenever a minute turned between.
         cursor.execute("SELECT now()")
         now = cursor.fetchone()[0]
     starts = [now - timedelta(hours=h) for h in range(24, 0, -1)]
-    plan = explain(status_samples.BUCKETS_SQL, {"starts": starts, "stops": [*starts[1:], now]})
+    plan = explain(trends.SAMPLE_BUCKETS_SQL, {"starts": starts, "stops": [*starts[1:], now]})
     assert "Index Scan using jobretry_status_sample_pkey on jobretry_status_sample" in plan, plan
     assert "Seq Scan" not in plan, plan
     assert "Bitmap" not in plan, plan

@@ -1,4 +1,4 @@
-"""Status samples: one a minute from the workers' heartbeats, however many (console/status_samples.py).
+"""Status samples: one a minute from the workers' heartbeats, however many (console/trends.py).
 
 Real PostgreSQL throughout: the heartbeat threads run for real, each on its
 own connection, with a scripted number of beats (as in test_heartbeat.py)
@@ -18,7 +18,8 @@ import pytest
 from django.db import connection
 from django.db.models.functions import Now
 
-from django_jobretry.console import status, status_samples
+from django_jobretry import console
+from django_jobretry.console import trends
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.models import Job, StatusSample
 from django_jobretry.worker.heartbeat import Heartbeat
@@ -36,7 +37,7 @@ DEADLINE = 30
 
 
 #: The counts the ``incident`` fixture leaves, as a sample stores them.
-INCIDENT = (2, 3, 1, 2, status.COUNT_LIMIT)
+INCIDENT = (2, 3, 1, 2, console.COUNT_LIMIT)
 
 
 def db_minute() -> datetime:
@@ -47,7 +48,7 @@ def db_minute() -> datetime:
         return minute
 
 
-def next_minute_sampled(taken: status_samples.Taken) -> datetime:
+def next_minute_sampled(taken: trends.Taken) -> datetime:
     """The minute after ``taken``'s, sampled by another worker with the incident's counts.
 
     A test's next take() then falls in a sampled minute whether or not the
@@ -121,16 +122,16 @@ def incident() -> None:
 @pytest.mark.usefixtures("incident")
 class TestTaking:
     def test_a_sample_counts_like_the_dashboard(self) -> None:
-        taken = status_samples.take()
+        taken = trends.take_sample()
         assert taken.taken_at is not None
         assert (taken.taken_at.second, taken.taken_at.microsecond) == (0, 0)
         assert sampled() == [INCIDENT]
 
     def test_a_second_call_in_the_same_minute_writes_nothing(self) -> None:
-        first = status_samples.take()
+        first = trends.take_sample()
         ahead = next_minute_sampled(first)
         JobFactory.create(retrying=True)
-        assert status_samples.take() == status_samples.Taken(None, 0)
+        assert trends.take_sample() == trends.Taken(None, 0)
         assert minutes() == [first.taken_at, ahead]
         assert sampled() == [INCIDENT, INCIDENT]  # the minute's first count stays, whichever it was
 
@@ -154,20 +155,20 @@ class TestLimits:
     def test_counts_past_the_limit_are_stored_as_limit_plus_one(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(status, "COUNT_LIMIT", 2)
+        monkeypatch.setattr(console, "COUNT_LIMIT", 2)
         JobFactory.create_batch(5)
         JobFactory.create(retrying=True)
         DeadLetterFactory.create_batch(3)
-        status_samples.take()
+        trends.take_sample()
         assert sampled() == [(3, 1, 0, 3, 2)]  # 4 never attempted: "2+"; 3 dead: "2+"
 
     def test_ready_is_unknown_when_more_are_retrying_than_the_limit(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(status, "COUNT_LIMIT", 2)
+        monkeypatch.setattr(console, "COUNT_LIMIT", 2)
         JobFactory.create_batch(3, retrying=True)
         JobFactory.create()
-        status_samples.take()
+        trends.take_sample()
         assert sampled() == [(None, 3, 0, 0, 2)]
 
     def test_the_database_refuses_a_count_past_its_limit(self) -> None:
@@ -179,11 +180,11 @@ class TestLimits:
 
 class TestPruning:
     def test_the_writer_of_a_minute_deletes_samples_older_than_the_retention(self) -> None:
-        kept_days = status_samples.SAMPLES_KEPT.days
+        kept_days = trends.SAMPLES_KEPT.days
         StatusSampleFactory.create(minutes_ago=(kept_days * 24 + 1) * 60)
         StatusSampleFactory.create(minutes_ago=kept_days * 24 * 60 + 5)
         recent = StatusSampleFactory.create(minutes_ago=(kept_days * 24 - 1) * 60)
-        taken = status_samples.take()
+        taken = trends.take_sample()
         assert taken.pruned == 2
         assert list(StatusSample.objects.order_by("taken_at").values_list("taken_at", flat=True)) == [
             recent.taken_at,
@@ -191,16 +192,16 @@ class TestPruning:
         ]
 
     def test_a_minute_already_sampled_prunes_nothing(self) -> None:
-        next_minute_sampled(status_samples.take())
-        old = StatusSampleFactory.create(minutes_ago=status_samples.SAMPLES_KEPT.days * 24 * 60 + 60)
-        assert status_samples.take().pruned == 0
+        next_minute_sampled(trends.take_sample())
+        old = StatusSampleFactory.create(minutes_ago=trends.SAMPLES_KEPT.days * 24 * 60 + 60)
+        assert trends.take_sample().pruned == 0
         assert StatusSample.objects.filter(taken_at=old.taken_at).exists()
 
 
 @pytest.fixture
 def samples_table_gone() -> Iterator[None]:
     """The samples table renamed away, as on a database not yet migrated; put back afterwards."""
-    table = status_samples.SAMPLES
+    table = trends.SAMPLES
     with connection.cursor() as cursor:
         cursor.execute(f"ALTER TABLE {table} RENAME TO {table}_away")
     try:
@@ -229,7 +230,7 @@ def test_a_failing_sample_is_logged_once_and_the_leases_are_still_extended(
 @pytest.mark.django_db
 def test_taken_inside_a_transaction_the_planner_settings_are_put_back() -> None:
     """A released savepoint keeps SET LOCAL: a caller's later statements must not plan without scans."""
-    status_samples.take()
+    trends.take_sample()
     assert StatusSample.objects.count() == 1
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('enable_seqscan'), current_setting('enable_bitmapscan')")

@@ -10,7 +10,7 @@ from django.db.models.functions import Now
 from django.test import override_settings
 
 from django_jobretry.models import Job, JobStatus, Schedule
-from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules import declared
 from django_jobretry.schedules.rows import declare_rows
 from django_jobretry.schedules.runs import run_due
 from tests.inprocess import run_until_settled

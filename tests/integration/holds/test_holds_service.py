@@ -14,8 +14,7 @@ import pytest
 from django.db import connection
 
 from django_jobretry import CircuitOpen, FatalError, RetryPolicy, Snooze, job
-from django_jobretry.holds import breakers, pauses
-from django_jobretry.holds.status import holds_report
+from django_jobretry.holds import breakers, holds_report, pauses
 from django_jobretry.jobs import claim
 from django_jobretry.jobs.claimed import release
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus, Pause

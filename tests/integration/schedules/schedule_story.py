@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django_jobretry.models import DeadLetter, Schedule
-from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules import declared
 from django_jobretry.schedules.rows import declare_rows, pause, run_now
 from django_jobretry.testing import run_jobs
 from tests.factories import ScheduleFactory

@@ -24,8 +24,8 @@ from django.test import override_settings
 
 from django_jobretry.models import Job, Schedule
 from django_jobretry.policy.slots import Cadence
+from django_jobretry.schedules import InvalidSchedule, ScheduleSpec, declared, job_schedule
 from django_jobretry.schedules.checks import check_schedule_settings
-from django_jobretry.schedules.declare import InvalidSchedule, ScheduleSpec, declared, job_schedule
 from django_jobretry.schedules.rows import declare_rows, looks
 from django_jobretry.schedules.runs import Scheduler, run_due
 

@@ -19,8 +19,8 @@ from django.test import override_settings
 from django_jobretry import job
 from django_jobretry.exceptions import InvalidJob, UnknownPolicy
 from django_jobretry.registry import registry
+from django_jobretry.schedules import declare, declared, job_schedule, run_columns
 from django_jobretry.schedules.checks import run_problem
-from django_jobretry.schedules.declare import declare, declared, job_schedule, run_columns
 from tests.declarations import forgotten_afterwards
 
 RECORD = "tests.jobs_app.jobs.record"

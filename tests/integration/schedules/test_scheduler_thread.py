@@ -12,8 +12,7 @@ from django.db.models.functions import Now
 
 from django_jobretry.models import Schedule
 from django_jobretry.policy.slots import Cadence
-from django_jobretry.schedules import runs
-from django_jobretry.schedules.declare import ScheduleSpec
+from django_jobretry.schedules import ScheduleSpec, runs
 from django_jobretry.schedules.runs import MAX_SLEEP, Scheduler
 
 pytestmark = pytest.mark.django_db(transaction=True)

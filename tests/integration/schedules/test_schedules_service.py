@@ -20,7 +20,7 @@ from django.test import override_settings
 from django_jobretry.deadletters import requeue
 from django_jobretry.jobs.recovery import recover_expired
 from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, Schedule
-from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules import declared
 from django_jobretry.schedules.rows import declare_rows
 from django_jobretry.schedules.runs import run_due
 

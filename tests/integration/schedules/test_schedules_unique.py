@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from django.test import override_settings
 
 from django_jobretry.models import Job, JobStatus, Schedule
-from django_jobretry.schedules.declare import declared
+from django_jobretry.schedules import declared
 from django_jobretry.schedules.rows import RunRefused, declare_rows, run_now
 from django_jobretry.schedules.runs import run_due
 from django_jobretry.testing import run_jobs
