@@ -404,7 +404,7 @@ CHOOSE_PROBE = f"""
 
 #: Close the breaker of ``%(task)s`` and release every job it holds ``%(spacing)s`` seconds apart, in
 #: claim order: its ready jobs due before its end (those due now, those parked at its end, the one
-#: that raised ``CircuitOpen``), as holds/status.py counts them held. Each one's held
+#: that raised ``CircuitOpen``), as holds/__init__.py counts them held. Each one's held
 #: time is counted up to its release; a job released before the end it was parked at (a close by
 #: hand) gives back the part PARK counted ahead. Returns how many were released and their queues.
 #: The breaker's times are read before the UPDATE clears them (RETURNING shows the new values); the
