@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import signal
 import time
 from collections import Counter
 from datetime import datetime, timedelta
@@ -13,7 +15,7 @@ from django.db import DatabaseError, InterfaceError, connection
 from chaos import invariants, partition, stale
 from chaos.faults import Fault
 from chaos.invariants import Check
-from chaos.processes import Pool
+from chaos.processes import Exit, Pool
 from chaos.workload import Feeder
 from django_jobretry.worker.lifecycle import EXIT_UNRECORDED
 
@@ -62,8 +64,25 @@ def count_kinds(faults: list[Fault]) -> str:
     return ", ".join(f"{kind} {n}" for kind, n in sorted(Counter(f.kind for f in faults).items()))
 
 
-def processes(pool: Pool, feeder: Feeder, drained: bool) -> Check:
+def never_started(log_dir: Path, exit: Exit) -> bool:
+    """Whether a worker was stopped before it ever logged its worker id (``host:pid:...``).
+
+    Python's and Django's imports run before any code of ours, so a SIGTERM in
+    that window (a restarted worker stopped at the end of a run on a loaded
+    machine) ends the process as the default action does, -15, having claimed
+    nothing. From our app's ready() on, a SIGTERM is remembered and the worker
+    exits 0 (worker/lifecycle.py); tests/integration/worker/test_worker_shutdown.py
+    holds that part.
+    """
+    path = log_dir / f"{exit.name}.log"
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return re.search(rf"\bworker \S+:{exit.pid}:\w+", text) is None
+
+
+def processes(pool: Pool, feeder: Feeder, drained: bool, log_dir: Path) -> Check:
     """Workers end only when killed (by the harness or the poison job); a SIGTERM stop exits 0.
+
+    Or -15, for a worker stopped before it started (never_started).
 
     Or 3, when the stop came in a fault that left outcomes unrecorded when the
     grace ran out (docs/worker.md): their leases return those jobs, and the
@@ -74,7 +93,10 @@ def processes(pool: Pool, feeder: Feeder, drained: bool) -> Check:
         poisoned = {row[0] for row in cursor.fetchall()}
     check = Check("processes exit only when killed; SIGTERM exits 0 (or 3)", len(pool.exits))
     for e in pool.exits:
-        if e.stopped and e.returncode not in (0, EXIT_UNRECORDED):
+        if e.stopped and e.returncode == -signal.SIGTERM and e.name.startswith("worker"):
+            if not never_started(log_dir, e):
+                check.violations.append(f"{e.name} pid {e.pid}: SIGTERM stop exited {e.returncode}")
+        elif e.stopped and e.returncode not in (0, EXIT_UNRECORDED):
             check.violations.append(f"{e.name} pid {e.pid}: SIGTERM stop exited {e.returncode}")
         elif not e.stopped and not e.killed_by_harness and not (e.returncode == -9 and e.pid in poisoned):
             check.violations.append(f"{e.name} pid {e.pid} exited {e.returncode} by itself")
@@ -114,7 +136,7 @@ def evaluate(
         invariants.retry_delays(),
         invariants.provenance(),
         after_cancel,
-        processes(pool, feeder, drained),
+        processes(pool, feeder, drained, log_dir),
     ]
     restarts = sum(1 for e in pool.exits if e.name.startswith("worker") and not e.stopped)
     figures: dict[str, Any] = {

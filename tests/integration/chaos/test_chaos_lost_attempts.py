@@ -103,3 +103,29 @@ def test_a_lost_attempt_far_from_its_workers_faults_is_reported_with_its_times(t
     lines = worker_lines(tmp_path, unexplained)
     assert [line.split(" ", 3)[-1] for line in lines] == ["WARNING near it, before", "ERROR near it, after"]
     assert all(line.startswith("worker-0: ") for line in lines)
+
+
+def test_a_worker_stopped_before_it_started_may_exit_minus_15_and_one_that_started_may_not(
+    tmp_path: Path,
+) -> None:
+    """Python's and Django's imports come before any handler of ours; after the start, -15 is a finding."""
+    with forgotten_afterwards():
+        from chaos.processes import Exit, Pool
+        from chaos.report import processes
+
+    (tmp_path / "worker-0.log").write_text("2026-12-07 16:59:13,115 INFO worker vm:501:651b2a0d started\n")
+    pool = Pool(env={}, log_dir=tmp_path)
+    pool.exits = [
+        Exit("worker-0", 501, -15, True, stopped=True),  # it had started: its handler should have run
+        Exit("worker-0", 502, -15, True, stopped=True),  # stopped while importing: nothing of ours ran
+        Exit("operator-a", 503, -15, True, stopped=True),  # a sidecar is not excused
+    ]
+
+    class Fed:
+        error = None
+
+    check = processes(pool, Fed(), True, tmp_path)  # type: ignore[arg-type]
+    assert check.violations == [
+        "worker-0 pid 501: SIGTERM stop exited -15",
+        "operator-a pid 503: SIGTERM stop exited -15",
+    ]
