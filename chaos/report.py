@@ -93,10 +93,10 @@ def processes(pool: Pool, feeder: Feeder, drained: bool, log_dir: Path) -> Check
         poisoned = {row[0] for row in cursor.fetchall()}
     check = Check("processes exit only when killed; SIGTERM exits 0 (or 3)", len(pool.exits))
     for e in pool.exits:
-        if e.stopped and e.returncode == -signal.SIGTERM and e.name.startswith("worker"):
-            if not never_started(log_dir, e):
-                check.violations.append(f"{e.name} pid {e.pid}: SIGTERM stop exited {e.returncode}")
-        elif e.stopped and e.returncode not in (0, EXIT_UNRECORDED):
+        stopped_while_importing = (
+            e.returncode == -signal.SIGTERM and e.name.startswith("worker") and never_started(log_dir, e)
+        )
+        if e.stopped and e.returncode not in (0, EXIT_UNRECORDED) and not stopped_while_importing:
             check.violations.append(f"{e.name} pid {e.pid}: SIGTERM stop exited {e.returncode}")
         elif not e.stopped and not e.killed_by_harness and not (e.returncode == -9 and e.pid in poisoned):
             check.violations.append(f"{e.name} pid {e.pid} exited {e.returncode} by itself")
