@@ -10,6 +10,7 @@ import pytest
 from tests import otel_sdk
 from tests.inprocess import keep_signal_handlers
 from tests.processes import workers
+from tests.recovery import reset_broken_connections
 
 __all__ = ["keep_signal_handlers", "workers"]
 
@@ -49,3 +50,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "not set. Run `make test`, which starts an embedded server, or set DATABASE_URL.",
             returncode=2,
         )
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """Once every fixture of the test is torn down, reset a connection it left busy (tests/recovery.py)."""
+    try:
+        return (yield)
+    finally:
+        reset_broken_connections(item.config)
