@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Unpack, cast, overload
 from django_jobretry.conf.task_options import TaskKeywords, TaskOptions
 from django_jobretry.conf.uniqueness import NOT_UNIQUE, OnConflict, Uniqueness
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.limits.declare import declare_task
+from django_jobretry.limits import declare_task
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.registry import registry
 from django_jobretry.schedules import InvalidSchedule, ScheduleSpec, declare, job_schedule

@@ -16,6 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 # Imported to register their checks: PostgreSQL (E013); LISTEN and pooling (E012, W002, W003);
 # the modules workers import (E014, E015, E025); the limits (E050, E051); the schedules (E040-E043).
+from django_jobretry import limits  # noqa: F401
 from django_jobretry.conf import (  # noqa: F401
     HEARTBEATS_PER_LEASE,
     database_engine,
@@ -25,7 +26,6 @@ from django_jobretry.conf import (  # noqa: F401
 )
 from django_jobretry.conf.schema import validate
 from django_jobretry.display import did_you_mean
-from django_jobretry.limits import declare  # noqa: F401
 from django_jobretry.registry import registry
 from django_jobretry.schedules import checks as schedule_checks  # noqa: F401
 

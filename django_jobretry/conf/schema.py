@@ -111,7 +111,7 @@ DEFAULTS: dict[str, Any] = {
     "TASK_MODULES": [],
     # Periodic schedules by name (django_jobretry/schedules/__init__.py; checks E040-E046).
     "SCHEDULES": {},
-    # Concurrency and rate limits by queue name (django_jobretry/limits/declare.py; check E050).
+    # Concurrency and rate limits by queue name (django_jobretry/limits/__init__.py; check E050).
     "QUEUE_LIMITS": {},
     # A trace backend's page for one trace, "https://.../{trace_id}": the job and dead-letter pages
     # link the enqueue's trace and each traced attempt's there (docs/tracing.md; check E016).

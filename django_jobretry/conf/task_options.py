@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TypedDict
 
 from django_jobretry.conf.uniqueness import OnConflict, Uniqueness
 from django_jobretry.exceptions import InvalidJob
-from django_jobretry.limits.declare import declare_limit
+from django_jobretry.limits import declare_limit
 from django_jobretry.policy.limits import Limit
 from django_jobretry.validation import check_timeout
 

@@ -46,7 +46,7 @@ from django_jobretry.jobs import statements
 from django_jobretry.jobs.enqueue import notify
 from django_jobretry.jobs.history import clean_text, recorded_actor
 from django_jobretry.jobs.sql import named_rows
-from django_jobretry.limits.declare import queue_limits
+from django_jobretry.limits import queue_limits
 from django_jobretry.models import Job, Pause
 from django_jobretry.models.holds import REASON_MAX_LENGTH
 from django_jobretry.models.instants import EARLIEST, LATEST, check_run_after, is_text

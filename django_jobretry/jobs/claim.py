@@ -3,7 +3,7 @@
 The ordinary claim (claim_sql, statements.py), with the worker's successes and
 retries riding on it (succeed_and_claim_sql), then, while limits are declared,
 the limited one (LIMITED_CLAIM over jobretry_pick_limited, functions.sql). With no
-limit declared anywhere (limits/declare.claim_limits is None) no extra statement runs
+limit declared anywhere (limits.claim_limits is None) no extra statement runs
 and the ordinary claim has no lane filter: a capability not declared costs nothing.
 Otherwise the ordinary claim leaves jobs with a lane to the limited one. When a rate
 held a job back, the loop is told when its next token comes, so it claims again then,
@@ -31,7 +31,7 @@ from django_jobretry.jobs.claimed import (
     succeed_params,
 )
 from django_jobretry.jobs.sql import named_rows
-from django_jobretry.limits.declare import claim_limits
+from django_jobretry.limits import claim_limits
 
 
 def _claim_params(
@@ -70,7 +70,7 @@ def claim(
 def claim_limited(
     owner: str, limit: int, lease_seconds: float, queues: Sequence[str] | None, limits: Mapping[str, Any]
 ) -> tuple[list[ClaimedJob], float | None]:
-    """Claim up to ``limit`` due limited jobs while ``limits`` (limits/declare.claim_limits) have room.
+    """Claim up to ``limit`` due limited jobs while ``limits`` (limits.claim_limits) have room.
 
     Returns the jobs and the seconds until a rate lets the next one start
     (None: no job was held by a rate), jobs/statements.py.

@@ -42,7 +42,7 @@ from django_jobretry.exceptions import InvalidJob, JobConflict
 from django_jobretry.jobs import statements, tracing
 from django_jobretry.jobs.insert import CHANNEL, RunAt, Shared, insert_many, insert_one
 from django_jobretry.jobs.sql import statement_guard, violates
-from django_jobretry.limits.declare import lane
+from django_jobretry.limits import lane
 from django_jobretry.models import Job
 from django_jobretry.models.instants import check_run_after
 from django_jobretry.policy import RetryPolicy
@@ -192,7 +192,7 @@ def checked_arguments(
 def limit_lane(
     definition: JobSpec | TaskDefinition, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> str | None:
-    """The job's limit lane (limits/declare.py), or InvalidJob when its concurrency key cannot be filled."""
+    """The job's limit lane (limits/__init__.py), or InvalidJob when its concurrency key cannot be filled."""
     try:
         return lane(
             definition.name,

@@ -61,7 +61,7 @@ PER_CALL = ("unique_key", "unique_for", "limit_lane", "trace_context")
 PER_STATEMENT = ("trace_context",)
 #: Bound as JSON text and cast: the arguments and the trace context.
 JSON_COLUMNS = (*ARGUMENTS, *PER_STATEMENT)
-#: Bound per job of the bulk statement as one array each, like the arguments (limits/declare.py).
+#: Bound per job of the bulk statement as one array each, like the arguments (limits/__init__.py).
 PER_ROW = ("limit_lane",)
 #: Both take the given start time: ``run_at`` is when the job may run (retries and holds move it),
 #: ``run_after`` keeps what the enqueue gave (NULL: nothing given, where ``run_at`` is now).
@@ -232,7 +232,7 @@ def insert_one(
 
     ``run_at`` is how the job's start time is given (see :data:`RunAt`); the
     time the database stored comes back in the job's ``run_at``. ``lane``:
-    its limit lane (limits/declare.py), None when no limit applies.
+    its limit lane (limits/__init__.py), None when no limit applies.
     ``unique_for``: how long ``unique_key`` stays taken after the job succeeds.
     ``trace``: the enqueuer's trace context (jobs/tracing.py), None without one.
     """

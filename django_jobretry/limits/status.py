@@ -1,6 +1,6 @@
 """Every declared limit right now, for operators, and how it shows: `jobstatus`, the metrics, the dashboard.
 
-One line per limited task and per limited queue (limits/declare.py): how many
+One line per limited task and per limited queue (limits/__init__.py): how many
 of its jobs run (a slot each), its limit, and how many due jobs wait in its
 lanes: ready, ``run_at`` passed, not claimed because the limit is full (or
 not claimed yet), and since when the oldest of them waits. A per-key limit
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Count, Min, Q
 
 from django_jobretry.display import printable
-from django_jobretry.limits.declare import queue_limits, task_limits
+from django_jobretry.limits import queue_limits, task_limits
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.models.job_states import WAITING_FOR_SLOT
 from django_jobretry.policy.limits import PERIODS, Limit

@@ -104,7 +104,7 @@ class DeadLetter(models.Model):
     #: The schedule and slot of a periodic run that died (NULL for every other dead letter).
     schedule_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     schedule_slot = models.DateTimeField(null=True, blank=True)
-    #: The lane of the job (limits/declare.py), carried back by a requeue; NULL: not limited.
+    #: The lane of the job (limits/__init__.py), carried back by a requeue; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     #: Its failure group, set by the database on every insert (models/fingerprints.py).
     fingerprint = fingerprints.FingerprintField()

@@ -132,7 +132,7 @@ class Job(models.Model):
     #: The enqueuer's trace context (W3C ``traceparent``/``tracestate``), with OpenTelemetry installed
     #: and a span active at enqueue (jobs/tracing.py); each attempt's span links to it.
     trace_context = StoredJSONField(null=True, blank=True)
-    #: A limited job's lane (limits/declare.py): the limited claim serves lanes in turn; NULL: not limited.
+    #: A limited job's lane (limits/__init__.py): the limited claim serves lanes in turn; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
 
     #: Not a column: set on the job an enqueue returns. True when its unique key was already held

@@ -7,7 +7,7 @@ from pytest_bdd import given, parsers, scenarios, then, when
 
 from django_jobretry.jobs import claim
 from django_jobretry.jobs.claimed import ClaimedJob, succeed
-from django_jobretry.limits.declare import claim_limits
+from django_jobretry.limits import claim_limits
 from django_jobretry.models import Job, JobStatus
 from tests.jobs_app import limited_jobs
 

@@ -54,7 +54,6 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.holds.panel": 5,
     f"{PACKAGE}.holds.cli": 5,
     f"{PACKAGE}.limits": 2,
-    f"{PACKAGE}.limits.declare": 2,
     f"{PACKAGE}.limits.status": 5,  # the read model with its faces: no service imports it
     # The schedules' duty owns a thread and subclasses worker.lifecycle.Duty: it is worker (4).
     f"{PACKAGE}.schedules": 2,  # its __init__ is where a schedule is declared

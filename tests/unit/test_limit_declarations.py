@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from django_jobretry import job
-from django_jobretry.limits.declare import check_queue_limits, check_task_limit_keys, declare_task
+from django_jobretry.limits import check_queue_limits, check_task_limit_keys, declare_task
 from django_jobretry.policy.limits import MAX_KEY_CHARS, InvalidLimit, Limit, Rate, fill_key, window_bound
 
 

@@ -38,7 +38,7 @@ from django_jobretry.conf.task_options import Declared, TaskOptions
 from django_jobretry.conf.uniqueness import OnConflict, Uniqueness
 from django_jobretry.display import did_you_mean
 from django_jobretry.exceptions import InvalidJob, InvalidSettings, UnknownPolicy
-from django_jobretry.limits.declare import declare_task
+from django_jobretry.limits import declare_task
 from django_jobretry.policy.limits import InvalidLimit
 from django_jobretry.validation import check_timeout
 

@@ -24,7 +24,7 @@ from django_jobretry.conf.task_options import TaskKeywords, TaskOptions
 from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
 from django_jobretry.decorators import JobKeywords, job
 from django_jobretry.exceptions import JobRetryError
-from django_jobretry.limits.declare import task_limits
+from django_jobretry.limits import task_limits
 from django_jobretry.registry import registry
 from tests.declarations import forgotten_afterwards
 

@@ -32,7 +32,7 @@ from django_jobretry.conf.uniqueness import NOT_UNIQUE, Uniqueness
 from django_jobretry.contrib.django_tasks.runs import TaskRun
 from django_jobretry.contrib.django_tasks.task_class import JobRetryTask
 from django_jobretry.exceptions import JobConflict
-from django_jobretry.limits.declare import declare_task, task_limits
+from django_jobretry.limits import declare_task, task_limits
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from django_jobretry.policy.limits import Limit, Rate
 from django_jobretry.registry import registry, time_limit
