@@ -241,11 +241,29 @@ def test_the_search_reads_the_gin_indexes_not_the_tables() -> None:
     assert "jobretry_dead_args" in plan, plan
     assert "Seq Scan" not in plan, plan
     assert by_name.count() == 1
-    # The jobs table is empty here, where the planner may well prefer a scan: with scans priced
-    # out, it still scans unless a partial index serves the search (the GIN one, or the retrying one).
-    jobs = Job.objects.filter(containment("customer_id=4242"), status="ready", attempts__gt=0)
+    # Among jobs, the search reads a partial index of the retrying ones (the GIN one, or the btree
+    # one), not the claim's index of every ready job: a backlog of 5,000 never tried and 50 retrying,
+    # with fresh statistics. Without them the plan depended on what earlier tests left in pg_statistic
+    # (CI once saw jobretry_job_claim_queue). Scans are priced out: the index is what is pinned here.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {Job._meta.db_table} (task_name, queue_name, policy_name, status, args, kwargs,
+                priority, run_at, attempts, max_attempts, lease_owner, errors, requeue_count,
+                requeue_history, enqueued_at)
+            SELECT %s, 'default', 'default', 'ready', jsonb_build_array(g),
+                   jsonb_build_object('customer_id', g), 0, now(), CASE WHEN g <= 50 THEN 1 ELSE 0 END, 3,
+                   '', '[]', 0, '[]', now()
+            FROM generate_series(1, 5050) AS g
+            """,
+            [RECORD],
+        )
+        cursor.execute(f"ANALYZE {Job._meta.db_table}")
+    jobs = Job.objects.filter(containment("customer_id=42"), status="ready", attempts__gt=0)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         plan = str(jobs.explain())
     assert "jobretry_job_retrying" in plan, plan
+    assert "jobretry_job_claim" not in plan, plan
     assert "Seq Scan" not in plan, plan
+    assert jobs.count() == 1
