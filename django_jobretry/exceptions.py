@@ -34,6 +34,7 @@ __all__ = [
     "InvalidJob",
     "InvalidPolicy",
     "InvalidSettings",
+    "JobConflict",
     "JobRetryError",
     "JobTimeout",
     "NotDead",
