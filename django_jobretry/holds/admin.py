@@ -189,7 +189,8 @@ class PauseAdmin(_PauseBase):
             ended = pauses.resume(queue=row.queue_name, task=row.task_name, actor=actor(request))
             if ended is not None:
                 audit.log(request, [(row, CHANGE, "Resumed.", f"{row} resumed")])
-                done.append(f"{row} ({ended.held} jobs released)")
+                jobs = "job" if ended.held == 1 else "jobs"
+                done.append(f"{row} ({ended.held} {jobs} released)")
         if done:
             self.message_user(request, f"Resumed: {', '.join(done)}.", messages.SUCCESS)
         else:

@@ -100,7 +100,7 @@ def test_the_dashboard_shows_held_since_and_resume_and_close_which_ask_first(
     assert overflow(page)["fits"], overflow(page)
     assert Pause.objects.exists()
     page.get_by_role("button", name="Yes, resume").click()
-    expect(page.locator("ul.messagelist li")).to_have_text(["Resumed: queue mail (1 jobs released)."])
+    expect(page.locator("ul.messagelist li")).to_have_text(["Resumed: queue mail (1 job released)."])
     assert not Pause.objects.exists()
 
     # Close, from the dashboard again.

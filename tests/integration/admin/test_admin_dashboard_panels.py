@@ -109,7 +109,7 @@ class TestHeld:
         assert "partner down" in page
         assert Pause.objects.filter(pk=pause.pk).exists()
         done = pauser.post(PAUSES, hidden_inputs(page), follow=True)
-        assert messages_of(done) == ["Resumed: queue other (1 jobs released)."]
+        assert messages_of(done) == ["Resumed: queue other (1 job released)."]
         assert not Pause.objects.exists()
 
     def test_close_from_the_dashboard_asks_first(self, pauser: Operator) -> None:

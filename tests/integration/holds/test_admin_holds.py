@@ -116,17 +116,17 @@ def test_without_pause_work_there_is_no_form_and_no_action(looker: Operator) -> 
 
 
 def test_resume_releases_and_is_logged(pauser: Operator) -> None:
-    waiting = jobs.other_queue.enqueue("k")
+    waiting = {jobs.other_queue.enqueue("k").id, jobs.other_queue.enqueue("l").id}
     pauses.pause(queue="other", actor="alice")
     row = Pause.objects.get()
     data = {"action": "resume_selected", "_selected_action": [str(row.pk)], "index": "0"}
     asked = pauser.post(PAUSES, data)
-    assert "Resume 1 pause, releasing 1 due job?" in asked.content.decode()
+    assert "Resume 1 pause, releasing 2 due jobs?" in asked.content.decode()
     assert Pause.objects.filter(pk=row.pk).exists()  # asking changed nothing
     response = pauser.post(PAUSES, hidden_inputs(asked.content.decode()), follow=True)
-    assert messages_of(response) == ["Resumed: queue other (1 jobs released)."]
+    assert messages_of(response) == ["Resumed: queue other (2 jobs released)."]
     assert not Pause.objects.exists()
-    assert claimed() == {waiting.id}
+    assert claimed() == waiting
     assert LogEntry.objects.get(object_id=str(row.pk)).action_flag == CHANGE
 
 
