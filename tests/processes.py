@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -78,6 +78,24 @@ def chaos_environment() -> dict[str, str]:
     else:
         env.pop("DATABASE_URL", None)  # a private server, so the restart fault runs too
     return env
+
+
+def run_chaos(size: str, deadline: float) -> str:
+    """`python -m chaos --size SIZE`, which must finish within ``deadline`` seconds and exit 0; its output."""
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "chaos", "--size", size],
+            check=False,
+            cwd=ROOT,
+            env=chaos_environment(),
+            capture_output=True,
+            text=True,
+            timeout=deadline,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the chaos run did not finish within {deadline}s:\n{exc.stdout!s}")
+    assert run.returncode == 0, f"chaos run failed ({run.returncode}):\n{run.stdout}\n{run.stderr[-5000:]}"
+    return run.stdout
 
 
 def spawn_worker(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -188,10 +206,11 @@ LISTEN_QUERY = "LISTEN django_jobretry"
 
 
 def db_now() -> datetime:
+    """The database's clock (the one every statement of ours reads), in UTC."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
         value: datetime = cursor.fetchone()[0]
-    return value
+    return value.astimezone(UTC)
 
 
 def listen_sessions(since: datetime) -> list[int]:

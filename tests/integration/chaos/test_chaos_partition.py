@@ -12,12 +12,10 @@ database alias and host, within 10 s and work again within 10 s of the heal.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 
-from tests.processes import ROOT, chaos_environment
+from tests.processes import run_chaos
 
 #: The harness itself gives up after its fault phase plus its drain deadline (about 4 minutes).
 DEADLINE_SECONDS = 360
@@ -30,22 +28,10 @@ ROW = re.compile(
 
 @pytest.mark.timeout(DEADLINE_SECONDS + 30)
 def test_partition_chaos_run_keeps_every_invariant() -> None:
-    try:
-        run = subprocess.run(
-            [sys.executable, "-m", "chaos", "--size", "partition"],
-            check=False,
-            cwd=ROOT,
-            env=chaos_environment(),
-            capture_output=True,
-            text=True,
-            timeout=DEADLINE_SECONDS,
-        )
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the chaos run did not finish within {DEADLINE_SECONDS}s:\n{exc.stdout!s}")
-    assert run.returncode == 0, f"chaos run failed ({run.returncode}):\n{run.stdout}\n{run.stderr[-5000:]}"
-    rows = {m["name"]: m for line in run.stdout.splitlines() if (m := ROW.match(line))}
-    assert all(row["result"] == "OK" and row["violations"] == "0" for row in rows.values()), run.stdout
+    stdout = run_chaos("partition", DEADLINE_SECONDS)
+    rows = {m["name"]: m for line in stdout.splitlines() if (m := ROW.match(line))}
+    assert all(row["result"] == "OK" and row["violations"] == "0" for row in rows.values()), stdout
     # Two blackholes and a flapping link, each measured.
-    assert int(rows["partitioned workers warn < 10 s, resume < 10 s"]["checked"]) == 3, run.stdout
-    assert int(rows["stale completions accepted"]["checked"]) >= 250, run.stdout
-    assert "faults injected | flapping 1, latency_loss 1, partition 1, partition_reset 1," in run.stdout
+    assert int(rows["partitioned workers warn < 10 s, resume < 10 s"]["checked"]) == 3, stdout
+    assert int(rows["stale completions accepted"]["checked"]) >= 250, stdout
+    assert "faults injected | flapping 1, latency_loss 1, partition 1, partition_reset 1," in stdout

@@ -8,17 +8,17 @@ were, up to an hour away, although the command said they were released.
 from __future__ import annotations
 
 import itertools
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
 
 from django_jobretry import CircuitOpen, RetryPolicy, job
 from django_jobretry.holds import breakers
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, JobStatus
 from django_jobretry.testing import run_jobs
+from tests.processes import db_now
 
 pytestmark = pytest.mark.django_db
 
@@ -34,13 +34,6 @@ def answers_503_for_an_hour(n: int) -> None:
 @pytest.fixture(autouse=True)
 def partner_down() -> None:
     DOWN["partner"] = True
-
-
-def db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        now: datetime = cursor.fetchone()[0]
-    return now.astimezone(UTC)
 
 
 class TestClosingByHand:

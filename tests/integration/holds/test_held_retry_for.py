@@ -13,12 +13,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from django_jobretry import RetryPolicy, job
 from django_jobretry.holds import breakers, pauses
 from django_jobretry.models import Circuit, DeadLetter, DeadReason, Job, JobStatus, Pause
 from django_jobretry.testing import run_jobs
+from tests.processes import db_now
 
 pytestmark = pytest.mark.django_db
 
@@ -28,13 +29,6 @@ DEADLINED = RetryPolicy(max_attempts=100, base_delay=0.001, max_delay=0.001, jit
 @job(policy=DEADLINED)
 def keeps_failing() -> None:
     raise ConnectionError("partner down")
-
-
-def db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        now: datetime = cursor.fetchone()[0]
-    return now
 
 
 def pause_for(since: datetime) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
 
 from django_jobretry import CircuitOpen, FatalError, RetryPolicy, Snooze, job
 from django_jobretry.holds import breakers, holds_report, pauses
@@ -19,6 +18,7 @@ from django_jobretry.jobs import claim
 from django_jobretry.jobs.claimed import release
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus, Pause
 from django_jobretry.testing import run_jobs
+from tests.processes import db_now
 
 pytestmark = pytest.mark.django_db
 
@@ -67,13 +67,6 @@ def other() -> None:
 @pytest.fixture(autouse=True)
 def partner_down() -> None:
     DOWN["partner"] = True
-
-
-def db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        now: datetime = cursor.fetchone()[0]
-    return now.astimezone(UTC)
 
 
 def claim_ids() -> set[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,17 +21,11 @@ from django_jobretry.holds import breakers
 from django_jobretry.holds.pauses import Holds
 from django_jobretry.models import Circuit, CircuitState, Job, JobStatus
 from tests.integration.hostile import without_checks
+from tests.processes import db_now
 
 pytestmark = pytest.mark.django_db
 
 GOOD, BAD = "tests.good.task", "tests.bad.task"
-
-
-def db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        now: datetime = cursor.fetchone()[0]
-    return now.astimezone(UTC)
 
 
 def open_breaker(task: str, **columns: object) -> None:

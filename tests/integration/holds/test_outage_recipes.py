@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.db.models import F
 
 from django_jobretry import CircuitOpen, RetryPolicy, Snooze, job
 from django_jobretry.holds import breakers
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, DeadReason, Job, JobStatus
 from django_jobretry.testing import run_jobs
+from tests.processes import db_now
 
 pytestmark = pytest.mark.django_db
 
@@ -54,13 +54,6 @@ def snoozes_through_the_outage() -> None:
 @pytest.fixture(autouse=True)
 def partner_down() -> None:
     DOWN["partner"] = True
-
-
-def db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        now: datetime = cursor.fetchone()[0]
-    return now.astimezone(UTC)
 
 
 def cooldown_over(task: str) -> None:

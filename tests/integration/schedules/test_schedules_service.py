@@ -10,11 +10,10 @@ hourly one did once in 60.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from django_jobretry.deadletters import requeue
@@ -23,17 +22,11 @@ from django_jobretry.models import DeadLetter, DeadReason, Job, JobStatus, Sched
 from django_jobretry.schedules import declared
 from django_jobretry.schedules.rows import declare_rows
 from django_jobretry.schedules.runs import run_due
+from tests.processes import db_now
 
 pytestmark = pytest.mark.django_db
 
 RARE = {"task": "tests.jobs_app.jobs.record", "every": 366 * 86400, "args": ["tick"]}
-
-
-def db_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement_timestamp()")
-        now: datetime = cursor.fetchone()[0]
-    return now.astimezone(UTC)
 
 
 def down_for(name: str, slots: int) -> list[datetime]:
