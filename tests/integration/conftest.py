@@ -5,21 +5,26 @@
   staff accounts it acts as.
 - `manage.py deadletters` (deadletters/test_deadletters_command_*.py,
   django_q2/): running the command in process and reading its exit code.
+- The wake-ups (jobs/, holds/): a session LISTENing on the workers' channel.
 """
 
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from typing import Any
 
+import psycopg
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
+from django_jobretry.jobs.insert import CHANNEL
 from django_jobretry.models import DeadLetter, Job
 
 # --- the admin ------------------------------------------------------------------------------------
@@ -100,6 +105,15 @@ def superuser(admin_user: Any) -> Operator:
 def viewer(make_user: Any) -> Operator:
     """May look at jobs and dead letters, nothing else."""
     return Operator(make_user("view_job", "view_deadletter", name="viewer"))
+
+
+@pytest.fixture
+def listener() -> Iterator[psycopg.Connection]:
+    """A session of its own LISTENing on the channel workers wake on, as a worker's listener does."""
+    session = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+    session.execute(f"LISTEN {CHANNEL}")
+    yield session
+    session.close()
 
 
 def change_url(obj: Job | DeadLetter) -> str:

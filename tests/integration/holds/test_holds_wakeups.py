@@ -6,7 +6,6 @@ receive, with a hard deadline; the jobs are committed (transactional test).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import psycopg
@@ -22,14 +21,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 #: Seconds a notification may take to arrive before the test fails instead of hanging.
 DEADLINE = 10.0
-
-
-@pytest.fixture
-def listener() -> Iterator[psycopg.Connection]:
-    session = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-    session.execute(f"LISTEN {CHANNEL}")
-    yield session
-    session.close()
 
 
 def mark(text: str) -> None:

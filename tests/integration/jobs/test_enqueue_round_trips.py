@@ -8,7 +8,6 @@ session while the caller's transaction is open must arrive first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -25,14 +24,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 #: Seconds a notification may take to arrive before the test fails instead of hanging.
 DEADLINE = 10.0
-
-
-@pytest.fixture
-def listener() -> Iterator[psycopg.Connection]:
-    session = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-    session.execute(f"LISTEN {CHANNEL}")
-    yield session
-    session.close()
 
 
 def received(session: psycopg.Connection, count: int) -> list[str]:
