@@ -25,6 +25,8 @@ class JobContext:
     original_job_id: int
     #: How many times this job's dead letters were requeued.
     requeue_count: int = 0
+    #: Its workflow step (docs/workflows.md); None outside a flow.
+    flow_step_id: int | None = None
 
     @property
     def is_last_attempt(self) -> bool:

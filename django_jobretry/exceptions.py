@@ -31,6 +31,7 @@ __all__ = [
     "DuplicateTaskName",
     "FatalError",
     "InvalidArguments",
+    "InvalidFlow",
     "InvalidJob",
     "InvalidPolicy",
     "InvalidSettings",
@@ -101,6 +102,10 @@ class UnsupportedArgument(InvalidArguments):
     def in_djangos_words(self) -> UnsupportedArgument:
         """The same refusal, its message led by what Django's ``normalize_json`` says of the type."""
         return UnsupportedArgument(f"Unsupported type: {self.value_type}: {self}", self.value_type)
+
+
+class InvalidFlow(InvalidJob):
+    """A workflow was refused as declared or enqueued; the message names the step and what is allowed."""
 
 
 class JobConflict(JobRetryError):

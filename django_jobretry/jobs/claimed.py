@@ -61,6 +61,8 @@ class ClaimedJob:
     retry_window: float | None = None
     #: The enqueuer's trace context as stored (jobs/tracing.py reads it warily); None: none.
     trace_context: Any = None
+    #: Its workflow step (models/flow.py); None outside a flow. A step's return value is kept.
+    flow_step_id: int | None = None
     #: When this worker claimed it (time.monotonic()): what is left of ``retry_window`` is measured from it.
     claimed_at: float = field(default_factory=time.monotonic, init=False, compare=False)
 

@@ -116,7 +116,7 @@ def enqueue_call(definition: JobSpec, args: tuple[Any, ...], kwargs: dict[str, A
     tell that its call was not enqueued (the job may even have succeeded).
     """
     check_run_after(run_at := definition.run_after)
-    shared = _shared(definition)
+    shared = shared_columns(definition)
     arguments = checked_arguments(definition, args, kwargs)
     lane = limit_lane(definition, args, kwargs)
     unique = definition.unique
@@ -153,7 +153,7 @@ def bulk_enqueue(definition: JobSpec, calls: Iterable[tuple[Sequence[Any], Mappi
         return []
     lanes = [limit_lane(definition, args, kwargs) for args, kwargs in pairs]
     with tracing.producing(definition.queue_name, definition.name, len(rows)) as trace:
-        created = insert_many(_shared(definition), rows, run_at, lanes, trace=trace)
+        created = insert_many(shared_columns(definition), rows, run_at, lanes, trace=trace)
     logger.debug(
         "enqueued %d jobs of %s",
         len(created),
@@ -307,7 +307,7 @@ def _replaced(holder: Job, arguments: Arguments, run_at: RunAt, lane: str | None
     return changed == 1
 
 
-def _shared(definition: JobSpec) -> Shared:
+def shared_columns(definition: JobSpec) -> Shared:
     """The columns all of the definition's jobs share; the policy is read from the settings now."""
     policy_name, policy = resolve_policy(definition.policy)
     return Shared(

@@ -329,3 +329,297 @@ CREATE TRIGGER jobretry_dead_fingerprint
 BEFORE INSERT OR UPDATE OF errors, task_name, last_error_class, last_error
 ON django_jobretry_deadletter
 FOR EACH ROW EXECUTE FUNCTION jobretry_dead_fingerprint();
+
+-- ==== workflows ==================================================================================
+-- A flow advances in the statement that ends its step's job (docs/workflows.md): each hook below
+-- is called by a statement of jobs/statements.py with the flow steps of the rows it changed, only
+-- when there are some (flow_steps_ended()). They write job rows too (a waiting job made ready, a
+-- cancelled one deleted): those are a flow's transitions, kept beside the flow's own rows.
+-- Last defined by: 0036_workflows.
+
+-- jobretry_flow_release(parents, outcome): what the end of the steps `parents` ('succeeded',
+-- 'dead' or 'cancelled') does to their children. A success satisfies every edge from it, any
+-- other end only the "run" ones; a child whose last edge is satisfied becomes live and its job
+-- ready (status 'waiting' -> 'ready', run_at now), and its queue is woken (NOTIFY, delivered at
+-- commit). A dead parent cancels its "skip" children, a cancelled one its "skip" and "block"
+-- children: their waiting jobs are deleted and the cancel goes on down the graph, a loop rather
+-- than a recursion, so a chain of thousands ends in one call. Children are locked in id order, as
+-- every function here locks steps, so two transactions never wait for each other in a circle.
+-- Returns the steps it cancelled, for jobretry_flow_settle().
+CREATE OR REPLACE FUNCTION jobretry_flow_release(parents bigint[], outcome text)
+ RETURNS bigint[]
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    frontier bigint[] := parents;
+    ended text := outcome;
+    kids bigint[];
+    counts integer[];
+    live bigint[];
+    queues text[];
+    cancelled bigint[];
+    closed bigint[] := '{}';
+BEGIN
+    LOOP
+        WITH satisfied AS (
+            UPDATE django_jobretry_flowedge AS e SET satisfied = true
+            WHERE e.parent_id = ANY(frontier) AND NOT e.satisfied AND (ended = 'succeeded' OR e.on_dead = 'run')
+            RETURNING e.child_id
+        )
+        SELECT array_agg(x.child_id ORDER BY x.child_id), array_agg(x.n ORDER BY x.child_id) INTO kids, counts
+        FROM (SELECT child_id, count(*)::integer AS n FROM satisfied GROUP BY child_id) AS x;
+        IF kids IS NOT NULL THEN
+            PERFORM 1 FROM django_jobretry_flowstep AS s WHERE s.id = ANY(kids) ORDER BY s.id FOR UPDATE;
+            WITH counted AS (
+                UPDATE django_jobretry_flowstep AS s SET waiting_on = s.waiting_on - c.n,
+                    state = CASE WHEN s.waiting_on = c.n THEN 'live' ELSE s.state END
+                FROM unnest(kids, counts) AS c(id, n)
+                WHERE s.id = c.id AND s.state = 'waiting'
+                RETURNING s.id, s.state
+            )
+            SELECT array_agg(id) INTO live FROM counted WHERE state = 'live';
+            WITH woken AS (
+                UPDATE django_jobretry_job AS j SET status = 'ready', run_at = statement_timestamp()
+                WHERE j.flow_step_id = ANY(live) AND j.status = 'waiting'
+                RETURNING j.queue_name
+            )
+            SELECT array_agg(DISTINCT queue_name) INTO queues FROM woken;
+            PERFORM pg_notify('django_jobretry', q) FROM unnest(queues) AS q;
+        END IF;
+        IF ended = 'succeeded' THEN
+            EXIT;
+        END IF;
+        SELECT array_agg(DISTINCT e.child_id ORDER BY e.child_id) INTO kids
+        FROM django_jobretry_flowedge AS e
+        WHERE e.parent_id = ANY(frontier)
+          AND (e.on_dead = 'skip' OR (ended = 'cancelled' AND e.on_dead = 'block'));
+        EXIT WHEN kids IS NULL;
+        PERFORM 1 FROM django_jobretry_flowstep AS s WHERE s.id = ANY(kids) ORDER BY s.id FOR UPDATE;
+        WITH gone AS (
+            UPDATE django_jobretry_flowstep AS s SET state = 'cancelled', ended_at = statement_timestamp()
+            WHERE s.id = ANY(kids) AND s.state = 'waiting'
+            RETURNING s.id
+        )
+        SELECT array_agg(id) INTO cancelled FROM gone;
+        EXIT WHEN cancelled IS NULL;
+        DELETE FROM django_jobretry_job AS j WHERE j.flow_step_id = ANY(cancelled) AND j.status = 'waiting';
+        closed := closed || cancelled;
+        frontier := cancelled;
+        ended := 'cancelled';
+    END LOOP;
+    RETURN closed;
+END
+$function$;
+
+-- jobretry_flow_settle(flows, closed, recount): the flows' counts after their steps `closed`
+-- ended for good (succeeded, cancelled, discarded): `open_steps` less those (the on-death callback
+-- is not counted), then with `recount` which dead letter blocks each flow ("blocked" while one is
+-- left). A flow with no open step left is completed and its unused on-death callback cancelled.
+-- Flows are locked in id order, after the steps.
+CREATE OR REPLACE FUNCTION jobretry_flow_settle(flows bigint[], closed bigint[], recount boolean)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    done bigint[];
+BEGIN
+    PERFORM 1 FROM django_jobretry_flow AS f WHERE f.id = ANY(flows) ORDER BY f.id FOR UPDATE;
+    UPDATE django_jobretry_flow AS f SET open_steps = f.open_steps - c.n
+    FROM (SELECT s.flow_id, count(*)::integer AS n FROM django_jobretry_flowstep AS s
+          WHERE s.id = ANY(closed) AND s.role <> 'on_death' GROUP BY s.flow_id) AS c
+    WHERE f.id = c.flow_id;
+    IF recount THEN
+        UPDATE django_jobretry_flow AS f SET blocked_by = b.dead,
+            blocked_at = CASE WHEN b.dead IS NULL THEN NULL ELSE COALESCE(f.blocked_at, statement_timestamp()) END,
+            state = CASE WHEN f.state = 'cancelled' THEN f.state WHEN b.dead IS NOT NULL THEN 'blocked'
+                         WHEN f.state = 'blocked' THEN 'running' ELSE f.state END
+        FROM (SELECT fl.id, (SELECT min(s.dead_letter_id) FROM django_jobretry_flowstep AS s
+                             WHERE s.flow_id = fl.id AND s.dead_letter_id IS NOT NULL) AS dead
+              FROM unnest(flows) AS fl(id)) AS b
+        WHERE f.id = b.id;
+    END IF;
+    WITH completed AS (
+        UPDATE django_jobretry_flow AS f SET state = 'completed',
+            finished_at = COALESCE(f.finished_at, statement_timestamp())
+        WHERE f.id = ANY(flows) AND f.open_steps = 0 AND f.state = 'running'
+        RETURNING f.id
+    )
+    SELECT array_agg(id) INTO done FROM completed;
+    IF done IS NOT NULL THEN
+        WITH unused AS (
+            UPDATE django_jobretry_flowstep AS s SET state = 'cancelled', ended_at = statement_timestamp()
+            WHERE s.flow_id = ANY(done) AND s.role = 'on_death' AND s.state = 'waiting'
+            RETURNING s.id
+        )
+        DELETE FROM django_jobretry_job AS j USING unused
+        WHERE j.flow_step_id = unused.id AND j.status = 'waiting';
+    END IF;
+END
+$function$;
+
+-- jobretry_flow_succeeded(steps): the steps whose jobs SUCCEED just recorded (fenced: only a
+-- worker that still held its lease gets here). Called by jobs/statements.py SUCCEED and
+-- succeed_and_claim_sql(), in the same statement.
+CREATE OR REPLACE FUNCTION jobretry_flow_succeeded(steps bigint[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    ended bigint[];
+    flows bigint[];
+BEGIN
+    PERFORM 1 FROM django_jobretry_flowstep AS s WHERE s.id = ANY(steps) ORDER BY s.id FOR UPDATE;
+    WITH marked AS (
+        UPDATE django_jobretry_flowstep AS s SET state = 'succeeded', ended_at = statement_timestamp()
+        WHERE s.id = ANY(steps) AND s.state = 'live'
+        RETURNING s.id, s.flow_id
+    )
+    SELECT array_agg(id), array_agg(DISTINCT flow_id) INTO ended, flows FROM marked;
+    IF ended IS NOT NULL THEN
+        PERFORM jobretry_flow_release(ended, 'succeeded');
+        PERFORM jobretry_flow_settle(flows, ended, false);
+    END IF;
+    RETURN COALESCE(cardinality(ended), 0);
+END
+$function$;
+
+-- jobretry_flow_died(steps, dead_letters): the steps whose jobs a burial just made these dead
+-- letters (burial_sql(): a failure, a lost lease, a cancel). The flow is blocked by the first of
+-- its dead letters and its on-death callback made ready, once; a step of a cancelled flow ends
+-- as cancelled instead.
+CREATE OR REPLACE FUNCTION jobretry_flow_died(steps bigint[], dead_letters bigint[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    dead bigint[];
+    stopped bigint[];
+    flows bigint[];
+    callbacks bigint[];
+    queues text[];
+BEGIN
+    PERFORM 1 FROM django_jobretry_flowstep AS s WHERE s.id = ANY(steps) ORDER BY s.id FOR UPDATE;
+    WITH marked AS (
+        UPDATE django_jobretry_flowstep AS s
+        SET state = CASE WHEN f.state = 'cancelled' THEN 'cancelled' ELSE 'dead' END,
+            dead_letter_id = CASE WHEN f.state = 'cancelled' THEN NULL ELSE d.dead END,
+            ended_at = statement_timestamp()
+        FROM unnest(steps, dead_letters) AS d(id, dead), django_jobretry_flow AS f
+        WHERE s.id = d.id AND f.id = s.flow_id AND s.state = 'live'
+        RETURNING s.id, s.flow_id, s.state
+    )
+    SELECT array_agg(id) FILTER (WHERE state = 'dead'), array_agg(id) FILTER (WHERE state = 'cancelled'),
+           array_agg(DISTINCT flow_id) INTO dead, stopped, flows
+    FROM marked;
+    IF flows IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH called AS (
+        UPDATE django_jobretry_flowstep AS s SET state = 'live'
+        WHERE s.flow_id IN (SELECT flow_id FROM django_jobretry_flowstep WHERE id = ANY(dead))
+          AND s.role = 'on_death' AND s.state = 'waiting'
+        RETURNING s.id
+    )
+    SELECT array_agg(id) INTO callbacks FROM called;
+    WITH woken AS (
+        UPDATE django_jobretry_job AS j SET status = 'ready', run_at = statement_timestamp()
+        WHERE j.flow_step_id = ANY(callbacks) AND j.status = 'waiting'
+        RETURNING j.queue_name
+    )
+    SELECT array_agg(DISTINCT queue_name) INTO queues FROM woken;
+    PERFORM pg_notify('django_jobretry', q) FROM unnest(queues) AS q;
+    stopped := COALESCE(stopped, '{}') || jobretry_flow_release(dead, 'dead')
+        || jobretry_flow_release(stopped, 'cancelled');
+    PERFORM jobretry_flow_settle(flows, stopped, true);
+    RETURN cardinality(flows);
+END
+$function$;
+
+-- jobretry_flow_revived(steps): the dead steps a requeue (revive_sql()) made live again; the
+-- flow is blocked by its next dead letter, or running again.
+CREATE OR REPLACE FUNCTION jobretry_flow_revived(steps bigint[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    flows bigint[];
+BEGIN
+    PERFORM 1 FROM django_jobretry_flowstep AS s WHERE s.id = ANY(steps) ORDER BY s.id FOR UPDATE;
+    WITH marked AS (
+        UPDATE django_jobretry_flowstep AS s SET state = 'live', dead_letter_id = NULL, ended_at = NULL
+        WHERE s.id = ANY(steps) AND s.state = 'dead'
+        RETURNING s.flow_id
+    )
+    SELECT array_agg(DISTINCT flow_id) INTO flows FROM marked;
+    IF flows IS NOT NULL THEN
+        PERFORM jobretry_flow_settle(flows, '{}', true);
+    END IF;
+    RETURN COALESCE(cardinality(flows), 0);
+END
+$function$;
+
+-- jobretry_flow_discarded(steps): the dead steps whose dead letters DISCARD deleted: ended for
+-- good, their descendants cancelled as jobretry_flow_release() says.
+CREATE OR REPLACE FUNCTION jobretry_flow_discarded(steps bigint[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    ended bigint[];
+    flows bigint[];
+BEGIN
+    PERFORM 1 FROM django_jobretry_flowstep AS s WHERE s.id = ANY(steps) ORDER BY s.id FOR UPDATE;
+    WITH marked AS (
+        UPDATE django_jobretry_flowstep AS s SET state = 'discarded', dead_letter_id = NULL,
+            ended_at = statement_timestamp()
+        WHERE s.id = ANY(steps) AND s.state = 'dead'
+        RETURNING s.id, s.flow_id
+    )
+    SELECT array_agg(id), array_agg(DISTINCT flow_id) INTO ended, flows FROM marked;
+    IF ended IS NOT NULL THEN
+        PERFORM jobretry_flow_settle(flows, ended || jobretry_flow_release(ended, 'cancelled'), true);
+    END IF;
+    RETURN COALESCE(cardinality(ended), 0);
+END
+$function$;
+
+-- jobretry_flow_cancel(flow, actor): a flow cancelled by an operator (flows/service.py): its
+-- waiting and ready steps cancelled and their jobs deleted, its running ones asked to stop (their
+-- workers bury them as "cancelled" at the next heartbeat). Returns nothing for a flow already
+-- completed or cancelled.
+CREATE OR REPLACE FUNCTION jobretry_flow_cancel(flow bigint, actor text)
+ RETURNS TABLE(cancelled integer, stopping integer)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    ended bigint[];
+BEGIN
+    PERFORM 1 FROM django_jobretry_flowstep AS s WHERE s.flow_id = flow ORDER BY s.id FOR UPDATE;
+    UPDATE django_jobretry_flow AS f SET state = 'cancelled', cancelled_by = actor,
+        finished_at = statement_timestamp()
+    WHERE f.id = flow AND f.state IN ('running', 'blocked');
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    WITH gone AS (
+        DELETE FROM django_jobretry_job AS j USING django_jobretry_flowstep AS s
+        WHERE j.flow_step_id = s.id AND s.flow_id = flow AND j.status IN ('waiting', 'ready')
+        RETURNING j.flow_step_id
+    ), marked AS (
+        UPDATE django_jobretry_flowstep AS s SET state = 'cancelled', ended_at = statement_timestamp()
+        FROM gone WHERE s.id = gone.flow_step_id
+        RETURNING s.id
+    )
+    SELECT array_agg(id) INTO ended FROM marked;
+    UPDATE django_jobretry_flow AS f SET open_steps = f.open_steps - (
+        SELECT count(*) FROM django_jobretry_flowstep AS s WHERE s.id = ANY(ended) AND s.role <> 'on_death')
+    WHERE f.id = flow;
+    cancelled := COALESCE(cardinality(ended), 0);
+    UPDATE django_jobretry_job AS j SET cancel_requested_by = actor,
+        cancel_requested_at = COALESCE(j.cancel_requested_at, statement_timestamp())
+    FROM django_jobretry_flowstep AS s
+    WHERE j.flow_step_id = s.id AND s.flow_id = flow AND j.status = 'running';
+    GET DIAGNOSTICS stopping = ROW_COUNT;
+    RETURN NEXT;
+END
+$function$;

@@ -86,7 +86,7 @@ HELD_IN_WINDOW = (
 #: (bury) and when its dead letter is requeued (revive).
 CARRIED_COLUMNS = (
     *("task_name", "queue_name", "policy_name", "priority", "args", "kwargs", "unique_key", "unique_for"),
-    *("schedule_name", "schedule_slot", "limit_lane", "trace_context", "run_after"),
+    *("schedule_name", "schedule_slot", "limit_lane", "trace_context", "run_after", "flow_step_id"),
 )
 
 #: A DeadLetter row, in the order :func:`dead_letter_select` gives its values.

@@ -13,15 +13,19 @@ history and column lists) and the locking reads are in sql.py. This module is lo
 |--------------------------------|--------------------------------------------|------------------------------|
 | enqueue_sql                    | new -> ready                               | insert.insert_one/many       |
 | INSERT_RUNS                    | new -> ready: a schedule's due slots       | schedules.runs, .rows        |
+| INSERT_STEPS                   | new -> ready or waiting: a flow's steps    | flows.build                  |
 | replace_call (ORM)             | ready: a new call (on_conflict "replace")  | enqueue.enqueue_unique       |
 | claim_sql, LIMITED_CLAIM       | ready -> running, the attempt counted      | claim.claim                  |
 | SUCCEED, succeed_and_claim_sql | running -> succeeded (retries, claim ride) | claimed.succeed, claim       |
+| jobretry_flow_* (functions.sql)| waiting -> ready, or deleted (cancelled)   | SUCCEED, burials, DISCARD    |
 | schedule_retries_sql           | running -> ready after a backoff           | failures.schedule_retries    |
 | recovery_retry_sql             | running, lease lost -> ready               | recovery.recover_expired     |
 | snooze_sql                     | running -> ready, the attempt given back   | decisions.write              |
 | release_sql                    | running, not started -> ready, uncounted   | claimed.release              |
 | heartbeat_sql                  | running: lease extended, cancel read       | claimed.heartbeat            |
 | REQUEST_CANCEL                 | running: cancel requested                  | recovery.cancel_jobs         |
+| CANCEL_FLOW                    | a flow's waiting, ready -> gone; running   | flows.service                |
+|                                | jobs: cancel requested                     |                              |
 | end_pauses_sql                 | ready, paused: its held time counted       | holds.pauses (resume)        |
 | PARK                           | ready, held: moved to its breaker's end    | holds.breakers               |
 | CHOOSE_PROBE                   | ready, held: made its breaker's probe      | holds.breakers               |
@@ -110,6 +114,22 @@ INSERT_RUNS = f"""
 """
 
 
+#: A workflow's steps as jobs, in one statement (flows/build.py): the ones without parents ready,
+#: the others "waiting", out of the claim's indexes until their parents succeed (functions.sql).
+INSERT_STEPS = f"""
+    INSERT INTO {JOB} (task_name, queue_name, policy_name, priority, max_attempts, args, kwargs,
+                       limit_lane, trace_context, flow_step_id,
+                       status, attempts, lease_owner, errors, requeue_count, requeue_history)
+    SELECT r.task, r.queue, r.policy, r.priority, r.max_attempts, r.args::jsonb, r.kwargs::jsonb,
+           r.lane, %(trace)s::jsonb, r.step, r.status, 0, '', '[]', 0, '[]'
+    FROM unnest(%(task)s::text[], %(queue)s::text[], %(policy)s::text[], %(priority)s::int[],
+                %(max_attempts)s::int[], %(args)s::text[], %(kwargs)s::text[], %(lane)s::text[],
+                %(step)s::bigint[], %(status)s::text[])
+        AS r(task, queue, policy, priority, max_attempts, args, kwargs, lane, step, status)
+    RETURNING id
+"""
+
+
 def replace_call(
     job_id: int, args: Any, kwargs: Any, *, run_at: Any, run_after: Any, lane: str | None
 ) -> int:
@@ -183,7 +203,7 @@ def claim_picked(also: str = "") -> str:
     RETURNING j.id, j.task_name, j.queue_name, j.policy_name, j.args AS raw_args, j.kwargs AS raw_kwargs,
               j.attempts AS attempt, j.max_attempts, j.lease_token AS token,
               {ORIGINAL_JOB_ID} AS original_job_id, j.requeue_count, j.schedule_name, j.snoozes,
-              {RETRY_WINDOW}, j.trace_context,
+              {RETRY_WINDOW}, j.trace_context, j.flow_step_id,
               j.priority, extract(epoch FROM j.run_at)::float8 AS run_at_epoch
     """
 
@@ -215,14 +235,37 @@ LIMITED_CLAIM = f"""
 """
 
 # -- succeed: running -> succeeded ----------------------------------------------------------------
-#: Finished attempts succeeded, fenced; returns the ids that still held their lease, and when.
-SUCCEED = f"""
+#: Finished attempts succeeded, fenced; the ids that still held their lease, when, and their flow steps.
+SUCCEEDED = f"""
     UPDATE {JOB} AS j SET status = 'succeeded', finished_at = statement_timestamp(),
         return_value = d.result::jsonb, {END_LEASE}
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[], %(results)s::text[])
         AS d(id, attempts, token, result)
     WHERE j.id = d.id AND {FENCE}
-    RETURNING j.id, j.finished_at
+    RETURNING j.id, j.finished_at, j.flow_step_id
+"""
+
+
+def flow_steps_ended(function: str, rows: str, *also: str) -> str:
+    """A CTE ``flows`` calling ``function`` (functions.sql, workflows) on the flow steps of the CTE ``rows``.
+
+    Only when some row is a flow step: a batch outside flows calls nothing. The
+    statement must read ``flows`` (:data:`FLOWS_READ`), or PostgreSQL skips it.
+    """
+    arguments = ", ".join(f"array_agg({column})" for column in ("flow_step_id", *also))
+    return (
+        f"flows AS (SELECT {function}({arguments}) AS steps FROM {rows} "
+        "WHERE flow_step_id IS NOT NULL HAVING count(*) > 0)"
+    )
+
+
+#: The FROM item that makes a statement run its ``flows`` CTE: one row, whatever the CTE returned.
+FLOWS_READ = "(SELECT count(*) FROM flows) AS flows_read"
+
+#: SUCCEEDED, and the flows its steps advance: their children made ready, in the same statement.
+SUCCEED = f"""
+    WITH done AS ({SUCCEEDED}), {flow_steps_ended("jobretry_flow_succeeded", "done")}
+    SELECT done.id, done.finished_at FROM done, {FLOWS_READ}
 """
 
 
@@ -241,9 +284,11 @@ def succeed_and_claim_sql(
     retried = f", retried AS ({schedule_retries_sql('retry_')})" if with_retries else ""
     kept = "SELECT id FROM done" + (" UNION ALL SELECT id FROM retried" if with_retries else "")
     return f"""
-        WITH done AS ({SUCCEED}){retried}, picked AS ({pick_sql(filters)}), claimed AS ({CLAIM_PICKED})
+        WITH done AS ({SUCCEEDED}), {flow_steps_ended("jobretry_flow_succeeded", "done")}{retried},
+            picked AS ({pick_sql(filters)}), claimed AS ({CLAIM_PICKED})
         SELECT d.ids, statement_timestamp() AS finished_at, c.*
-        FROM (SELECT array_agg(id) AS ids FROM ({kept}) AS k) AS d LEFT JOIN claimed AS c ON TRUE
+        FROM (SELECT array_agg(id) AS ids FROM ({kept}) AS k) AS d CROSS JOIN {FLOWS_READ}
+            LEFT JOIN claimed AS c ON TRUE
     """
 
 
@@ -332,6 +377,10 @@ def heartbeat_sql() -> str:
         RETURNING j.id, j.cancel_requested_by
     """
 
+
+#: Cancel a workflow (functions.sql jobretry_flow_cancel): its waiting and ready jobs deleted, its
+#: running ones asked to stop like REQUEST_CANCEL's.
+CANCEL_FLOW = "SELECT cancelled, stopping FROM jobretry_flow_cancel(%(flow)s, %(actor)s)"
 
 #: Ask the workers of running jobs to stop them; the first request's time is kept.
 REQUEST_CANCEL = f"""
@@ -490,11 +539,11 @@ def burial_sql(
                       {error_class} AS dead_error_class, {message} AS dead_message
         ), dead AS (
             INSERT INTO {DEAD} ({DEAD_COLUMNS}) SELECT {values} FROM gone
-            RETURNING job_id, id, requeue_count, attempts, {DIED}
-        ), {counting_deaths("dead")}
+            RETURNING job_id, id, requeue_count, attempts, flow_step_id, {DIED}
+        ), {counting_deaths("dead")}, {flow_steps_ended("jobretry_flow_died", "dead", "id")}
         SELECT dead.job_id, dead.id AS dead_letter_id, dead.requeue_count, dead.task_name,
                dead.queue_name, dead.attempts AS attempt, gone.cancel_requested_by AS cancelled_by
-        FROM dead JOIN gone ON gone.id = dead.job_id
+        FROM dead JOIN gone ON gone.id = dead.job_id CROSS JOIN {FLOWS_READ}
     """
 
 
@@ -581,8 +630,9 @@ def revive_sql(*, guarded: bool = True) -> str:
         revived AS (
             INSERT INTO {JOB} AS j ({REVIVED_COLUMNS}) SELECT {values} FROM dead {window} ORDER BY dead.id
             {"ON CONFLICT DO NOTHING" if guarded else ""}
-            RETURNING j.id, (j.requeue_history -> -1 ->> 'dead_letter_id')::bigint AS dead_letter_id
-        ),
+            RETURNING j.id, (j.requeue_history -> -1 ->> 'dead_letter_id')::bigint AS dead_letter_id,
+                      j.flow_step_id
+        ), {flow_steps_ended("jobretry_flow_revived", "revived")},
         gone AS (
             DELETE FROM {DEAD} AS d USING revived
             WHERE d.id = ANY(%(ids)s::bigint[]) AND d.id = revived.dead_letter_id
@@ -591,7 +641,7 @@ def revive_sql(*, guarded: bool = True) -> str:
                dead.requeue_count + 1 AS requeue_count,
                CASE WHEN revived.id IS NULL AND dead.unique_key IS NOT NULL
                     THEN (SELECT max(h.finished_at) + dead.unique_for {held}) END AS taken_until
-        FROM dead LEFT JOIN revived ON revived.dead_letter_id = dead.id
+        FROM dead LEFT JOIN revived ON revived.dead_letter_id = dead.id CROSS JOIN {FLOWS_READ}
         ORDER BY dead.id
     """
 
@@ -612,8 +662,12 @@ RECORD_REPAIR = (
     f"UPDATE {JOB} SET requeue_history = jsonb_set(requeue_history, '{{-1,repair}}', %s::jsonb) WHERE id = %s"
 )
 
-#: Discard a chunk of locked dead letters (deadletters/chunks.py).
-DISCARD = f"DELETE FROM {DEAD} WHERE id = ANY(%s::bigint[])"
+#: Discard a chunk of locked dead letters (deadletters/chunks.py); a flow step's descendants are cancelled.
+DISCARD = f"""
+    WITH gone AS (DELETE FROM {DEAD} WHERE id = ANY(%s::bigint[]) RETURNING flow_step_id),
+    {flow_steps_ended("jobretry_flow_discarded", "gone")}
+    SELECT * FROM {FLOWS_READ}
+"""
 
 
 # -- retention: succeeded jobs and old dead letters deleted -----------------------------------------

@@ -12,6 +12,7 @@ from django_jobretry.models.dead_letter import (
     Death,
     ImportedFailure,
 )
+from django_jobretry.models.flow import Flow, FlowEdge, FlowState, FlowStep, OnDead, StepRole, StepState
 from django_jobretry.models.holds import Circuit, CircuitState, Pause, RateBucket
 from django_jobretry.models.job import KEEPS_KEY, LIVE_STATUSES, Job, JobQuerySet, JobStatus
 from django_jobretry.models.schedule import Schedule
@@ -30,14 +31,21 @@ __all__ = [
     "DeadReason",
     "Death",
     "EventCounter",
+    "Flow",
+    "FlowEdge",
+    "FlowState",
+    "FlowStep",
     "ImportedFailure",
     "Job",
     "JobQuerySet",
     "JobStatus",
+    "OnDead",
     "Pause",
     "RateBucket",
     "Schedule",
     "StatusSample",
+    "StepRole",
+    "StepState",
     "WorkerProcess",
     "WorkerProcessQuerySet",
 ]

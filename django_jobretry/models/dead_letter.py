@@ -106,6 +106,10 @@ class DeadLetter(models.Model):
     schedule_slot = models.DateTimeField(null=True, blank=True)
     #: The lane of the job (limits/__init__.py), carried back by a requeue; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
+    #: Its workflow step (models/flow.py), carried back by a requeue: the dead letter blocks that flow.
+    flow_step = models.ForeignKey(
+        "FlowStep", null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, related_name="+"
+    )
     #: Its failure group, set by the database on every insert (models/fingerprints.py).
     fingerprint = fingerprints.FingerprintField()
 
@@ -145,6 +149,11 @@ class DeadLetter(models.Model):
             models.Index(ORIGIN_JOB_ID, name="jobretry_dead_origin", condition=models.Q(requeue_count__gt=0)),
             # Which dead letter carries an earlier dead letter's or job's id (admin/audit.py).
             provenance_index("jobretry_dead_provenance"),
+            models.Index(
+                fields=["flow_step"],
+                name="jobretry_dead_flow_step",
+                condition=models.Q(flow_step__isnull=False),
+            ),
         ]
         constraints = [
             models.CheckConstraint(

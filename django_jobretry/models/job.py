@@ -34,6 +34,8 @@ class JobStatus(models.TextChoices):
     READY = "ready", "Ready"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
+    #: A workflow's step whose parents have not all succeeded: out of the claim's indexes (models/flow.py).
+    WAITING = "waiting", "Waiting for its parents"
 
 
 #: States of a job that may still run: what unique_key deduplicates against.
@@ -134,6 +136,10 @@ class Job(models.Model):
     trace_context = StoredJSONField(null=True, blank=True)
     #: A limited job's lane (limits/__init__.py): the limited claim serves lanes in turn; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
+    #: Its step when the job is part of a workflow; NULL for every other job (indexed only when set).
+    flow_step = models.ForeignKey(
+        "FlowStep", null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, related_name="+"
+    )
 
     #: Not a column: set on the job an enqueue returns. True when its unique key was already held
     #: and the enqueue returned the holding job (``on_conflict``) instead of inserting one; False on
@@ -208,6 +214,11 @@ class Job(models.Model):
                 fields=["unique_key", "finished_at"],
                 name="jobretry_job_unique_window",
                 condition=models.Q(status="succeeded", unique_key__isnull=False),
+            ),
+            models.Index(
+                fields=["flow_step"],
+                name="jobretry_job_flow_step",
+                condition=models.Q(flow_step__isnull=False),
             ),
             # Pruning finished jobs by age.
             models.Index(

@@ -41,6 +41,7 @@ from django_jobretry.conf import task_modules
 from django_jobretry.console.counters import Tally
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
+from django_jobretry.flows.results import step_result
 from django_jobretry.jobs import tracing
 from django_jobretry.jobs.claimed import ClaimedJob, Failed, Kept, Succeeded
 from django_jobretry.jobs.decisions import classify_failure, deferred
@@ -157,8 +158,10 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         job.max_attempts,
         original_job_id=job.original_job_id,
         requeue_count=job.requeue_count,
+        flow_step_id=job.flow_step_id,
     )
     token = set_current_job(context)
+    kept: str | None = None
     try:
         args, kwargs = job.arguments()
         # Bound before the call: a TypeError from the call itself is then the function's own.
@@ -168,6 +171,8 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         value = definition.func(*args, **kwargs)
         if inspect.isawaitable(value):
             value = asyncio.run(_await(value))
+        if job.flow_step_id is not None and not isinstance(value, Kept):  # a flow step keeps its value
+            kept = step_result(job.task_name, job.flow_step_id, value)
     except (Snooze, CircuitOpen) as error:  # not failures: the job gives its attempt back
         return deferred(job, error) or Failed(job, error, AttemptEnd.ERROR, render_error(error))
     except Exception as error:
@@ -178,7 +183,7 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         reset_current_job(token)
         if manage_connections:
             close_old_connections()
-    return Succeeded(job, value.result, value.finish) if isinstance(value, Kept) else Succeeded(job)
+    return Succeeded(job, value.result, value.finish) if isinstance(value, Kept) else Succeeded(job, kept)
 
 
 def stale_arguments(job: ClaimedJob, why: str) -> Failed:

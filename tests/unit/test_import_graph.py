@@ -64,6 +64,10 @@ LAYERS: dict[str, int] = {
     f"{PACKAGE}.schedules.admin": 5,
     f"{PACKAGE}.schedules.admin_actions": 5,
     f"{PACKAGE}.schedules.cli": 5,
+    # Workflows: declared and stored (__init__, build), advanced by the database, results, the service.
+    f"{PACKAGE}.flows": 3,
+    f"{PACKAGE}.flows.admin": 5,
+    f"{PACKAGE}.flows.cli": 5,
     f"{PACKAGE}.worker": 4,
     f"{PACKAGE}.admin": 5,
     f"{PACKAGE}.management": 5,

@@ -16,7 +16,7 @@ never renumber them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import django
 from django.apps import apps
@@ -50,6 +50,9 @@ from django_jobretry.exceptions import InvalidJob, JobRetryError, UnsupportedArg
 from django_jobretry.registry import registry
 from django_jobretry.schedules import InvalidSchedule, from_mapping
 from django_jobretry.validation import check_queue_name, check_task_name
+
+if TYPE_CHECKING:
+    from django_jobretry.jobs.enqueue import JobSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -123,12 +126,12 @@ class JobRetryBackend(BaseTaskBackend):
         if not (isinstance(registered, TaskRun) and registered.task.func is task.func):
             registry.register(TaskRun(task))
 
-    def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
-        from django_jobretry.contrib.django_tasks.results import result_of
-        from django_jobretry.jobs.enqueue import JobSpec, enqueue_call
+    def job_spec(self, task: Task[..., Any]) -> JobSpec:
+        """``task``, validated and registered, as the enqueue service takes it (a flow's steps too)."""
+        from django_jobretry.jobs.enqueue import JobSpec
 
         self.validate_task(task)
-        spec = JobSpec(
+        return JobSpec(
             func=task.func,
             name=task.module_path,
             queue_name=task.queue_name,
@@ -138,8 +141,13 @@ class JobRetryBackend(BaseTaskBackend):
             unique=task.unique if isinstance(task, JobRetryTask) else NOT_UNIQUE,
             takes_context=task.takes_context,
         )
+
+    def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
+        from django_jobretry.contrib.django_tasks.results import result_of
+        from django_jobretry.jobs.enqueue import enqueue_call
+
         try:
-            enqueued = enqueue_call(spec, tuple(args), dict(kwargs))
+            enqueued = enqueue_call(self.job_spec(task), tuple(args), dict(kwargs))
         except UnsupportedArgument as exc:  # a TypeError in Django's words, as its own backends raise
             raise exc.in_djangos_words() from None
         result = result_of(enqueued.job, task, self.alias, deduplicated=not enqueued.inserted)
