@@ -17,10 +17,10 @@ is the guide::
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django_jobretry.exceptions import InvalidFlow
+from django_jobretry.flows.steps import Call, Step, call
 from django_jobretry.models.flow import FLOW_NAME_MAX_LENGTH, OnDead, StepRole
 
 if TYPE_CHECKING:
@@ -30,33 +30,6 @@ __all__ = ["Call", "Step", "Workflow", "batch", "call", "chain", "parent_results
 
 #: A step's parents: a list (every edge with the step's ``on_dead``) or each parent with its own.
 type Parents = Iterable[Step] | Mapping[Step, str]
-
-
-@dataclass(frozen=True)
-class Call:
-    """A task and its arguments, not enqueued: what a step or a callback runs."""
-
-    task: Any
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-def call(task: Any, /, *args: Any, **kwargs: Any) -> Call:
-    """``task(*args, **kwargs)`` as a step of :func:`chain` or :func:`batch`, or a callback."""
-    return Call(task, args, kwargs)
-
-
-@dataclass(frozen=True, eq=False)
-class Step:
-    """One step of a :class:`Workflow`, as :meth:`Workflow.add` returns it: pass it in ``after``."""
-
-    flow: Workflow
-    name: str
-    call: Call
-    role: str
-    #: (parent, on_dead) pairs, in the order given.
-    parents: tuple[tuple[Step, str], ...]
-    reads_results: bool
 
 
 class Workflow:
@@ -112,7 +85,7 @@ class Workflow:
 
         if self.enqueued is not None:
             raise InvalidFlow(f"flow {self.name!r} was enqueued already, as flow {self.enqueued.pk}")
-        self.enqueued = store(self)
+        self.enqueued = store(self.name, self.steps)
         return self.enqueued
 
     def _callback(self, role: str, target: Call) -> Step:

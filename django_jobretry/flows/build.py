@@ -13,12 +13,13 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connection, transaction
 
 from django_jobretry.console import counters
 from django_jobretry.exceptions import InvalidFlow, InvalidJob
+from django_jobretry.flows.steps import Step
 from django_jobretry.jobs import statements, tracing
 from django_jobretry.jobs.enqueue import JobSpec, checked_arguments, limit_lane, notify, shared_columns
 from django_jobretry.jobs.insert import Shared
@@ -32,9 +33,6 @@ from django_jobretry.models import (
     StepRole,
     StepState,
 )
-
-if TYPE_CHECKING:
-    from django_jobretry.flows import Step, Workflow
 
 logger = logging.getLogger("django_jobretry.flows")
 
@@ -53,17 +51,17 @@ class Prepared:
     lane: str | None
 
 
-def store(flow: Workflow) -> Flow:
+def store(name: str, steps: Sequence[Step]) -> Flow:
     """The flow's rows and jobs, in the caller's transaction (or one of their own); returns the Flow."""
-    ordinary = [step for step in flow.steps if step.role == StepRole.STEP]
+    ordinary = [step for step in steps if step.role == StepRole.STEP]
     if not ordinary:
-        raise InvalidFlow(f"flow {flow.name!r} has no steps: add() at least one before enqueue()")
-    prepared = [_prepare(flow.name, step) for step in flow.steps]
-    parents = {step.name: _parents_of(step, ordinary) for step in flow.steps}
-    keeping = {parent.name for step in flow.steps if step.reads_results for parent, _ in step.parents}
-    counted = sum(step.role != StepRole.ON_DEATH for step in flow.steps)
+        raise InvalidFlow(f"flow {name!r} has no steps: add() at least one before enqueue()")
+    prepared = [_prepare(name, step) for step in steps]
+    parents = {step.name: _parents_of(step, ordinary) for step in steps}
+    keeping = {parent.name for step in steps if step.reads_results for parent, _ in step.parents}
+    counted = sum(step.role != StepRole.ON_DEATH for step in steps)
     with transaction.atomic():
-        row = Flow.objects.create(name=flow.name, steps=len(flow.steps), open_steps=counted)
+        row = Flow.objects.create(name=name, steps=len(steps), open_steps=counted)
         rows = FlowStep.objects.bulk_create(
             FlowStep(
                 flow=row,
@@ -75,7 +73,7 @@ def store(flow: Workflow) -> Flow:
                 reads_results=step.reads_results,
                 keeps_result=step.name in keeping,
             )
-            for step, each in zip(flow.steps, prepared, strict=True)
+            for step, each in zip(steps, prepared, strict=True)
         )
         ids = {each.name: each.pk for each in rows}
         FlowEdge.objects.bulk_create(
@@ -83,12 +81,12 @@ def store(flow: Workflow) -> Flow:
             for name, pairs in parents.items()
             for parent, rule in pairs
         )
-        _insert_jobs(flow.name, prepared, ids, parents)
+        _insert_jobs(name, prepared, ids, parents)
     logger.info(
         "flow %s enqueued: %d steps",
         row.pk,
-        len(flow.steps),
-        extra={"flow_id": row.pk, "flow": flow.name, "steps": len(flow.steps)},
+        len(steps),
+        extra={"flow_id": row.pk, "flow": name, "steps": len(steps)},
     )
     return row
 

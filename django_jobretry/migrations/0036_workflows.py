@@ -495,6 +495,7 @@ class Migration(migrations.Migration):
             name="flow_step",
             field=models.ForeignKey(
                 blank=True,
+                db_constraint=False,
                 db_index=False,
                 null=True,
                 on_delete=django.db.models.deletion.DO_NOTHING,
@@ -507,6 +508,7 @@ class Migration(migrations.Migration):
             name="flow_step",
             field=models.ForeignKey(
                 blank=True,
+                db_constraint=False,
                 db_index=False,
                 null=True,
                 on_delete=django.db.models.deletion.DO_NOTHING,

@@ -107,8 +107,15 @@ class DeadLetter(models.Model):
     #: The lane of the job (limits/__init__.py), carried back by a requeue; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     #: Its workflow step (models/flow.py), carried back by a requeue: the dead letter blocks that flow.
+    #: No constraint in the database: its check would queue a trigger event on every insert of the table.
     flow_step = models.ForeignKey(
-        "FlowStep", null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, related_name="+"
+        "FlowStep",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_index=False,
+        db_constraint=False,
+        related_name="+",
     )
     #: Its failure group, set by the database on every insert (models/fingerprints.py).
     fingerprint = fingerprints.FingerprintField()

@@ -137,8 +137,15 @@ class Job(models.Model):
     #: A limited job's lane (limits/__init__.py): the limited claim serves lanes in turn; NULL: not limited.
     limit_lane = models.CharField(max_length=LANE_MAX_LENGTH, null=True, blank=True)  # noqa: DJ001
     #: Its step when the job is part of a workflow; NULL for every other job (indexed only when set).
+    #: No constraint in the database: its check would queue a trigger event on every insert of the table.
     flow_step = models.ForeignKey(
-        "FlowStep", null=True, blank=True, on_delete=models.DO_NOTHING, db_index=False, related_name="+"
+        "FlowStep",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_index=False,
+        db_constraint=False,
+        related_name="+",
     )
 
     #: Not a column: set on the job an enqueue returns. True when its unique key was already held

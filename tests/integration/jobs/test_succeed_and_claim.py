@@ -83,9 +83,9 @@ def test_the_claim_keeps_its_limit_and_queue_filter() -> None:
 
 
 def test_the_stale_test_catches_an_unfenced_success(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Negative control: SUCCEED fenced by status only lets the stale success through."""
-    unfenced = statements.SUCCEED.replace(FENCE, "j.status = 'running'")
-    assert unfenced != statements.SUCCEED, "the control no longer breaks the fence: update it"
-    monkeypatch.setattr(statements, "SUCCEED", unfenced)
+    """Negative control: SUCCEEDED fenced by status only lets the stale success through."""
+    unfenced = statements.SUCCEEDED.replace(FENCE, "j.status = 'running'")
+    assert unfenced != statements.SUCCEEDED, "the control no longer breaks the fence: update it"
+    monkeypatch.setattr(statements, "SUCCEEDED", unfenced)
     with pytest.raises(AssertionError):
         test_a_stale_success_changes_nothing_and_the_claim_still_happens()
