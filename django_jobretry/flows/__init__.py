@@ -175,9 +175,11 @@ def _as_call(task: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Cal
 def _parents(after: Parents, on_dead: str) -> tuple[tuple[Step, str], ...]:
     pairs = list(after.items()) if isinstance(after, Mapping) else [(parent, on_dead) for parent in after]
     seen: set[int] = set()
-    for parent, rule in pairs:
+    for parent, rule in [(None, on_dead), *pairs]:
         if rule not in OnDead.values:
             raise InvalidFlow(f"on_dead must be one of {', '.join(OnDead.values)}, not {rule!r}")
+        if parent is None:
+            continue
         if id(parent) in seen:
             raise InvalidFlow(f"step {getattr(parent, 'name', parent)!r} is named twice in after=")
         seen.add(id(parent))

@@ -1,0 +1,172 @@
+"""A flow's steps as jobs: the fence, holds, results, cancel, and the errors a bad declaration gets."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from django_jobretry.exceptions import InvalidFlow
+from django_jobretry.flows import Workflow, batch, call, chain
+from django_jobretry.flows.service import cancel_flow
+from django_jobretry.holds.pauses import pause, resume
+from django_jobretry.jobs.claimed import succeed
+from django_jobretry.models import DeadLetter, Flow, FlowState, FlowStep, Job, JobStatus, StepState
+from django_jobretry.testing import run_jobs
+from tests.attempts import claim_one
+from tests.jobs_app import flow_jobs, jobs, unique_jobs
+from tests.jobs_app.models import Execution
+
+pytestmark = pytest.mark.django_db
+
+
+def runs() -> list[str]:
+    return list(Execution.objects.order_by("pk").values_list("key", flat=True))
+
+
+def two_steps() -> Flow:
+    return chain("two", call(flow_jobs.step, "first"), call(flow_jobs.step, "second")).enqueue()
+
+
+def test_a_waiting_step_is_a_job_no_claim_takes() -> None:
+    two_steps()
+    assert Job.objects.filter(status=JobStatus.WAITING).count() == 1
+    first = claim_one()
+    assert first.task_name == flow_jobs.step.name
+    assert first.flow_step_id is not None
+    assert Job.objects.filter(status=JobStatus.READY).count() == 0
+
+
+def test_a_success_makes_the_child_ready_in_the_same_statement() -> None:
+    two_steps()
+    running = claim_one()
+    assert succeed([running]) == {running.id}
+    child = Job.objects.get(status=JobStatus.READY)
+    assert FlowStep.objects.get(pk=child.flow_step_id).state == StepState.LIVE
+
+
+def test_a_worker_that_lost_its_lease_advances_nothing() -> None:
+    two_steps()
+    running = claim_one()
+    stale = replace(running, token=uuid.uuid4())  # another worker's lease now
+    assert succeed([stale]) == set()
+    assert Job.objects.filter(status=JobStatus.WAITING).count() == 1
+    assert FlowStep.objects.filter(state=StepState.SUCCEEDED).count() == 0
+
+
+def test_a_chain_runs_in_order() -> None:
+    chain("ten", *(call(flow_jobs.step, f"s{n}") for n in range(10))).enqueue()
+    run_jobs(include_scheduled=True)
+    assert runs() == [f"s{n}" for n in range(10)]
+
+
+def test_a_batch_calls_back_once_after_the_last_step() -> None:
+    row = batch(
+        "fifty",
+        (call(flow_jobs.step, f"b{n}") for n in range(50)),
+        on_success=call(flow_jobs.step, "success"),
+        on_complete=call(flow_jobs.step, "complete"),
+    ).enqueue()
+    run_jobs(include_scheduled=True)
+    order = runs()
+    assert sorted(order[:50]) == sorted(f"b{n}" for n in range(50))
+    assert sorted(order[50:]) == ["complete", "success"]
+    assert Flow.objects.get(pk=row.pk).state == FlowState.COMPLETED
+
+
+def test_a_paused_task_holds_a_ready_step_without_spending_its_attempt() -> None:
+    two_steps()
+    pause(task=flow_jobs.step.name, actor="ops")
+    assert run_jobs().total == 0
+    assert Job.objects.get(status=JobStatus.READY).attempts == 0
+    resume(task=flow_jobs.step.name, actor="ops")
+    run_jobs(include_scheduled=True)
+    assert runs() == ["first", "second"]
+
+
+def test_a_step_reads_its_parents_results() -> None:
+    flow = Workflow("results")
+    a = flow.add(flow_jobs.step, "a", name="a")
+    b = flow.add(flow_jobs.step, "b", name="b")
+    flow.add(flow_jobs.gather, "g", after=[a, b], results=True, name="g")
+    flow.enqueue()
+    run_jobs(include_scheduled=True)
+    assert Job.objects.get(flow_step__name="g").return_value == {"a": "a", "b": "b"}
+
+
+def test_a_result_a_child_needs_but_json_cannot_hold_fails_the_step_fatally() -> None:
+    flow = Workflow("unkeepable")
+    parent = flow.add(flow_jobs.unkeepable, "u", name="u")
+    flow.add(flow_jobs.gather, "g", after=[parent], results=True, name="g")
+    flow.enqueue()
+    run_jobs(include_scheduled=True)
+    dead = DeadLetter.objects.get(flow_step__name="u")
+    assert dead.reason == "fatal"
+    assert "results=True" in dead.last_error
+    assert Job.objects.get(flow_step__name="g").status == JobStatus.WAITING
+
+
+def test_a_result_nobody_reads_is_dropped_when_json_cannot_hold_it() -> None:
+    chain("dropped", call(flow_jobs.unkeepable, "u"), call(flow_jobs.step, "after")).enqueue()
+    run_jobs(include_scheduled=True)
+    assert runs() == ["u", "after"]
+
+
+def test_cancel_ends_waiting_and_ready_steps_and_asks_running_ones_to_stop() -> None:
+    row = Workflow("cancelled")
+    a = row.add(flow_jobs.step, "a", name="a")
+    row.add(flow_jobs.step, "b", name="b")
+    row.add(flow_jobs.step, "c", after=[a], name="c")
+    flow = row.enqueue()
+    running = claim_one()
+    done = cancel_flow(flow.pk, "ops")
+    assert done is not None
+    assert (done.cancelled, done.stopping) == (2, 1)
+    assert Job.objects.get().cancel_requested_by == "ops"
+    assert Job.objects.get().pk == running.id
+    assert Flow.objects.get(pk=flow.pk).state == FlowState.CANCELLED
+    assert cancel_flow(flow.pk, "ops") is None
+
+
+def _twice() -> None:
+    flow = Workflow("x")
+    flow.on_success(flow_jobs.step, "s")
+    flow.on_success(flow_jobs.step, "t")
+
+
+def _named_twice() -> None:
+    flow = Workflow("x")
+    flow.add(flow_jobs.step, "a", name="same")
+    flow.add(flow_jobs.step, "b", name="same")
+
+
+def _step_of(task: object, argument: object) -> None:
+    flow = Workflow("x")
+    flow.add(jobs.record, "fine")
+    flow.add(task, argument, name="step")
+    flow.enqueue()
+
+
+@pytest.mark.parametrize(
+    ("declare", "message"),
+    [
+        (lambda: Workflow(""), "non-empty string"),
+        (lambda: Workflow("x").enqueue(), "has no steps"),
+        (
+            lambda: Workflow("x").add(flow_jobs.step, "a", after=[Workflow("y").add(flow_jobs.step, "b")]),
+            "after=",
+        ),
+        (lambda: Workflow("x").add(flow_jobs.step, "a", on_dead="maybe"), "on_dead must be one of"),
+        (_twice, "at most one"),
+        (_named_twice, "unique non-empty name"),
+        (lambda: _step_of(unique_jobs.receipt, 1), "deduplicates"),
+        (lambda: _step_of(flow_jobs.step, object()), "step 'step' of flow 'x'"),
+        (lambda: _step_of(print, 1), "neither an @job task"),
+    ],
+)
+def test_a_bad_declaration_is_refused_by_name_and_stores_nothing(declare: object, message: str) -> None:
+    with pytest.raises(InvalidFlow, match=message):
+        declare()  # type: ignore[operator]
+    assert not Flow.objects.exists()
+    assert not Job.objects.exists()
