@@ -662,16 +662,25 @@ RECORD_REPAIR = (
     f"UPDATE {JOB} SET requeue_history = jsonb_set(requeue_history, '{{-1,repair}}', %s::jsonb) WHERE id = %s"
 )
 
-#: Discard a chunk of locked dead letters (deadletters/chunks.py); a flow step's descendants are cancelled.
+#: Discard a chunk of locked dead letters (deadletters/chunks.py, and retention's pruning); a flow step's
+#: descendants are cancelled as at any discard. Returns how many went.
 DISCARD = f"""
     WITH gone AS (DELETE FROM {DEAD} WHERE id = ANY(%s::bigint[]) RETURNING flow_step_id),
     {flow_steps_ended("jobretry_flow_discarded", "gone")}
-    SELECT * FROM {FLOWS_READ}
+    SELECT (SELECT count(*) FROM gone) FROM {FLOWS_READ}
 """
 
 
 # -- retention: succeeded jobs and old dead letters deleted -----------------------------------------
 def prune(model: type[Job] | type[DeadLetter], ids: Sequence[int]) -> int:
-    """Delete one batch of succeeded jobs or dead letters (retention locked them); how many went."""
+    """Delete one batch of succeeded jobs or dead letters (retention locked them); how many went.
+
+    Dead letters go as DISCARD deletes them: a flow step's dead letter pruned is a discard of it, or
+    its flow would stay blocked by a dead letter no longer there.
+    """
+    if model is DeadLetter:
+        with connection.cursor() as cursor:
+            cursor.execute(DISCARD, [list(ids)])
+            return int(cursor.fetchone()[0])
     count, _ = model.objects.filter(pk__in=ids).delete()
     return count

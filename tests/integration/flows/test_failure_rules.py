@@ -9,12 +9,15 @@ the success callback, and the completion callback runs once.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from django_jobretry import deadletters
 from django_jobretry.deadletters.repair import digest, repair
 from django_jobretry.flows import Workflow
 from django_jobretry.flows.service import cancelled_by_discard
+from django_jobretry.jobs.retention import prune_dead_letters
 from django_jobretry.models import DeadLetter, Flow, FlowState, FlowStep, Job, JobStatus, StepState
 from django_jobretry.testing import run_jobs
 from tests.jobs_app import flow_jobs
@@ -128,3 +131,14 @@ def test_a_requeue_after_the_completion_callback_runs_the_step_not_the_callback_
     run_jobs(include_scheduled=True)
     assert sorted(runs()) == ["complete", "leaf", "ok", "success"]
     assert Flow.objects.get(pk=row.pk).state == FlowState.COMPLETED
+
+
+def test_pruning_a_dead_step_is_a_discard_of_it() -> None:
+    flow, dead = blocked_diamond()
+    DeadLetter.objects.filter(pk=dead.pk).update(dead_at=dead.dead_at - timedelta(days=30))
+    assert sum(prune_dead_letters(timedelta(days=7)).values()) == 1
+    run_jobs(include_scheduled=True)
+    flow.refresh_from_db()
+    assert (flow.state, flow.blocked_by) == (FlowState.COMPLETED, None)
+    assert states(flow)["B"] == StepState.DISCARDED
+    assert sorted(runs()) == ["A", "C", "complete", "death"]

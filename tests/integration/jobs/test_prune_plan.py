@@ -80,7 +80,7 @@ def prune_plans(prune: Callable[[], Any]) -> list[tuple[str, str]]:
 
 def assert_on_indexes(plans: list[tuple[str, str]], table: str, index: str) -> None:
     locks = [plan for sql, plan in plans if "FOR UPDATE SKIP LOCKED" in sql]
-    deletes = [plan for sql, plan in plans if sql.startswith("DELETE")]
+    deletes = [plan for sql, plan in plans if "DELETE FROM" in sql]  # a dead letter's, in a CTE
     assert locks, plans
     assert deletes, plans
     for sql, plan in plans:
