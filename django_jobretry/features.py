@@ -154,4 +154,14 @@ FEATURES: tuple[Feature, ...] = (
             "admin/django_jobretry/includes/panel_limits.html",
         ),
     ),
+    Feature(
+        "flows",
+        status=Section(
+            "flows",
+            "django_jobretry.flows.status.flows_report",
+            "django_jobretry.flows.status.as_json",
+            "django_jobretry.flows.status.status_lines",
+        ),
+        collect="django_jobretry.flows.status.collect",
+    ),
 )

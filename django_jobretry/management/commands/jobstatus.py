@@ -7,7 +7,8 @@ Then each capability of features.py gets its section, in that list's order,
 when it has something to show (schedules when any is declared or has a row;
 pauses and breakers not closed; declared limits), and its key in the JSON
 always, an empty list or object when there is nothing, so a script need not
-test for it: "schedules", "held" (its "pauses" and "circuits"), "limits".
+test for it: "schedules", "held" (its "pauses" and "circuits"), "limits",
+"flows" (the counts by state and the blocked flows).
 
 The text for people and the JSON for scripts are written below the command.
 The figures come from console/__init__.py and console/workers.py, the same as

@@ -3,6 +3,10 @@
 Dead letters are kept until an operator acts, unless DEAD_LETTER_RETENTION_DAYS
 is set or --dead-letters-older-than is given; then they are pruned by age
 (never by count), with a log line and a signal listing what goes.
+
+Workflows go with their jobs: a flow's succeeded jobs once the flow
+finished longer ago than --older-than, then the flow itself (its steps and
+edges) when no job or dead letter of it is left (jobs/retention.py).
 """
 
 from __future__ import annotations
@@ -13,14 +17,15 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from django_jobretry.conf import jobretry_settings
-from django_jobretry.jobs.retention import prune_dead_letters, prune_succeeded
+from django_jobretry.jobs.retention import prune_dead_letters, prune_flows, prune_succeeded
 from django_jobretry.management.cli import DatabaseCommand, duration
 
 
 class Command(DatabaseCommand):
     help = (
-        "Delete succeeded jobs finished longer ago than --older-than; dead letters only when "
-        "DEAD_LETTER_RETENTION_DAYS or --dead-letters-older-than says so."
+        "Delete succeeded jobs finished longer ago than --older-than, and workflows finished as long ago "
+        "with nothing left of them; dead letters only when DEAD_LETTER_RETENTION_DAYS or "
+        "--dead-letters-older-than says so."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -58,9 +63,11 @@ class Command(DatabaseCommand):
         dead_age = dead_letters_older_than
         if dead_age is None and retention is not None:
             dead_age = timedelta(days=retention)
-        if dead_age is None:
-            return
-        counts = prune_dead_letters(dead_age, dry_run=dry_run)
-        self.stdout.write(f"{verb} {sum(counts.values())} dead letter(s) dead more than {dead_age} ago")
-        for (queue_name, reason), n in sorted(counts.items()):
-            self.stdout.write(f"  {queue_name} / {reason}: {n}")
+        if dead_age is not None:
+            counts = prune_dead_letters(dead_age, dry_run=dry_run)
+            self.stdout.write(f"{verb} {sum(counts.values())} dead letter(s) dead more than {dead_age} ago")
+            for (queue_name, reason), n in sorted(counts.items()):
+                self.stdout.write(f"  {queue_name} / {reason}: {n}")
+        flows = prune_flows(age, dry_run=dry_run)
+        if flows:  # quiet where no workflow is used
+            self.stdout.write(f"{verb} {flows} workflow(s) finished more than {age} ago, with their steps")

@@ -3,7 +3,7 @@
 The negative control for "one list": a capability planted in FEATURES shows
 up in `jobstatus` (text and JSON), the metrics, the heartbeat's duties, the
 dashboard and the admin; with FEATURES emptied, no face shows schedules,
-holds or limits, so no face keeps a list of its own beside it.
+holds, limits or flows, so no face keeps a list of its own beside it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from django_jobretry import features
 from django_jobretry.admin import register_capabilities
 from django_jobretry.console.workers import Registration
 from django_jobretry.features import FEATURES, Feature, Panel, Section
+from django_jobretry.flows import status as flows_status
 from django_jobretry.holds import cli as holds_cli
 from django_jobretry.holds.admin import CircuitAdmin, PauseAdmin
 from django_jobretry.limits import status as status_limits
@@ -41,7 +42,7 @@ from tests.integration.conftest import Operator
 
 HERE = __name__
 DASHBOARD = reverse("admin:django_jobretry_deadletter_dashboard")
-CAPABILITY_KEYS = {"schedules", "held", "limits"}
+CAPABILITY_KEYS = {"schedules", "held", "limits", "flows"}
 
 
 class PlantedDuty(lifecycle.Duty):
@@ -156,14 +157,14 @@ def test_without_capabilities_the_heartbeat_runs_only_the_workers_own_duties() -
 @pytest.mark.django_db
 def test_jobstatus_json_has_each_capabilitys_key_in_the_lists_order() -> None:
     keys = list(json.loads(jobstatus("--json")))
-    assert keys[-3:] == ["schedules", "held", "limits"]
+    assert keys[-4:] == ["schedules", "held", "limits", "flows"]
 
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("planted")
 def test_a_planted_capability_has_its_jobstatus_key_and_section() -> None:
     found = json.loads(jobstatus("--json"))
-    assert list(found)[-4:] == ["schedules", "held", "limits", "planted"]
+    assert list(found)[-5:] == ["schedules", "held", "limits", "flows", "planted"]
     assert found["planted"] == {"planted": ["one"]}
     assert jobstatus().endswith("\nPlanted: 1\n")
 
@@ -190,7 +191,9 @@ def test_the_metrics_add_each_capabilitys_families_and_only_through_the_list(
 ) -> None:
     full = family_names()
     own = [
-        metric.name for collect in (schedule_status, holds_cli, status_limits) for metric in collect.collect()
+        metric.name
+        for collect in (schedule_status, holds_cli, status_limits, flows_status)
+        for metric in collect.collect()
     ]
     monkeypatch.setattr(features, "FEATURES", ())
     core = family_names()

@@ -37,6 +37,7 @@ COMMANDS = [
     ["runworker", "--burst"],
     ["schedules"],
     ["schedules", "pause", "nightly"],
+    ["flows", "list"],
 ]
 
 
