@@ -36,7 +36,7 @@ help:
 	@echo "make bench-django-q2  django-q2 with and without the adapter (docs/performance.md; ~3 min)"
 	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
 	@echo "make pgbouncer  install Debian's pgbouncer for tests/integration/worker/test_pgbouncer.py (apt-get)"
-	@echo "make chaos-ci / chaos / chaos-partition / chaos-netns  the chaos harness (docs/reliability.md)"
+	@echo "make chaos-ci / chaos / chaos-partition / chaos-netns / chaos-flows  the chaos harness (docs/reliability.md)"
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python >= 3.12 found; install one or pass PYTHON=..." >&2; exit 1; }
@@ -174,12 +174,17 @@ clean:
 # Chaos harness (docs/reliability.md), not part of make test: workers under SIGKILL, SIGSTOP, killed
 # sessions, a database restart, partitions and more, then SQL invariants. It starts its own embedded
 # PostgreSQL when DATABASE_URL is unset (and then restarts it as a fault); CHAOS_ARGS e.g. "--seed 3 --logs DIR".
-.PHONY: chaos chaos-ci chaos-partition chaos-netns
+.PHONY: chaos chaos-ci chaos-partition chaos-netns chaos-flows
 chaos: $(STAMP)
 	$(BIN)/python -m chaos --size soak $(CHAOS_ARGS)
 
 chaos-ci: $(STAMP)
 	$(BIN)/python -m chaos --size ci $(CHAOS_ARGS)
+
+# 200 flows of five steps and two callbacks among SIGKILLs, pauses and a restart (chaos/flows.py;
+# about three minutes): every flow completed, every step succeeded once, none before its parents.
+chaos-flows: $(STAMP)
+	$(BIN)/python -m chaos --size flows $(CHAOS_ARGS)
 
 # Partition faults through a relay per worker (no root needed; about 1.5 minutes).
 chaos-partition: $(STAMP)
