@@ -117,7 +117,8 @@ $(BENCH_STAMP): $(STAMP)
 # procrastinate"), worker throughput and latency with the claim's EXPLAIN, then the dead-letter admin
 # on 1,000,000 rows, 1,000 schedules, the claim with pauses and breakers (bench/holds.py), and bulk
 # requeue/discard of 10,000 and 100,000 dead letters beside the per-row way and the floor (bench/requeue.py),
-# and the failure groups of 1,000,000 dead letters (bench/failure_groups.py).
+# the failure groups of 1,000,000 dead letters (bench/failure_groups.py), and 10,000 jobs drained alone, as a
+# batch with a callback and fanned out and in (bench/flows.py).
 bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python -m bench.sidebyside $(BENCH_PEERS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
@@ -127,6 +128,7 @@ bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/requeue.py $(BENCH_REQUEUE_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/failure_groups.py $(BENCH_GROUPS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/limits.py $(BENCH_LIMITS_ARGS)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/flows.py $(BENCH_FLOWS_ARGS)
 
 # Large tables and memory (issue 12; docs/performance.md), each in a scratch database it drops:
 # options in BENCH_LARGE_ARGS (e.g. "--succeeded 100000") and BENCH_MEMORY_ARGS (e.g. "--jobs 300000").
