@@ -36,7 +36,7 @@ help:
 	@echo "make bench-django-q2  django-q2 with and without the adapter (docs/performance.md; ~3 min)"
 	@echo "make browser    install Debian's chromium for tests/browser (apt-get; needs root or sudo)"
 	@echo "make pgbouncer  install Debian's pgbouncer for tests/integration/worker/test_pgbouncer.py (apt-get)"
-	@echo "make chaos-ci / chaos / chaos-partition / chaos-netns  the chaos harness (docs/reliability.md)"
+	@echo "make chaos-ci / chaos / chaos-partition / chaos-netns / chaos-flows  the chaos harness (docs/reliability.md)"
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python >= 3.12 found; install one or pass PYTHON=..." >&2; exit 1; }
@@ -117,7 +117,8 @@ $(BENCH_STAMP): $(STAMP)
 # procrastinate"), worker throughput and latency with the claim's EXPLAIN, then the dead-letter admin
 # on 1,000,000 rows, 1,000 schedules, the claim with pauses and breakers (bench/holds.py), and bulk
 # requeue/discard of 10,000 and 100,000 dead letters beside the per-row way and the floor (bench/requeue.py),
-# and the failure groups of 1,000,000 dead letters (bench/failure_groups.py).
+# the failure groups of 1,000,000 dead letters (bench/failure_groups.py), and 10,000 jobs drained alone, as a
+# batch with a callback and fanned out and in (bench/flows.py).
 bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python -m bench.sidebyside $(BENCH_PEERS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/run.py --explain $(BENCH_ARGS)
@@ -127,6 +128,7 @@ bench: $(BENCH_STAMP)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/requeue.py $(BENCH_REQUEUE_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/failure_groups.py $(BENCH_GROUPS_ARGS)
 	$(WITHDB) --throwaway -- $(BIN)/python bench/limits.py $(BENCH_LIMITS_ARGS)
+	$(WITHDB) --throwaway -- $(BIN)/python bench/flows.py $(BENCH_FLOWS_ARGS)
 
 # Large tables and memory (issue 12; docs/performance.md), each in a scratch database it drops:
 # options in BENCH_LARGE_ARGS (e.g. "--succeeded 100000") and BENCH_MEMORY_ARGS (e.g. "--jobs 300000").
@@ -174,12 +176,17 @@ clean:
 # Chaos harness (docs/reliability.md), not part of make test: workers under SIGKILL, SIGSTOP, killed
 # sessions, a database restart, partitions and more, then SQL invariants. It starts its own embedded
 # PostgreSQL when DATABASE_URL is unset (and then restarts it as a fault); CHAOS_ARGS e.g. "--seed 3 --logs DIR".
-.PHONY: chaos chaos-ci chaos-partition chaos-netns
+.PHONY: chaos chaos-ci chaos-partition chaos-netns chaos-flows
 chaos: $(STAMP)
 	$(BIN)/python -m chaos --size soak $(CHAOS_ARGS)
 
 chaos-ci: $(STAMP)
 	$(BIN)/python -m chaos --size ci $(CHAOS_ARGS)
+
+# 200 flows of five steps and two callbacks among SIGKILLs, pauses and a restart (chaos/flows.py;
+# about three minutes): every flow completed, every step succeeded once, none before its parents.
+chaos-flows: $(STAMP)
+	$(BIN)/python -m chaos --size flows $(CHAOS_ARGS)
 
 # Partition faults through a relay per worker (no root needed; about 1.5 minutes).
 chaos-partition: $(STAMP)

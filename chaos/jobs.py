@@ -24,16 +24,21 @@ from django_jobretry import FatalError, RetryableError, current_job, job
 
 
 @contextmanager
-def ledger(*, poison: bool = False) -> Iterator[int]:
-    """Record that this attempt started, and when its handler ended; yields the attempt number."""
+def ledger(*, poison: bool = False, step: str | None = None) -> Iterator[int]:
+    """Record that this attempt started, and when its handler ended; yields the attempt number.
+
+    A flow step's row also names its step twice: by the job's context (``flow_step_id``, what the
+    worker claimed) and by ``step``, the label its arguments carry, so a run of the wrong step shows.
+    """
     context = current_job()
     if context is None:  # called directly, outside a worker: nothing to prove
         yield 0
         return
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO chaos_attempt (job_id, attempt, pid, poison) VALUES (%s, %s, %s, %s) RETURNING id",
-            [context.job_id, context.attempt, os.getpid(), poison],
+            "INSERT INTO chaos_attempt (job_id, attempt, pid, poison, flow_step_id, step) "
+            "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+            [context.job_id, context.attempt, os.getpid(), poison, context.flow_step_id, step],
         )
         row_id = cursor.fetchone()[0]
     try:
@@ -89,6 +94,16 @@ def sleepy(key: str, seconds: float) -> None:
     """Long enough to be in flight when a fault hits."""
     with ledger():
         time.sleep(seconds)
+
+
+@job(name="chaos.flow_step", policy="chaos")
+def flow_step(flow: str, step: str, seconds: float, failures: int) -> None:
+    """A step or callback of a chaos flow (chaos/flows.py): in flight long enough for a SIGKILL to hit it,
+    failing retryably on its first ``failures`` attempts (a retry must not advance the flow)."""
+    with ledger(step=f"{flow}:{step}") as attempt:
+        time.sleep(seconds)
+        if attempt <= failures:
+            raise RetryableError(f"flaky step {step} of {flow}")
 
 
 @job(name="chaos.poison", policy="poison")

@@ -12,8 +12,9 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, connection
 
-from chaos import invariants, partition, stale
+from chaos import flows, invariants, partition, stale
 from chaos.faults import Fault
+from chaos.flows import FlowFeeder
 from chaos.invariants import Check
 from chaos.processes import Exit, Pool
 from chaos.workload import Feeder
@@ -119,8 +120,10 @@ def _grep(log_dir: Path, text: str) -> int:
 
 
 def evaluate(
-    pool: Pool, feeder: Feeder, drained: bool, slack: timedelta, log_dir: Path
+    pool: Pool, feeders: tuple[Feeder, FlowFeeder], drained: bool, slack: timedelta, log_dir: Path
 ) -> tuple[list[Check], dict[str, Any]]:
+    """Every check and figure of the run; the flows' (chaos/flows.py) when the size fed flows."""
+    feeder, flow_feeder = feeders
     lost, double, ends = invariants.terminals()
     duplicates, once, by_kind, unexplained = invariants.duplicate_starts(slack)
     duplicates.context = worker_lines(log_dir, unexplained)
@@ -163,6 +166,10 @@ def evaluate(
         "worker restarts by the supervisor": restarts,
         **stale.figures(),
     }
+    if flow_feeder.count:
+        flow_checks, flow_figures = flows.evaluate(flow_feeder.count, flow_feeder.error)
+        checks += flow_checks
+        figures.update(flow_figures)
     return checks, figures
 
 

@@ -2,6 +2,7 @@
 
     python -m chaos --size ci       # make chaos-ci: about a minute
     python -m chaos --size soak     # make chaos: 10,000 jobs, 4 workers, every fault many times
+    python -m chaos --size flows    # make chaos-flows: 200 flows of 5 steps among SIGKILLs (chaos/flows.py)
 
 Without DATABASE_URL a private PostgreSQL is started (and can be restarted
 as a fault); with it, a scratch database on that server is used and the
@@ -32,8 +33,10 @@ from chaos.processes import Pool
 from chaos.relay import Relay
 from chaos.sizes import SIZES, Size
 
-if TYPE_CHECKING:  # chaos.partition needs Django set up
+if TYPE_CHECKING:  # these need Django set up
+    from chaos.flows import FlowFeeder
     from chaos.partition import Link
+    from chaos.workload import Feeder
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -59,7 +62,7 @@ def schedule(size: Size, rng: random.Random, can_restart: bool, kernel_cuts: boo
     events = (
         ["sigkill"] * size.kills
         + ["sigstop"] * size.pauses
-        + ["cancel_pause"] * size.pauses
+        + ["cancel_pause"] * (size.pauses if size.cancel_pauses is None else size.cancel_pauses)
         + ["terminate_backend"] * size.terminations
         + ["lock_table"] * size.locks
         + ["poison"] * size.poison
@@ -107,6 +110,23 @@ def start_processes(
     pool.add("pruner", "-m", "chaos.sidecars", "pruner")
     threading.Thread(target=pool.supervise, name="chaos-supervisor", daemon=True).start()
     return {f"worker-{i}": link for i, link in enumerate(links)}, list(dict.fromkeys(relays))
+
+
+def start_feeders(size: Size, seed: int, gate: threading.Lock, deadline: float) -> tuple[Feeder, FlowFeeder]:
+    """The jobs' feeder and the flows' (chaos/flows.py; nothing to feed in most sizes), started.
+
+    The jobs fed are what the size's total leaves after the storms, the poison and the hostile rows.
+    """
+    from chaos import flows, workload
+
+    fed = size.jobs - size.storms * size.storm_jobs - size.poison - len(workload.HOSTILE)
+    feeders = (
+        workload.Feeder(fed, size.fault_seconds, seed, gate, deadline),
+        flows.FlowFeeder(size.flows, size.fault_seconds, seed, gate, deadline),
+    )
+    for feeder in feeders:
+        feeder.start()
+    return feeders
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,8 +182,6 @@ def _run(
 
     rng = random.Random(args.seed)
     events = schedule(size, rng, restart is not None, kernel_cuts=network is not None)
-    hostile = len(workload.HOSTILE)
-    fed = size.jobs - size.storms * size.storm_jobs - size.poison - hostile
     pool = Pool({**os.environ, "PYTHONUNBUFFERED": "1"}, log_dir)
     links, relays = start_processes(pool, size, url, args.seed, network)
 
@@ -173,8 +191,7 @@ def _run(
     faults: list[Fault] = []
     injector = Injector(pool, url, LEASE_SECONDS, rng, gate, restart, faults)
     partitioner = partition.Partitioner(pool, links, url, rng, faults)
-    feeder = workload.Feeder(fed, size.fault_seconds, args.seed, gate, deadline)
-    feeder.start()
+    feeder, flow_feeder = start_feeders(size, args.seed, gate, deadline)
     actions: dict[str, Callable[[], None]] = {
         "sigkill": injector.sigkill,
         "sigstop": injector.pause,
@@ -196,7 +213,8 @@ def _run(
         time.sleep(max(0.0, started + (i + 1) * interval - time.monotonic()))
         print(f"chaos: {time.monotonic() - started:6.1f}s {event} at {partition.clock()}", flush=True)
         actions[event]()
-    feeder.join(max(deadline - time.monotonic(), 1))
+    for each in (feeder, flow_feeder):
+        each.join(max(deadline - time.monotonic(), 1))
     fault_phase = time.monotonic() - started
     drained = report.drain(started + fault_phase + size.drain_seconds)
     drain_time = time.monotonic() - started - fault_phase
@@ -207,7 +225,8 @@ def _run(
         relay.close()
     report.save_faults(faults)
 
-    checks, figures = report.evaluate(pool, feeder, drained, timedelta(seconds=LEASE_SECONDS + 2), log_dir)
+    slack = timedelta(seconds=LEASE_SECONDS + 2)
+    checks, figures = report.evaluate(pool, (feeder, flow_feeder), drained, slack, log_dir)
     if partitioner.episodes:
         host = "127.0.0.1" if network is None else netns.HOST_ADDRESS
         checks.append(partition.measure(partitioner.episodes, log_dir, host))

@@ -31,7 +31,9 @@ CREATE TABLE chaos_attempt (
     pid int NOT NULL,
     poison boolean NOT NULL DEFAULT false,
     started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    ended_at timestamptz           -- the handler returned or raised; NULL: killed, or not recorded
+    ended_at timestamptz,          -- the handler returned or raised; NULL: killed, or not recorded
+    flow_step_id bigint,           -- the run's flow step (its job context says); NULL outside flows
+    step text                      -- a flow step's own label, from its arguments: "<flow key>:<step>"
 );
 CREATE INDEX chaos_attempt_job ON chaos_attempt (job_id, attempt);
 
@@ -54,8 +56,10 @@ CREATE TABLE chaos_audit (
     requeue_count int,
     requeue_history jsonb,
     errors jsonb,
-    entry jsonb                    -- updates and dead letters: the last history entry after the change
+    entry jsonb,                   -- updates and dead letters: the last history entry after the change
+    flow_step_id bigint            -- the row's flow step, stable across requeues; NULL outside flows
 );
+CREATE INDEX chaos_audit_step ON chaos_audit (flow_step_id) WHERE flow_step_id IS NOT NULL;
 CREATE INDEX chaos_audit_job ON chaos_audit (job_id);
 CREATE INDEX chaos_audit_key ON chaos_audit (unique_key);
 
@@ -64,6 +68,12 @@ CREATE TABLE chaos_enqueued (
     key text PRIMARY KEY,
     kind text NOT NULL,
     job_id bigint NOT NULL
+);
+
+-- Every flow the harness enqueued (chaos/flows.py), by its name, unique in a run.
+CREATE TABLE chaos_flow_enqueued (
+    key text PRIMARY KEY,
+    flow_id bigint NOT NULL
 );
 
 -- What the operator sidecars meant to do, written before they do it.
@@ -92,18 +102,20 @@ CREATE FUNCTION chaos_audit_job() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         INSERT INTO chaos_audit (source, op, row_id, job_id, unique_key, policy_name, old_status,
-                                 attempts, max_attempts, requeue_count, errors)
+                                 attempts, max_attempts, requeue_count, errors, flow_step_id)
         VALUES ('job', 'delete', OLD.id, OLD.id, OLD.unique_key, OLD.policy_name, OLD.status,
-                OLD.attempts, OLD.max_attempts, OLD.requeue_count, OLD.errors);
+                OLD.attempts, OLD.max_attempts, OLD.requeue_count, OLD.errors, OLD.flow_step_id);
         RETURN OLD;
     END IF;
     INSERT INTO chaos_audit (source, op, row_id, job_id, unique_key, policy_name, old_status, new_status,
-                             attempts, old_attempts, max_attempts, requeue_count, requeue_history, entry)
+                             attempts, old_attempts, max_attempts, requeue_count, requeue_history, entry,
+                             flow_step_id)
     VALUES ('job', lower(TG_OP), NEW.id, NEW.id, NEW.unique_key, NEW.policy_name,
             CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status, NEW.attempts,
             CASE WHEN TG_OP = 'UPDATE' THEN OLD.attempts END, NEW.max_attempts,
             NEW.requeue_count, CASE WHEN TG_OP = 'INSERT' THEN NEW.requeue_history END,
-            CASE WHEN TG_OP = 'UPDATE' AND jsonb_typeof(NEW.errors) = 'array' THEN NEW.errors -> -1 END);
+            CASE WHEN TG_OP = 'UPDATE' AND jsonb_typeof(NEW.errors) = 'array' THEN NEW.errors -> -1 END,
+            NEW.flow_step_id);
     RETURN NEW;
 END $$;
 
@@ -111,16 +123,16 @@ CREATE FUNCTION chaos_audit_dead() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         INSERT INTO chaos_audit (source, op, row_id, job_id, unique_key, policy_name, new_status, attempts,
-                                 max_attempts, requeue_count)
+                                 max_attempts, requeue_count, flow_step_id)
         VALUES ('dead', 'delete', OLD.id, OLD.job_id, OLD.unique_key, OLD.policy_name, OLD.reason,
-                OLD.attempts, OLD.max_attempts, OLD.requeue_count);
+                OLD.attempts, OLD.max_attempts, OLD.requeue_count, OLD.flow_step_id);
         RETURN OLD;
     END IF;
     INSERT INTO chaos_audit (source, op, row_id, job_id, unique_key, policy_name, new_status, attempts,
-                             max_attempts, requeue_count, requeue_history, errors, entry)
+                             max_attempts, requeue_count, requeue_history, errors, entry, flow_step_id)
     VALUES ('dead', 'insert', NEW.id, NEW.job_id, NEW.unique_key, NEW.policy_name, NEW.reason, NEW.attempts,
             NEW.max_attempts, NEW.requeue_count, NEW.requeue_history, NEW.errors,
-            CASE WHEN jsonb_typeof(NEW.errors) = 'array' THEN NEW.errors -> -1 END);
+            CASE WHEN jsonb_typeof(NEW.errors) = 'array' THEN NEW.errors -> -1 END, NEW.flow_step_id);
     RETURN NEW;
 END $$;
 
@@ -166,6 +178,6 @@ def uninstall() -> None:
         cursor.execute(
             "DROP VIEW IF EXISTS chaos_entry, chaos_history; "
             "DROP FUNCTION IF EXISTS chaos_audit_job, chaos_audit_dead CASCADE; "
-            "DROP TABLE IF EXISTS chaos_attempt, chaos_audit, chaos_enqueued, chaos_intent, chaos_cancel, "
-            "chaos_fault"
+            "DROP TABLE IF EXISTS chaos_attempt, chaos_audit, chaos_enqueued, chaos_flow_enqueued, "
+            "chaos_intent, chaos_cancel, chaos_fault"
         )

@@ -1,5 +1,6 @@
 """The sizes of a run: `make chaos-ci` (about a minute), `make chaos` (the soak, 8 to 9 minutes),
-and `make chaos-partition` (partition faults only, about two minutes).
+`make chaos-partition` (partition faults only, about two minutes), and `make chaos-flows`
+(200 flows among SIGKILLs, about three minutes; "flows-ci" is its short test, chaos/flows.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ class Size:
     slowdowns: int = 0  # every link slow and stalling for partition_seconds
     partition_seconds: float = 12.0  # longer than the lease and than the time a worker has to notice
     flap_cycles: int = 4
+    # Flows of five steps and two callbacks (chaos/flows.py), fed over the fault phase beside the jobs.
+    flows: int = 0
+    #: "cancel during a pause" faults; None: one per pause. A cancelled flow step blocks its flow for
+    #: good (no operator requeues it), so the flows sizes have none.
+    cancel_pauses: int | None = None
 
 
 SIZES = {
@@ -91,5 +97,43 @@ SIZES = {
         partition_resets=1,
         flaps=1,
         slowdowns=1,
+    ),
+    # Flows among SIGKILLs at random (issue 38): a few pauses past the lease for the fence, killed
+    # sessions and a restart; no cancels, poison nor storms, so every flow must complete.
+    "flows": Size(
+        jobs=60,
+        workers=2,
+        concurrency=4,
+        fault_seconds=90,
+        kills=15,
+        pauses=3,
+        terminations=4,
+        restarts=1,
+        locks=0,
+        lock_seconds=0,
+        poison=0,
+        storms=0,
+        storm_jobs=0,
+        drain_seconds=120,
+        flows=200,
+        cancel_pauses=0,
+    ),
+    "flows-ci": Size(
+        jobs=30,
+        workers=2,
+        concurrency=4,
+        fault_seconds=30,
+        kills=5,
+        pauses=1,
+        terminations=2,
+        restarts=1,
+        locks=0,
+        lock_seconds=0,
+        poison=0,
+        storms=0,
+        storm_jobs=0,
+        drain_seconds=90,
+        flows=40,
+        cancel_pauses=0,
     ),
 }

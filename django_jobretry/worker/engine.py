@@ -88,6 +88,8 @@ class Worker:
         self.time_limits = TimeLimits(self.running, self.recorder, self.slots)
         self.cancel_requests: dict[int, str] = {}  # job id -> who; from the heartbeat thread
         self.claimed_total = self.finished_total = 0  # attempts claimed; attempts ended
+        # The last claim rode on a statement recording successes: it cannot see a flow step they made ready.
+        self.claimed_blind = False
         self._last_recovery = 0.0
 
     # -- lifecycle -------------------------------------------------------------------
@@ -189,7 +191,7 @@ class Worker:
                 continue
             if self._finished(claimed):
                 return
-            if claimed:
+            if claimed or (self.options.burst and self.claimed_blind):
                 woken = True
                 continue
             next_recovery = self._last_recovery + self.options.recover_every
@@ -201,7 +203,9 @@ class Worker:
         idle = not self.running and not self.unrecorded() and self.outbox.empty()
         if self.options.max_jobs is not None and self.claimed_total >= self.options.max_jobs and idle:
             return True
-        return self.options.burst and claimed == 0 and idle
+        # A claim that saw nothing proves the queues empty only when it recorded no success: a success
+        # makes a waiting flow step ready in the same statement, after the claim's snapshot was taken.
+        return self.options.burst and claimed == 0 and idle and not self.claimed_blind
 
     def unrecorded(self) -> bool:
         return bool(self.succeeded or self.failed or self.retrying)
@@ -253,6 +257,7 @@ class Worker:
         were claimed, None when no claim was due.
         """
         free = self.options.claim_size(len(self.running), self.claimed_total) if claim else 0
+        self.claimed_blind = claim and bool(self.succeeded)
         before = self.claimed_total
         for jobs in self.claims.claim(free, self.succeeded, self.retrying):
             # The first batch's statement wrote the outcomes; a later one may fail: these are ours.

@@ -82,3 +82,14 @@ def test_the_limits_benchmark_drains_every_setup() -> None:
         "global limit (concurrency=10)",
         "1,000 keys (concurrency=1 per key)",
     ], out
+
+
+def test_the_flows_benchmark_drains_every_shape() -> None:
+    out = run_bench("bench/flows.py", "--steps", "50", "--rounds", "1", timeout=DEADLINE)
+    rows = [
+        line.split("|")[1].strip()
+        for line in out.splitlines()
+        if line.startswith("| ") and "jobs/s" not in line
+    ]
+    assert rows == ["no flow", "batch + on_success", "fan-out/fan-in (1 -> N -> 1)"], out
+    assert "enqueue: no flow" in out
