@@ -43,6 +43,9 @@ class Workflow:
             )
         self.name = name
         self.steps: list[Step] = []
+        #: The names taken, and per default name the next number to try: adding stays O(1) a step.
+        self._taken: set[str] = set()
+        self._numbers: dict[str, int] = {}
         self.enqueued: Flow | None = None
 
     def add(
@@ -106,10 +109,12 @@ class Workflow:
                 raise InvalidFlow(f"a step cannot wait for the {parent.role} callback {parent.name!r}")
         step = Step(self, self._name(name, target), target, role, parents, results)
         self.steps.append(step)
+        self._taken.add(step.name)
         return step
 
     def _name(self, name: str | None, target: Call) -> str:
-        taken = {step.name for step in self.steps}
+        """The given name, checked, or the task's short name, numbered from its second use ("noop-2")."""
+        taken = self._taken
         if name is not None:
             if not isinstance(name, str) or not name or len(name) > FLOW_NAME_MAX_LENGTH or name in taken:
                 raise InvalidFlow(
@@ -118,12 +123,14 @@ class Workflow:
                 )
             return name
         named = getattr(target.task, "name", None) or getattr(target.task, "__name__", "step")
-        base = str(named).rpartition(".")[2] or "step"
-        candidate, n = base, 1
+        base = (str(named).rpartition(".")[2] or "step")[: FLOW_NAME_MAX_LENGTH - 12]
+        n = self._numbers.get(base, 1)
+        candidate = base if n == 1 else f"{base}-{n}"
         while candidate in taken:
             n += 1
             candidate = f"{base}-{n}"
-        return candidate[:FLOW_NAME_MAX_LENGTH]
+        self._numbers[base] = n + 1
+        return candidate
 
 
 def chain(name: str, *calls: Call) -> Workflow:
