@@ -56,6 +56,12 @@ work_resumed = Signal()
 #: as returned) and ``replaced`` (``on_conflict="replace"`` gave the still-ready holder the new call).
 #: Never the arguments. Sent at once, inside the caller's transaction if there is one.
 job_deduplicated = Signal()
+#: Sent by the worker with Flow as sender once the statement recording a step's end committed: a
+#: flow whose last open step succeeded (``flow_completed``), a flow a step's burial blocked, its first
+#: dead letter (``flow_blocked``); kwargs ``flow_id``, ``name`` and ``dead_letter_id`` (the one that
+#: blocks it; None when completed). A discard or a cancel that ends a flow sends neither.
+flow_completed = Signal()
+flow_blocked = Signal()
 circuit_opened = Signal()
 circuit_half_open = Signal()
 circuit_closed = Signal()

@@ -32,6 +32,7 @@ from django.dispatch import Signal
 
 from django_jobretry import signals
 from django_jobretry.exceptions import UndecodableArguments
+from django_jobretry.flows import events as flow_events
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.history import AttemptEnd, AttemptEntry, what_ended
 
@@ -145,6 +146,9 @@ def announce_dead(
         dead_letter_id=dead_letter_id,
         requeued_as=requeued_as,
     )
+    # A claimed job says whether it is a flow's step; a recovered one (JobRef) is looked up.
+    if requeued_as is None and getattr(job, "flow_step_id", 0) is not None:
+        flow_events.blocked([dead_letter_id])
 
 
 #: Characters of the message a log line carries; the whole one is in the job's history.

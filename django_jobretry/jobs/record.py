@@ -23,6 +23,7 @@ from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.console import counters
 from django_jobretry.deadletters.chunks import Requeued, announce_requeue
+from django_jobretry.flows import events as flow_events
 from django_jobretry.jobs import claim, decisions
 from django_jobretry.jobs.claimed import (
     ClaimedJob,
@@ -166,6 +167,9 @@ class Recorder:
             send_job_signal(self.sender, signals.job_succeeded, job)
             if outcome.finish is not None and recorded.finished_at is not None:  # it is: the id was written
                 outcome.finish(outcome, recorded.finished_at)
+        steps = [o.job.flow_step_id for o in outcomes if o.job.flow_step_id and o.job.id in recorded]
+        if steps and recorded.finished_at is not None:
+            flow_events.completed(steps, recorded.finished_at)
         runs = [o.job.schedule_name for o in outcomes if o.job.schedule_name and o.job.id in recorded]
         if runs:
             try:

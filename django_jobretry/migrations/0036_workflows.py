@@ -415,6 +415,14 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="flow",
             index=models.Index(
+                condition=models.Q(("blocked_by__isnull", False)),
+                fields=["blocked_by"],
+                name="jobretry_flow_blocked",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="flow",
+            index=models.Index(
                 condition=models.Q(("finished_at__isnull", False)),
                 fields=["finished_at"],
                 name="jobretry_flow_finished",

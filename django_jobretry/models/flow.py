@@ -84,6 +84,12 @@ class Flow(models.Model):
         permissions = [("cancel_flow", "Can cancel flows")]
         indexes = [
             models.Index(fields=["state", "created_at"], name="jobretry_flow_state"),
+            # The flow a new dead letter blocks, for its signal (flows/events.py).
+            models.Index(
+                fields=["blocked_by"],
+                name="jobretry_flow_blocked",
+                condition=models.Q(blocked_by__isnull=False),
+            ),
             models.Index(
                 fields=["finished_at"],
                 name="jobretry_flow_finished",

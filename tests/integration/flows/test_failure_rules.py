@@ -10,10 +10,11 @@ the success callback, and the completion callback runs once.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from django_jobretry import deadletters
+from django_jobretry import deadletters, signals
 from django_jobretry.deadletters.repair import digest, repair
 from django_jobretry.flows import Workflow
 from django_jobretry.flows.service import cancelled_by_discard
@@ -142,3 +143,24 @@ def test_pruning_a_dead_step_is_a_discard_of_it() -> None:
     assert (flow.state, flow.blocked_by) == (FlowState.COMPLETED, None)
     assert states(flow)["B"] == StepState.DISCARDED
     assert sorted(runs()) == ["A", "C", "complete", "death"]
+
+
+def test_the_worker_signals_a_flow_blocked_once_and_completed_once() -> None:
+    heard: list[tuple[str, int, int | None]] = []
+
+    def blocked(**kwargs: Any) -> None:
+        heard.append(("blocked", kwargs["flow_id"], kwargs["dead_letter_id"]))
+
+    def completed(**kwargs: Any) -> None:
+        heard.append(("completed", kwargs["flow_id"], kwargs["dead_letter_id"]))
+
+    signals.flow_blocked.connect(blocked)
+    signals.flow_completed.connect(completed)
+    try:
+        flow, dead = blocked_diamond()
+        repair(dead.pk, args=["B", False], kwargs={}, seen=digest(dead.args, dead.kwargs), actor="ops")
+        run_jobs(include_scheduled=True)
+    finally:
+        signals.flow_blocked.disconnect(blocked)
+        signals.flow_completed.disconnect(completed)
+    assert heard == [("blocked", flow.pk, dead.pk), ("completed", flow.pk, None)]
