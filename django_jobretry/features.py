@@ -154,4 +154,8 @@ FEATURES: tuple[Feature, ...] = (
             "admin/django_jobretry/includes/panel_limits.html",
         ),
     ),
+    Feature(
+        "flows",
+        admins=(("django_jobretry.models.Flow", "django_jobretry.flows.admin.FlowAdmin"),),
+    ),
 )
