@@ -132,7 +132,9 @@ class FlowAdmin(NoWritesAdmin):
         if obj.blocked_at is None or now is None:
             return shown
         return format_html(
-            '{}<span class="jobretry-quiet">since {}</span>', shown, rendering.since_html(obj.blocked_at, now)
+            '{}<span class="jobretry-quiet">since {}, {} ago</span>',
+            shown,
+            *rendering.since(obj.blocked_at, now),
         )
 
     # -- the page, its rows and the request's input ------------------------------------------------

@@ -106,8 +106,7 @@ class TestTheList:
         assert f"steps done dead letter {dead.pk} since" in rows[2]
         link = reverse("admin:django_jobretry_deadletter_change", args=[dead.pk])
         assert f'<a href="{link}" class="jobretry-blocked-by">dead letter {dead.pk}</a>' in html
-        assert "since" in rows[2]
-        assert "ago" in rows[2]
+        assert re.search(r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ?, \S+ ago", rows[2]), rows[2]
         assert html.count("jobretry-blocked-by") == 1
         assert ARGUMENT_MARK not in html
 
