@@ -163,5 +163,6 @@ FEATURES: tuple[Feature, ...] = (
             "django_jobretry.flows.status.status_lines",
         ),
         collect="django_jobretry.flows.status.collect",
+        admins=(("django_jobretry.models.Flow", "django_jobretry.flows.admin.FlowAdmin"),),
     ),
 )

@@ -32,6 +32,7 @@ from django.utils.translation import ngettext
 from django_jobretry import deadletters
 from django_jobretry.admin import audit, rendering
 from django_jobretry.admin.base import parse_id
+from django_jobretry.flows.service import cancelled_by_discard
 from django_jobretry.models import DeadLetter, DeadLetterSource
 
 #: The confirmation page pins the exact ids shown, in one field (a field per id
@@ -127,6 +128,13 @@ def count(ids: list[int], *, requeue: bool) -> Counts:
     return counts
 
 
+def cancelled_steps(ids: list[int]) -> list[tuple[int, list[str]]]:
+    """Of the first :data:`SHOWN` flow steps among ``ids``: each one's waiting steps a discard cancels."""
+    steps = DeadLetter.objects.filter(pk__in=ids, flow_step__isnull=False).order_by("pk")
+    found = cancelled_by_discard(list(steps.values_list("pk", flat=True)[:SHOWN]))
+    return [(pk, names) for pk, names in sorted(found.items()) if names]
+
+
 def _plural(verb: str, total: int) -> tuple[str, str, str]:
     """The question, what follows, and the button's label."""
     noun = ngettext("dead letter", "dead letters", total)
@@ -188,6 +196,8 @@ def page(
             for dead in shown
         ],
         "count": counts.total,
+        # A discarded flow step cancels the steps waiting on it (flows/service.py).
+        "cancels": cancelled_steps(ids) if verb == "discard" and ids and not refused else [],
         "more": max(counts.total - len(shown), 0),
         "scope": scope,
         "refused": refused,

@@ -28,7 +28,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.urls import URLPattern
+from django.urls import URLPattern, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -39,7 +39,8 @@ from django_jobretry.admin.dashboard import DashboardPage
 from django_jobretry.deadletters.admin_pages import FailureGroupsPage, FingerprintFilter, MatchingActions
 from django_jobretry.deadletters.admin_repair import RepairPage, recorded_repairs
 from django_jobretry.deadletters.search import EXAMPLE, WHOLE_VALUES, InvalidSearch, containment
-from django_jobretry.models import DeadLetter, DeadLetterSource, Job
+from django_jobretry.flows.service import flow_of
+from django_jobretry.models import DeadLetter, DeadLetterSource, FlowState, Job
 from django_jobretry.models.job import RETRYING
 
 
@@ -193,7 +194,16 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
             found["subtitle"] = heading(obj)
             found["failure"] = self.failure(obj)
             found["attempts"] = rendering.attempt_history(obj.errors, obj.attempts)
+            found["flow"] = self.blocked_flow(obj)
         return found
+
+    def blocked_flow(self, dead: DeadLetter) -> dict[str, Any] | None:
+        """The flow whose step this dead letter is, with its page: it waits for a requeue (flows/)."""
+        flow = flow_of(dead.pk) if dead.flow_step_id is not None else None
+        if flow is None:
+            return None
+        url = reverse(f"{self.admin_site.name}:django_jobretry_flow_change", args=[flow.pk])
+        return {"flow": flow, "url": url, "open": flow.state in (FlowState.RUNNING, FlowState.BLOCKED)}
 
     def failure(self, dead: DeadLetter) -> dict[str, Any]:
         """The page's first section: what failed, why, and when, each on one line but the message."""

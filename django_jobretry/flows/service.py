@@ -61,7 +61,9 @@ def cancelled_by_discard(dead_letter_ids: list[int]) -> dict[int, list[str]]:
         frontier = deque([step_id])
         while frontier:
             edges = FlowEdge.objects.filter(parent_id=frontier.popleft(), child__state=StepState.WAITING)
-            for child_id, name in edges.exclude(on_dead=OnDead.RUN).values_list("child_id", "child__name"):
+            # Children in the order they were added: a confirmation page lists the same names each time.
+            kept = edges.exclude(on_dead=OnDead.RUN).order_by("child_id")
+            for child_id, name in kept.values_list("child_id", "child__name"):
                 if child_id not in seen:
                     seen.add(child_id)
                     names.append(name)

@@ -67,6 +67,7 @@ LAYERS: dict[str, int] = {
     # Workflows: declared and stored (__init__, build), advanced by the database, results, the service.
     f"{PACKAGE}.flows": 3,
     f"{PACKAGE}.flows.admin": 5,
+    f"{PACKAGE}.flows.admin_pages": 5,
     f"{PACKAGE}.flows.cli": 5,
     f"{PACKAGE}.worker": 4,
     f"{PACKAGE}.admin": 5,

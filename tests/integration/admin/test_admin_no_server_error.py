@@ -31,13 +31,14 @@ from django.contrib import admin
 from django.urls import URLPattern, URLResolver, reverse
 
 from django_jobretry.deadletters import search
+from django_jobretry.flows import Workflow
 from django_jobretry.holds import admin as holds
 from django_jobretry.holds import breakers
 from django_jobretry.holds import pauses as hold_service
 from django_jobretry.models import Circuit, Pause
 from tests.factories import DeadLetterFactory, JobFactory, ScheduleFactory, WorkerProcessFactory
 from tests.integration.conftest import Operator
-from tests.jobs_app import jobs
+from tests.jobs_app import flow_jobs, jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -94,6 +95,8 @@ def rows() -> dict[str, str]:
     dead = DeadLetterFactory.create(task_name=jobs.flaky.name, kwargs={"failures": 1})
     breakers.hold_task(jobs.record.name, timedelta(hours=1), None, job_id=job.pk)
     hold_service.pause(queue="other", actor="sweep", until=timedelta(hours=1))
+    flow = Workflow("sweep")
+    flow.add(flow_jobs.step, "first", name="first")
     return {
         "job": str(job.pk),
         "deadletter": str(dead.pk),
@@ -101,13 +104,14 @@ def rows() -> dict[str, str]:
         "schedule": ScheduleFactory.create().pk,
         "pause": str(Pause.objects.get().pk),
         "circuit": Circuit.objects.get().pk,
+        "flow": str(flow.enqueue().pk),
     }
 
 
 @pytest.fixture
 def looker(make_user: Any) -> Operator:
     """May look at every page of ours (arguments too), and change nothing."""
-    views = ["view_job", "view_deadletter", "view_workerprocess", "view_schedule"]
+    views = ["view_job", "view_deadletter", "view_workerprocess", "view_schedule", "view_flow"]
     return Operator(make_user(*views, "view_pause", "view_circuit", "view_job_payload", name="looker"))
 
 
@@ -188,6 +192,8 @@ def test_the_sweep_finds_every_kind_of_page() -> None:
         f"{APP}schedule/",
         f"{APP}workerprocess/",
         f"{APP}dashboard/",
+        f"{APP}flow/",
+        f"{APP}flow/<path:object_id>/cancel/",
     ]:
         assert expected in ROUTES
 

@@ -32,7 +32,7 @@ from django_jobretry.holds import cli as holds_cli
 from django_jobretry.holds.admin import CircuitAdmin, PauseAdmin
 from django_jobretry.limits import status as status_limits
 from django_jobretry.metrics.collector import JobRetryCollector
-from django_jobretry.models import Circuit, Job, Pause, Schedule
+from django_jobretry.models import Circuit, Flow, Job, Pause, Schedule
 from django_jobretry.schedules import status as schedule_status
 from django_jobretry.schedules.admin import ScheduleAdmin
 from django_jobretry.schedules.runs import Scheduler
@@ -271,4 +271,4 @@ def test_a_planted_capabilitys_admin_page_is_registered() -> None:
     site = AdminSite(name="planted")
     register_capabilities(site)
     assert type(site._registry[Job]) is ModelAdmin
-    assert {Schedule, Pause, Circuit, Job} == set(site._registry)
+    assert {Schedule, Pause, Circuit, Flow, Job} == set(site._registry)
