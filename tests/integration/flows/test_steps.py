@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 from django.db.models import Q
@@ -12,6 +13,7 @@ from django.db.models import Q
 from django_jobretry.exceptions import InvalidFlow
 from django_jobretry.flows import Workflow, batch, call, chain
 from django_jobretry.flows.service import cancel_flow
+from django_jobretry.holds import breakers
 from django_jobretry.holds.pauses import pause, resume
 from django_jobretry.jobs.claimed import succeed
 from django_jobretry.models import DeadLetter, Flow, FlowState, FlowStep, Job, JobStatus, StepState
@@ -88,6 +90,16 @@ def test_a_paused_task_holds_a_ready_step_without_spending_its_attempt() -> None
     assert run_jobs().total == 0
     assert Job.objects.get(status=JobStatus.READY).attempts == 0
     resume(task=flow_jobs.step.name, actor="ops")
+    run_jobs(include_scheduled=True)
+    assert runs() == ["first", "second"]
+
+
+def test_an_open_breaker_holds_a_ready_step_without_spending_its_attempt() -> None:
+    two_steps()
+    breakers.hold_task(flow_jobs.step.name, timedelta(minutes=5), None, job_id=0)
+    assert run_jobs().total == 0
+    assert Job.objects.get(status=JobStatus.READY).attempts == 0
+    assert breakers.close(flow_jobs.step.name, actor="ops")
     run_jobs(include_scheduled=True)
     assert runs() == ["first", "second"]
 
