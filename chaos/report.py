@@ -18,6 +18,7 @@ from chaos.flows import FlowFeeder
 from chaos.invariants import Check
 from chaos.processes import Exit, Pool
 from chaos.workload import Feeder
+from django_jobretry.management.cli import EXIT_UNREACHABLE
 from django_jobretry.worker.lifecycle import EXIT_UNRECORDED
 
 PENDING = """
@@ -80,6 +81,21 @@ def never_started(log_dir: Path, exit: Exit) -> bool:
     return re.search(rf"\bworker \S+:{exit.pid}:\w+", text) is None
 
 
+def unreachable_at_start(log_dir: Path, exit: Exit) -> bool:
+    """Whether a worker restarted while the database restarted, and exited 4 before claiming anything.
+
+    ``runworker`` ends with exit code 4 and one line when it cannot reach the
+    database at start (docs/commands.md), for its supervisor to start it
+    again, as the harness's does. A restart after a SIGKILL can land in a
+    ``pg_restart`` fault ("the database system is starting up").
+    """
+    if exit.returncode != EXIT_UNREACHABLE or not exit.name.startswith("worker"):
+        return False
+    path = log_dir / f"{exit.name}.log"
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return "could not reach database" in text and never_started(log_dir, exit)
+
+
 def processes(pool: Pool, feeder: Feeder, drained: bool, log_dir: Path) -> Check:
     """Workers end only when killed (by the harness or the poison job); a SIGTERM stop exits 0.
 
@@ -99,7 +115,12 @@ def processes(pool: Pool, feeder: Feeder, drained: bool, log_dir: Path) -> Check
         )
         if e.stopped and e.returncode not in (0, EXIT_UNRECORDED) and not stopped_while_importing:
             check.violations.append(f"{e.name} pid {e.pid}: SIGTERM stop exited {e.returncode}")
-        elif not e.stopped and not e.killed_by_harness and not (e.returncode == -9 and e.pid in poisoned):
+        elif (
+            not e.stopped
+            and not e.killed_by_harness
+            and not (e.returncode == -9 and e.pid in poisoned)
+            and not unreachable_at_start(log_dir, e)
+        ):
             check.violations.append(f"{e.name} pid {e.pid} exited {e.returncode} by itself")
     if feeder.error is not None:
         check.violations.append(f"the feeder failed: {feeder.error!r}")

@@ -107,7 +107,7 @@ def start_processes(
         )
     for name in ("operator-a", "operator-b"):
         pool.add(name, "-m", "chaos.sidecars", "operator", name)
-    pool.add("pruner", "-m", "chaos.sidecars", "pruner")
+    pool.add("pruner", "-m", "chaos.sidecars", "pruner", size.prune_older_than)
     threading.Thread(target=pool.supervise, name="chaos-supervisor", daemon=True).start()
     return {f"worker-{i}": link for i, link in enumerate(links)}, list(dict.fromkeys(relays))
 

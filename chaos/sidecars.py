@@ -1,15 +1,15 @@
 """Processes beside the workers: operators clicking bulk actions, and the pruner.
 
     python -m chaos.sidecars operator NAME
-    python -m chaos.sidecars pruner
+    python -m chaos.sidecars pruner [OLDER_THAN]
 
 Operators use the dead-letter service the admin's bulk actions call
 (`requeue_many`, `discard_many`); two of them run at once and pick the same
 dead letters, so the guarded compare-and-swap is exercised under faults.
 Before acting, an operator writes its intent (``chaos_intent``): the
 invariants accept a vanished dead letter only if an operator meant to
-discard it. The pruner runs `manage.py prunejobs` every second, deleting
-succeeded jobs while workers finish others. Both survive database faults:
+discard it. The pruner runs `manage.py prunejobs --older-than OLDER_THAN` (2s by
+default) every second, deleting succeeded jobs while workers finish others. Both survive database faults:
 an error drops the connection and the loop goes on.
 """
 
@@ -60,7 +60,7 @@ def operator_round(name: str) -> None:
         discard_many(again, actor=f"chaos-{name}")
 
 
-def prune_round() -> None:
+def prune_round(older_than: str) -> None:
     from django.core.management import call_command
     from django.core.management.base import CommandError
     from django.db import OperationalError
@@ -68,7 +68,7 @@ def prune_round() -> None:
     from django_jobretry.management.cli import EXIT_UNREACHABLE
 
     try:
-        call_command("prunejobs", "--older-than", "2s", verbosity=0)
+        call_command("prunejobs", "--older-than", older_than, verbosity=0)
     except CommandError as exc:
         # The command reports a database it cannot reach (a restart) as exit code 4, not as a
         # DatabaseError: for this loop it is one, to wait out like the workers do.
@@ -84,13 +84,15 @@ def main(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     role = argv[0]
-    name = argv[1] if len(argv) > 1 else role
+    # An operator's second argument is its name, the pruner's its --older-than.
+    name = argv[1] if role == "operator" and len(argv) > 1 else role
+    older_than = argv[1] if role == "pruner" and len(argv) > 1 else "2s"
     while not STOP:
         try:
             if role == "operator":
                 operator_round(name)
             else:
-                prune_round()
+                prune_round(older_than)
         except (DatabaseError, InterfaceError) as exc:
             print(f"{name}: {type(exc).__name__}: {exc}", flush=True)
             connection.close()

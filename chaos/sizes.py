@@ -38,6 +38,9 @@ class Size:
     #: "cancel during a pause" faults; None: one per pause. A cancelled flow step blocks its flow for
     #: good (no operator requeues it), so the flows sizes have none.
     cancel_pauses: int | None = None
+    #: The pruner's ``prunejobs --older-than``. Retention deletes a finished flow with its steps and
+    #: edges, which the flows checks read at the end, so the flows sizes keep them past the run.
+    prune_older_than: str = "2s"
 
 
 SIZES = {
@@ -117,6 +120,7 @@ SIZES = {
         drain_seconds=120,
         flows=200,
         cancel_pauses=0,
+        prune_older_than="1h",
     ),
     "flows-ci": Size(
         jobs=30,
@@ -135,5 +139,6 @@ SIZES = {
         drain_seconds=90,
         flows=40,
         cancel_pauses=0,
+        prune_older_than="1h",
     ),
 }
