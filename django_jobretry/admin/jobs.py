@@ -49,6 +49,7 @@ STATES: dict[str, tuple[str, Q]] = {
     "retrying": ("Retrying (waiting for its next attempt)", RETRYING),
     "running": ("Running", Q(status=JobStatus.RUNNING)),
     "succeeded": ("Succeeded", Q(status=JobStatus.SUCCEEDED)),
+    "waiting": ("Waiting for its parents (a workflow's step)", Q(status=JobStatus.WAITING)),
 }
 #: Characters of the last error message read for the list (its first line is shown).
 ERROR_CHARS = 500
@@ -58,7 +59,7 @@ _LAST_ERROR_MESSAGE = Left(KeyTextTransform("message", KeyTransform(-1, "errors"
 
 
 class StatusFilter(admin.SimpleListFilter):
-    """Ready, retrying, running or succeeded; ``?status=retrying`` is what the dashboard links to."""
+    """Ready, retrying, running, succeeded or waiting; ``?status=retrying`` is what the dashboard links to."""
 
     title = "status"
     parameter_name = "status"

@@ -283,3 +283,14 @@ class TestTheDeadLetter:
         _, dead = blocked()
         html = superuser.act("requeue_selected", [dead.pk]).content.decode()
         assert "jobretry-flow-cancels" not in html
+
+
+def test_the_jobs_list_filters_a_flows_waiting_steps(looker: Operator) -> None:
+    diamond()
+    url = reverse("admin:django_jobretry_job_changelist")
+    html = looker.get(url, {"status": "waiting"}).content.decode()
+    waiting = Job.objects.filter(status=JobStatus.WAITING)
+    assert waiting.count() == 6
+    assert all(f"/{job.pk}/change/" in html for job in waiting)
+    ready = Job.objects.get(status=JobStatus.READY)
+    assert f"/{ready.pk}/change/" not in html
