@@ -40,3 +40,9 @@ def unkeepable(key: str) -> object:
     """Returns a value JSON has no form for."""
     _run(key)
     return {1, 2}
+
+
+@job(policy="three")
+def downstream(key: str) -> str:
+    """Succeeds, returning its key: a task of its own, so that a pause of it holds no other step."""
+    return _run(key)
