@@ -14,6 +14,7 @@ from django.tasks import TaskContext, task
 
 from django_jobretry import FatalError
 from django_jobretry.backends import retry_policy
+from django_jobretry.flows import parent_results
 from tests.jobs_app.jobs import _record
 from tests.jobs_app.models import Execution
 
@@ -97,3 +98,10 @@ def slow_first_attempt(context: TaskContext[..., int], key: str, seconds: float)
     if context.attempt == 1:
         time.sleep(seconds)
     return context.attempt
+
+
+@task
+def gathers(key: str) -> dict[str, Any]:
+    """Returns its parents' results: a flow step added with ``results=True``."""
+    _record(key)
+    return parent_results()
