@@ -5,6 +5,10 @@ guarded compare-and-swap): a dead letter someone else handled meanwhile is
 reported, never silently skipped. A run is split in batches (BATCH, or
 smaller when --rate paces it), each a service call: the unit of progress and
 of what Ctrl-C loses. --dry-run predicts the same outcome without locking.
+
+A discard of a flow step's dead letter cancels the steps waiting on it
+(flows/service.py ``cancelled_by_discard``): both the discard and its dry
+run name them, by flow, as the admin's confirmation does.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.db.models import QuerySet
 
 from django_jobretry.deadletters import cli_lines, service
-from django_jobretry.models import DeadLetter
+from django_jobretry.flows.service import cancelled_by_discard
+from django_jobretry.models import DeadLetter, FlowStep
 
 #: The command's exit codes (cli.py EPILOG); the other operator commands use them too.
 EXIT_OK = 0
@@ -54,6 +59,8 @@ class BulkActions(BaseCommand):
     """The requeue and discard actions of the command (deadletters/cli.py ``Command``)."""
 
     options: dict[str, Any]
+    #: Of the dead letters discarded: each flow step's flow and the waiting steps its discard cancelled.
+    cancels: dict[int, tuple[int, list[str]]]
 
     def selection(self) -> QuerySet[DeadLetter]:
         """The dead letters the filters select (``--all``), newest dead first."""
@@ -118,6 +125,7 @@ class BulkActions(BaseCommand):
         show_bar = len(ids) > 1 and (options["progress"] or self.stderr.isatty())
         progress = Progress(self.stderr, len(ids), action, enabled=show_bar)
         total = service.BulkResult()
+        self.cancels = {}
         try:
             for start in range(0, len(ids), size):
                 batch = ids[start : start + size]
@@ -125,7 +133,10 @@ class BulkActions(BaseCommand):
                 if action == "requeue":
                     part = service.requeue_many(batch, run_after=options["run_after"], actor=actor)
                 else:
+                    # Read just before the batch's discard, which decides again in its transaction.
+                    cancels = flow_cancels(batch)
                     part = service.discard_many(batch, actor=actor)
+                    self.cancels.update((pk, cancels[pk]) for pk in part.done if pk in cancels)
                 total.extend(part)
                 progress.update(start + len(batch))
         except KeyboardInterrupt:
@@ -142,8 +153,10 @@ class BulkActions(BaseCommand):
             jobs = dict(zip(result.done, result.jobs, strict=False))
             for pk in result.done:
                 job = f" as job {jobs[pk].pk}" if pk in jobs else ""
-                self.stdout.write(f"{past} dead letter {pk}{job}")
+                self.stdout.write(f"{past} dead letter {pk}{job}{_cancelled(self.cancels.get(pk))}")
         lines = [f"{past} {len(result.done)} of {_count(len(ids))}"]
+        if cancelled := sum(len(names) for _, names in self.cancels.values()):
+            lines.append(f"cancelled {_steps(cancelled)} waiting on them")
         if result.already_handled:
             lines.append(
                 f"already handled by someone else (or never existed): {_ids(result.already_handled)}"
@@ -180,7 +193,14 @@ class BulkActions(BaseCommand):
             self.stdout.write(
                 f"  ... and {len(acting) - limit} more (`deadletters -v 2 {action} ...` shows all)"
             )
+        cancels = flow_cancels([dead.pk for dead in acting]) if action == "discard" else {}
+        for pk, (flow, names) in list(cancels.items())[:limit]:
+            self.stdout.write(f"  dead letter {pk} would cancel, in flow {flow}: {', '.join(names)}")
         lines = [f"dry run: would {action} {_count(len(acting))}"]
+        if cancels:
+            lines.append(
+                f"would cancel {_steps(sum(len(names) for _, names in cancels.values()))} waiting on them"
+            )
         if missing:
             lines.append(f"already handled (or never existed): {_ids(missing)}")
         if conflicts:
@@ -192,6 +212,23 @@ class BulkActions(BaseCommand):
             raise CommandError(
                 f"{len(missing) + len(conflicts)} would not be {action}d", returncode=EXIT_PARTIAL
             )
+
+
+def flow_cancels(ids: list[int]) -> dict[int, tuple[int, list[str]]]:
+    """Of ``ids``, the flow steps' dead letters whose discard cancels steps: each one's flow, the names."""
+    found = {pk: names for pk, names in cancelled_by_discard(ids).items() if names}
+    flows = dict(
+        FlowStep.objects.filter(dead_letter_id__in=list(found)).values_list("dead_letter_id", "flow_id")
+    )
+    return {pk: (flows[pk], names) for pk, names in sorted(found.items()) if pk in flows}
+
+
+def _cancelled(cancels: tuple[int, list[str]] | None) -> str:
+    return "" if cancels is None else f"; cancelled, in flow {cancels[0]}: {', '.join(cancels[1])}"
+
+
+def _steps(count: int) -> str:
+    return f"{count} flow step{'' if count == 1 else 's'}"
 
 
 def _count(count: int) -> str:
