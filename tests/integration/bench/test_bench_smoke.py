@@ -93,3 +93,14 @@ def test_the_flows_benchmark_drains_every_shape() -> None:
     ]
     assert rows == ["no flow", "batch + on_success", "fan-out/fan-in (1 -> N -> 1)"], out
     assert "enqueue: no flow" in out
+
+
+def test_the_flows_scale_benchmark_checks_the_chains_order_and_the_batchs_callback() -> None:
+    out = run_bench("bench/flows_scale.py", "--chain", "5", "--batch", "20", timeout=DEADLINE)
+    rows = [
+        line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "jobs/s" not in line
+    ]
+    assert [(row[0].strip(), row[1].strip(), row[-1].strip()) for row in rows] == [
+        ("chain of 5", "5", "ok"),
+        ("batch of 20 + on_success", "21", "ok"),
+    ], out
