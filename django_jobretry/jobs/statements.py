@@ -118,14 +118,14 @@ INSERT_RUNS = f"""
 #: the others "waiting", out of the claim's indexes until their parents succeed (functions.sql).
 INSERT_STEPS = f"""
     INSERT INTO {JOB} (task_name, queue_name, policy_name, priority, max_attempts, args, kwargs,
-                       limit_lane, trace_context, flow_step_id,
+                       limit_lane, unique_key, unique_for, trace_context, flow_step_id,
                        status, attempts, lease_owner, errors, requeue_count, requeue_history)
     SELECT r.task, r.queue, r.policy, r.priority, r.max_attempts, r.args::jsonb, r.kwargs::jsonb,
-           r.lane, %(trace)s::jsonb, r.step, r.status, 0, '', '[]', 0, '[]'
+           r.lane, r.key, r.held_for, %(trace)s::jsonb, r.step, r.status, 0, '', '[]', 0, '[]'
     FROM unnest(%(task)s::text[], %(queue)s::text[], %(policy)s::text[], %(priority)s::int[],
                 %(max_attempts)s::int[], %(args)s::text[], %(kwargs)s::text[], %(lane)s::text[],
-                %(step)s::bigint[], %(status)s::text[])
-        AS r(task, queue, policy, priority, max_attempts, args, kwargs, lane, step, status)
+                %(key)s::text[], %(held_for)s::interval[], %(step)s::bigint[], %(status)s::text[])
+        AS r(task, queue, policy, priority, max_attempts, args, kwargs, lane, key, held_for, step, status)
     RETURNING id
 """
 

@@ -603,5 +603,20 @@ class Migration(migrations.Migration):
                 name="jobretry_flowedge_on_dead_valid",
             ),
         ),
+        # A waiting step holds its unique key like a ready or running job.
+        migrations.RemoveConstraint(
+            model_name="job",
+            name="jobretry_job_unique_live_key",
+        ),
+        migrations.AddConstraint(
+            model_name="job",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(
+                    ("status__in", ("ready", "running", "waiting")), ("unique_key__isnull", False)
+                ),
+                fields=("unique_key",),
+                name="jobretry_job_unique_live_key",
+            ),
+        ),
         migrations.RunSQL(FLOW_FUNCTIONS, DROP_FLOW_FUNCTIONS),
     ]

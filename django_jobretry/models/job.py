@@ -38,8 +38,9 @@ class JobStatus(models.TextChoices):
     WAITING = "waiting", "Waiting for its parents"
 
 
-#: States of a job that may still run: what unique_key deduplicates against.
-LIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING)
+#: States of a job that may still run: what unique_key deduplicates against (a workflow's waiting
+#: step holds its key from its flow's enqueue).
+LIVE_STATUSES = (JobStatus.READY, JobStatus.RUNNING, JobStatus.WAITING)
 #: A succeeded job still inside its own ``unique_for``: enqueues with that window find it, so
 #: retention keeps it (jobs/retention.py).
 KEEPS_KEY = models.Q(
@@ -59,7 +60,7 @@ class JobQuerySet(JobSubStates["Job"]):
     """Named states, so "what counts as live" is written once; sub-states in models/job_states.py."""
 
     def live(self) -> JobQuerySet:
-        """Ready or running: not finished, not dead."""
+        """Ready, running or waiting (a workflow's step): not finished, not dead."""
         return self.filter(status__in=LIVE_STATUSES)
 
     def holding_key(self, key: str, window: timedelta | None = None) -> JobQuerySet:

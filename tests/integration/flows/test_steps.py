@@ -160,11 +160,35 @@ def _named_twice() -> None:
     flow.add(flow_jobs.step, "b", name="same")
 
 
+def _key_held_by_a_job() -> None:
+    unique_jobs.receipt.enqueue(7)
+    _step_of(unique_jobs.receipt, 7)
+
+
+def _key_twice() -> None:
+    flow = Workflow("x")
+    flow.add(unique_jobs.receipt, 8)
+    flow.add(unique_jobs.receipt, 8)
+    flow.enqueue()
+
+
 def _step_of(task: object, argument: object) -> None:
     flow = Workflow("x")
     flow.add(jobs.record, "fine")
     flow.add(task, argument, name="step")
     flow.enqueue()
+
+
+def test_a_waiting_step_holds_its_unique_key_until_it_ends() -> None:
+    chain("keyed", call(flow_jobs.step, "first"), call(unique_jobs.receipt, 9)).enqueue()
+    holder = Job.objects.get(status=JobStatus.WAITING)
+    assert holder.unique_key is not None
+    again = unique_jobs.receipt.enqueue(9)
+    assert again.deduplicated
+    assert again.pk == holder.pk
+    run_jobs(include_scheduled=True)
+    assert Job.objects.get(pk=holder.pk).status == JobStatus.SUCCEEDED
+    assert not unique_jobs.receipt.enqueue(9).deduplicated  # ended: the key is free again
 
 
 @pytest.mark.parametrize(
@@ -179,7 +203,8 @@ def _step_of(task: object, argument: object) -> None:
         (lambda: Workflow("x").add(flow_jobs.step, "a", on_dead="maybe"), "on_dead must be one of"),
         (_twice, "at most one"),
         (_named_twice, "unique non-empty name"),
-        (lambda: _step_of(unique_jobs.receipt, 1), "deduplicates"),
+        (_key_held_by_a_job, "is held by job"),
+        (_key_twice, "have the same unique key"),
         (lambda: _step_of(flow_jobs.step, object()), "step 'step' of flow 'x'"),
         (lambda: _step_of(print, 1), "neither an @job task"),
     ],
@@ -190,4 +215,4 @@ def test_a_bad_declaration_is_refused_by_name_and_stores_nothing(
     with pytest.raises(InvalidFlow, match=message):
         declare()
     assert not Flow.objects.exists()
-    assert not Job.objects.exists()
+    assert not Job.objects.filter(flow_step__isnull=False).exists()
