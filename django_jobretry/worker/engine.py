@@ -88,7 +88,8 @@ class Worker:
         self.time_limits = TimeLimits(self.running, self.recorder, self.slots)
         self.cancel_requests: dict[int, str] = {}  # job id -> who; from the heartbeat thread
         self.claimed_total = self.finished_total = 0  # attempts claimed; attempts ended
-        # The last claim rode on a statement recording successes: it cannot see a flow step they made ready.
+        # The last claim rode on a statement recording a flow step's success: it cannot see a step that
+        # success made ready. Successes outside flows make nothing ready, so they leave it False.
         self.claimed_blind = False
         self._last_recovery = 0.0
 
@@ -257,7 +258,7 @@ class Worker:
         were claimed, None when no claim was due.
         """
         free = self.options.claim_size(len(self.running), self.claimed_total) if claim else 0
-        self.claimed_blind = claim and bool(self.succeeded)
+        self.claimed_blind = claim and any(o.job.flow_step_id is not None for o in self.succeeded)
         before = self.claimed_total
         for jobs in self.claims.claim(free, self.succeeded, self.retrying):
             # The first batch's statement wrote the outcomes; a later one may fail: these are ours.

@@ -12,6 +12,7 @@ as a broken fence would) and a run of another step.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -19,8 +20,17 @@ import pytest
 from django.db import connection
 from django.db.models.functions import Now
 
-from chaos import flows, schema
-from chaos import settings as chaos_settings
+from django_jobretry.registry import registry
+from tests.declarations import forgotten_afterwards
+
+# The chaos tasks (chaos/jobs.py) register when chaos is imported, here at collection: kept out of
+# the registry the other tests of this process see (their policies are not the tests', so `manage.py
+# check` would report them), and registered again for each test of this module by the harness.
+with forgotten_afterwards():
+    from chaos import flows, schema
+    from chaos import settings as chaos_settings
+
+    CHAOS_TASKS = [registry.get(name) for name in registry.names() if name.startswith("chaos.")]
 from django_jobretry.models import FlowStep, Job, JobStatus
 from django_jobretry.testing import run_jobs
 
@@ -28,13 +38,18 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("harness")]
 
 
 @pytest.fixture
-def harness(settings: Any) -> None:
-    """The ledger and the audit; the chaos tasks' policy (chaos/settings.py) beside the tests' own."""
+def harness(settings: Any) -> Iterator[None]:
+    """The ledger and the audit; the chaos tasks and their policy (chaos/settings.py) beside the tests'."""
     schema.install()
     settings.JOBRETRY = {
         **settings.JOBRETRY,
         "POLICIES": {**settings.JOBRETRY["POLICIES"], "chaos": chaos_settings.JOBRETRY["POLICIES"]["chaos"]},
     }
+    with forgotten_afterwards():
+        for task in CHAOS_TASKS:
+            if task is not None:
+                registry.register(task)
+        yield
 
 
 def enqueue(*keys: str) -> None:
