@@ -74,6 +74,8 @@ JOBRETRY = {
     # Tests that prove LISTEN/NOTIFY wakes a worker raise this so polling cannot.
     "POLL_SECONDS": float(os.environ.get("JOBRETRY_TEST_POLL_SECONDS", "0.05")),
     "DJANGO_Q2": {"POLICY": "q2"},
+    # Worker processes of the middleware tests (test_middleware_workers.py) get theirs as JSON.
+    "MIDDLEWARE": json.loads(os.environ.get("JOBRETRY_TEST_MIDDLEWARE", "[]")),
 }
 
 if django.VERSION >= (6, 1):

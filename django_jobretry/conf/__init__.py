@@ -32,6 +32,7 @@ class JobRetrySettings:
 
     def __init__(self) -> None:
         self._policies: dict[str, RetryPolicy] | None = None
+        self._middleware: tuple[Callable[..., Any], ...] | None = None
 
     @property
     def raw(self) -> Any:
@@ -150,6 +151,13 @@ class JobRetrySettings:
         path = self.value("PAYLOAD_REDACTOR")
         return None if path is None else import_string(path)
 
+    @property
+    def middleware(self) -> tuple[Callable[..., Any], ...]:
+        """The callables of MIDDLEWARE, imported once (jobs/middleware.py); empty: none."""
+        if self._middleware is None:
+            self._middleware = tuple(import_string(path) for path in self.value("MIDDLEWARE"))
+        return self._middleware
+
     def policy(self, name: str) -> RetryPolicy:
         """The policy called ``name``; :class:`UnknownPolicy` lists the known ones."""
         try:
@@ -159,6 +167,7 @@ class JobRetrySettings:
 
     def reset(self) -> None:
         self._policies = None
+        self._middleware = None
 
 
 jobretry_settings = JobRetrySettings()

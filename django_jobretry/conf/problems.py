@@ -9,6 +9,8 @@ checked here, below the schema, which calls them:
   has its own failure modes: a module that does not import, a name that is
   not an exception class, a misspelt class that a close one in the same
   module suggests.
+- MIDDLEWARE: a list of dotted paths, each imported and checked callable
+  (E017-E019), so a worker never starts with a chain it cannot build.
 - The settings that connect django-jobretry to other services: the metrics
   token, LISTEN, the trace URL; so ``manage.py check`` and the lazy settings
   report the same problems.
@@ -74,6 +76,35 @@ def _close_exception_classes(path: str) -> str:
         if isinstance(value, type) and issubclass(value, BaseException)
     }
     return did_you_mean([name], known, prefix=f"{module_path}.")
+
+
+MIDDLEWARE_EXAMPLE = 'e.g. JOBRETRY["MIDDLEWARE"] = ["myproject.jobs.tenant_middleware"]'
+
+
+def middleware_problems(paths: object) -> list[Problem]:
+    """MIDDLEWARE is a list of strings (E017), each importable (E018) and callable (E019)."""
+    if isinstance(paths, str) or not isinstance(paths, list | tuple):
+        msg = f'JOBRETRY["MIDDLEWARE"] = {paths!r} is invalid: expected a list of dotted paths to callables.'
+        return [Problem("E017", msg, MIDDLEWARE_EXAMPLE)]
+    problems: list[Problem] = []
+    for path in paths:
+        if not isinstance(path, str):
+            msg = f'JOBRETRY["MIDDLEWARE"]: {path!r} is not a string: expected a dotted path to a callable.'
+            problems.append(Problem("E017", msg, MIDDLEWARE_EXAMPLE))
+            continue
+        try:
+            middleware = import_string(path)
+        except Exception as exc:  # any import failure is a configuration problem
+            msg = f'JOBRETRY["MIDDLEWARE"]: cannot import {path!r} ({type(exc).__name__}: {exc}).'
+            problems.append(Problem("E018", msg, MIDDLEWARE_EXAMPLE))
+            continue
+        if not callable(middleware):
+            msg = (
+                f'JOBRETRY["MIDDLEWARE"]: {path!r} is a {type(middleware).__name__}, not a callable: '
+                "expected middleware(job, call_next)."
+            )
+            problems.append(Problem("E019", msg, MIDDLEWARE_EXAMPLE))
+    return problems
 
 
 #: A metrics token shorter than this is guessable (a 128-bit secret is 22+ characters).

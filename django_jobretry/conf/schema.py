@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from django_jobretry.conf.problems import Problem, import_error_classes, service_problems
+from django_jobretry.conf.problems import Problem, import_error_classes, middleware_problems, service_problems
 from django_jobretry.display import did_you_mean
 from django_jobretry.policy import InvalidPolicy, RetryPolicy
 from django_jobretry.policy.errors import MAX_DELAY
@@ -109,6 +109,9 @@ DEFAULTS: dict[str, Any] = {
     # Modules every process imports at start-up besides each app's jobs.py and tasks.py
     # (django_jobretry/conf/task_modules.py): where a project keeps tasks elsewhere.
     "TASK_MODULES": [],
+    # Dotted paths to middleware(job, call_next) around every attempt, the first outermost
+    # (django_jobretry/jobs/middleware.py; checks E017-E019).
+    "MIDDLEWARE": [],
     # Periodic schedules by name (django_jobretry/schedules/__init__.py; checks E040-E046).
     "SCHEDULES": {},
     # Concurrency and rate limits by queue name (django_jobretry/limits/__init__.py; check E050).
@@ -140,6 +143,7 @@ def validate(raw: object) -> tuple[dict[str, RetryPolicy], list[Problem]]:
     problems += [p for key in HOOKS if raw.get(key) is not None and (p := _hook_problem(key, raw[key]))]
     problems += service_problems(raw)
     problems += _task_modules_problems(raw.get("TASK_MODULES", []))
+    problems += middleware_problems(raw.get("MIDDLEWARE", []))
     configured = raw.get("POLICIES", DEFAULTS["POLICIES"])
     if not isinstance(configured, Mapping):
         msg = f'JOBRETRY["POLICIES"] must be a dict of policy name -> dict, got {type(configured).__name__}.'

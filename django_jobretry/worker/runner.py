@@ -37,12 +37,12 @@ from typing import Any
 from django.db import close_old_connections
 
 from django_jobretry import signals
-from django_jobretry.conf import task_modules
+from django_jobretry.conf import jobretry_settings, task_modules
 from django_jobretry.console.counters import Tally
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
 from django_jobretry.flows.results import step_result
-from django_jobretry.jobs import tracing
+from django_jobretry.jobs import middleware, tracing
 from django_jobretry.jobs.claimed import ClaimedJob, Failed, Kept, Succeeded
 from django_jobretry.jobs.decisions import classify_failure, deferred
 from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra, send_job_signal
@@ -134,7 +134,8 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
     """Call the registered function of ``job`` with its arguments, in this thread, and say how it went.
 
     What it returns is dropped unless it is a :class:`Kept` (a django.tasks
-    task's result and end). ``manage_connections=False`` leaves the thread's
+    task's result and end). The call goes through ``JOBRETRY["MIDDLEWARE"]``
+    (jobs/middleware.py), after the stale-arguments check. ``manage_connections=False`` leaves the thread's
     connection alone: ``django_jobretry.testing`` runs jobs inside a test's
     transaction, which closing a connection "too old to reuse" would end.
     With OpenTelemetry installed the call is inside the attempt's span
@@ -168,9 +169,10 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         why = mismatch(definition.func, args, kwargs, takes_context=definition.takes_context)
         if why is not None:
             return stale_arguments(job, why)
-        value = definition.func(*args, **kwargs)
-        if inspect.isawaitable(value):
-            value = asyncio.run(_await(value))
+        # Inside the try: a middleware that raises is this attempt's error, classified as the function's own.
+        value = middleware.call(
+            jobretry_settings.middleware, context, lambda: _call(definition.func, args, kwargs)
+        )
         if job.flow_step_id is not None and not isinstance(value, Kept):  # a flow step keeps its value
             kept = step_result(job.task_name, job.flow_step_id, value)
     except (Snooze, CircuitOpen) as error:  # not failures: the job gives its attempt back
@@ -198,6 +200,12 @@ def stale_arguments(job: ClaimedJob, why: str) -> Failed:
 
 #: How a job whose arguments do not fit its function is classified (:func:`stale_arguments`).
 STALE = Classification(ErrorKind.FATAL, rule=STALE_ARGUMENTS_RULE)
+
+
+def _call(func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The function's value: a coroutine is run to its end here, so middleware see its outcome too."""
+    value = func(*args, **kwargs)
+    return asyncio.run(_await(value)) if inspect.isawaitable(value) else value
 
 
 async def _await(awaitable: Any) -> Any:

@@ -223,7 +223,7 @@ def test_check_ids_are_unique_and_documented() -> None:
             r'(?:Problem\(\s*"|id="django_jobretry\.|_error\(\s*")(E\d{3})"', (package / module).read_text()
         )
     }
-    assert sorted(found) == [*(f"E{n:03}" for n in range(1, 17)), "E025", "E040", "E041", "E042", "E043"]
+    assert sorted(found) == [*(f"E{n:03}" for n in range(1, 20)), "E025", "E040", "E041", "E042", "E043"]
     docs = (root / "docs" / "settings.md").read_text()
     assert [i for i in sorted(found) if f"django_jobretry.{i}" not in docs] == []
 
@@ -244,6 +244,36 @@ def test_e008_payload_redactor(value: Any, fragment: str) -> None:
 
 def test_e008_accepts_a_callable_path() -> None:
     assert errors_for({"PAYLOAD_REDACTOR": "builtins.print"}) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "error_id", "fragment"),
+    [
+        ("tests.jobs_app.middleware.outer", "E017", "expected a list of dotted paths to callables"),
+        ({"outer": 1}, "E017", "expected a list of dotted paths to callables"),
+        ([5], "E017", "5 is not a string"),
+        (["tests.jobs_app.middleware.no_such"], "E018", "cannot import 'tests.jobs_app.middleware.no_such'"),
+        (["no.such.module.mw"], "E018", "cannot import 'no.such.module.mw'"),
+        (["tests.jobs_app.middleware.NOT_CALLABLE"], "E019", "is a int, not a callable"),
+    ],
+)
+def test_e017_to_e019_middleware(value: Any, error_id: str, fragment: str) -> None:
+    error = only_error({"MIDDLEWARE": value})
+    assert error.id == f"django_jobretry.{error_id}"
+    assert fragment in error.msg
+    assert 'JOBRETRY["MIDDLEWARE"]' in error.msg
+
+
+def test_middleware_accepts_a_list_or_tuple_of_callable_paths() -> None:
+    paths = ["tests.jobs_app.middleware.outer", "tests.jobs_app.middleware.inner"]
+    assert errors_for({"MIDDLEWARE": paths}) == []
+    assert errors_for({"MIDDLEWARE": tuple(paths)}) == []
+    assert errors_for({"MIDDLEWARE": []}) == []
+
+
+def test_every_bad_middleware_entry_is_reported_at_once() -> None:
+    found = errors_for({"MIDDLEWARE": [1, "no.such.mw", "tests.jobs_app.middleware.NOT_CALLABLE"]})
+    assert [e.id for e in found] == [f"django_jobretry.E0{n}" for n in (17, 18, 19)]
 
 
 def test_w001_heartbeat_longer_than_a_third_of_the_lease() -> None:
