@@ -64,3 +64,14 @@ def skips(job: JobContext, call_next: Callable[[], Any]) -> Any:
     if job.task_name == jobs.record.name:
         return None
     return call_next()
+
+
+class Abort(BaseException):
+    """Not an Exception: what a middleware might raise to stop everything."""
+
+
+def aborts(job: JobContext, call_next: Callable[[], Any]) -> Any:
+    """Raises a BaseException for ``noop``: the attempt ends as a handler's would, the worker goes on."""
+    if job.task_name == jobs.noop.name:
+        raise Abort("middleware aborts")
+    return call_next()

@@ -102,3 +102,19 @@ def test_the_chain_is_imported_once_and_again_after_a_settings_change() -> None:
         assert [m.__qualname__ for m in first] == ["_recording.<locals>.middleware"]
     with middleware():
         assert jobretry_settings.middleware == ()
+
+
+def test_a_base_exception_from_a_middleware_ends_that_attempt_only() -> None:
+    aborted = jobs.noop.enqueue()
+    other = jobs.record.enqueue("after-abort")
+    with middleware("aborts"):
+        summary = run_jobs()
+    assert (summary.succeeded, summary.retried) == (1, 1)
+    row = Job.objects.get(pk=aborted.pk)
+    assert (row.status, row.attempts) == (JobStatus.READY, 1)
+    assert (row.errors[0]["ended"], row.errors[0]["error_class"]) == (
+        "worker_exit",
+        "tests.jobs_app.middleware.Abort",
+    )
+    assert "in aborts" in row.errors[0]["traceback"]
+    assert Job.objects.get(pk=other.pk).status == JobStatus.SUCCEEDED
