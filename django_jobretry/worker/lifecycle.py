@@ -187,7 +187,7 @@ def install_stop_handlers(
     if threading.current_thread() is not threading.main_thread():
         return
 
-    def handle(signum: int, frame: FrameType | None) -> None:
+    def handle(signum: int) -> None:
         if stopping.is_set():
             count = running()
             logger.warning(
@@ -200,8 +200,31 @@ def install_stop_handlers(
         logger.info("signal %s: finishing running jobs, then exiting", signal.Signals(signum).name)
         stop()
 
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
+    relayed = relay(handle)
+    signal.signal(signal.SIGTERM, relayed)
+    signal.signal(signal.SIGINT, relayed)
+
+
+def relay(act: Callable[[int], None]) -> Callable[[int, FrameType | None], None]:
+    """A signal handler that hands each signal to a thread of its own, which calls ``act(signum)``.
+
+    Python runs a handler in the main thread between two bytecodes, maybe while that thread holds a
+    ``threading.Event``'s lock (in ``clear()`` or ``wait()``, as the main loop does): a handler that
+    sets an Event then waits for its own thread for good (seen once: a worker silent after SIGTERM until
+    its watchdog). The handler only writes to a pipe; the relay thread reads it and acts.
+    """
+    read_end, write_end = os.pipe()
+
+    def relaying() -> None:
+        while signum := os.read(read_end, 1):
+            act(signum[0])
+
+    threading.Thread(target=relaying, name="jobretry-signals", daemon=True).start()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        os.write(write_end, bytes([signum]))
+
+    return handle
 
 
 #: Distinct queue names read from the jobs table to suggest one: enough for any real deployment.
