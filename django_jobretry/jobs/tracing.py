@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django_jobretry.conf import jobretry_settings
@@ -88,43 +88,59 @@ def attempt(job: ClaimedJob, run: Callable[[], Succeeded | Failed], classify: Cl
     """
     if trace is None:
         return run()
+    with _consumer_span(job) as span:
+        return _ended(span, run(), classify)
+
+
+async def attempt_async(
+    job: ClaimedJob, run: Callable[[], Awaitable[Succeeded | Failed]], classify: Classify
+) -> Succeeded | Failed:
+    """:func:`attempt` for a coroutine on the worker's event loop: the span is current in its task only."""
+    if trace is None:
+        return await run()
+    with _consumer_span(job) as span:
+        return _ended(span, await run(), classify)
+
+
+def _consumer_span(job: ClaimedJob) -> Any:
     tracer = trace.get_tracer(TRACER)
     attributes = _messaging(job.queue_name, job.task_name, "process")
     attributes |= {"messaging.message.id": str(job.id), "django_jobretry.attempt": job.attempt}
-    with tracer.start_as_current_span(
+    return tracer.start_as_current_span(
         f"process {job.queue_name}",
         kind=SpanKind.CONSUMER,
         links=_links(job.trace_context),
         attributes=attributes,
         record_exception=False,
         set_status_on_exception=False,
-    ) as span:
-        outcome = run()
-        if not isinstance(outcome, Failed) or outcome.ended in DEFERRALS:  # a snooze is no failure
-            return outcome
-        classification = outcome.classification or classify(outcome)
-        # The error's text as the history entry gets it: rendered once, with a time bound, never by
-        # calling the exception again (the SDK's record_exception would: a __str__ may hang).
-        rendered = outcome.rendered or render_error(outcome.error)
-        span.add_event(
-            "exception",
-            {
-                "exception.type": rendered.error_class,
-                "exception.message": clean_text(rendered.message, jobretry_settings.error_message_chars),
-                "exception.stacktrace": clean_text(
-                    rendered.traceback, jobretry_settings.traceback_chars, keep_end=True
-                ),
-            },
-        )
-        span.set_attributes(
-            {"error.type": rendered.error_class, "django_jobretry.error_kind": classification.kind.value}
-        )
-        span.set_status(Status(StatusCode.ERROR))
-        context = span.get_span_context()
-        trace_id = trace.format_trace_id(context.trace_id) if context.is_valid else ""
-        return dataclasses.replace(
-            outcome, classification=classification, rendered=rendered, trace_id=trace_id
-        )
+    )
+
+
+def _ended(span: Any, outcome: Succeeded | Failed, classify: Classify) -> Succeeded | Failed:
+    """The attempt's outcome, its failure (if any) written on ``span`` and carrying the span's trace id."""
+    if not isinstance(outcome, Failed) or outcome.ended in DEFERRALS:  # a snooze is no failure
+        return outcome
+    classification = outcome.classification or classify(outcome)
+    # The error's text as the history entry gets it: rendered once, with a time bound, never by
+    # calling the exception again (the SDK's record_exception would: a __str__ may hang).
+    rendered = outcome.rendered or render_error(outcome.error)
+    span.add_event(
+        "exception",
+        {
+            "exception.type": rendered.error_class,
+            "exception.message": clean_text(rendered.message, jobretry_settings.error_message_chars),
+            "exception.stacktrace": clean_text(
+                rendered.traceback, jobretry_settings.traceback_chars, keep_end=True
+            ),
+        },
+    )
+    span.set_attributes(
+        {"error.type": rendered.error_class, "django_jobretry.error_kind": classification.kind.value}
+    )
+    span.set_status(Status(StatusCode.ERROR))
+    context = span.get_span_context()
+    trace_id = trace.format_trace_id(context.trace_id) if context.is_valid else ""
+    return dataclasses.replace(outcome, classification=classification, rendered=rendered, trace_id=trace_id)
 
 
 type Classify = Callable[[Failed], Classification]

@@ -110,7 +110,7 @@ class Runner(threading.Thread):
                 self.time_limits.returned(job)
 
 
-def _classified(outcome: Failed) -> Classification:
+def classified(outcome: Failed) -> Classification:
     """The failure's classification, as the recorder would make it: once, here, for the span too."""
     return classify_failure(policy_for(outcome.job.task_name, outcome.job.policy_name), outcome)
 
@@ -142,7 +142,7 @@ def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeede
     (jobs/tracing.py), in whichever process runs it: a runner thread, a
     pool's child or ``run_jobs()``.
     """
-    return tracing.attempt(job, lambda: _handle(job, manage_connections), _classified)
+    return tracing.attempt(job, lambda: _handle(job, manage_connections), classified)
 
 
 def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
@@ -151,18 +151,8 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         return unknown_task(job)
     if manage_connections:
         close_old_connections()
-    context = JobContext(
-        job.id,
-        job.task_name,
-        job.queue_name,
-        job.attempt,
-        job.max_attempts,
-        original_job_id=job.original_job_id,
-        requeue_count=job.requeue_count,
-        flow_step_id=job.flow_step_id,
-    )
+    context = job_context(job)
     token = set_current_job(context)
-    kept: str | None = None
     try:
         args, kwargs = job.arguments()
         # Bound before the call: a TypeError from the call itself is then the function's own.
@@ -173,19 +163,46 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         value = middleware.call(
             jobretry_settings.middleware, context, lambda: _call(definition.func, args, kwargs)
         )
-        if job.flow_step_id is not None and not isinstance(value, Kept):  # a flow step keeps its value
-            kept = step_result(job.task_name, job.flow_step_id, value)
-    except (Snooze, CircuitOpen) as error:  # not failures: the job gives its attempt back
-        return deferred(job, error) or Failed(job, error, AttemptEnd.ERROR, render_error(error))
-    except Exception as error:
-        return Failed(job, error, AttemptEnd.ERROR, render_error(error))
-    except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself
-        return Failed(job, error, AttemptEnd.WORKER_EXIT, render_error(error))
+        return succeeded(job, value)
+    except BaseException as error:
+        return failed(job, error)
     finally:
         reset_current_job(token)
         if manage_connections:
             close_old_connections()
-    return Succeeded(job, value.result, value.finish) if isinstance(value, Kept) else Succeeded(job, kept)
+
+
+def job_context(job: ClaimedJob) -> JobContext:
+    """What ``current_job()`` says while ``job`` runs."""
+    return JobContext(
+        job.id,
+        job.task_name,
+        job.queue_name,
+        job.attempt,
+        job.max_attempts,
+        original_job_id=job.original_job_id,
+        requeue_count=job.requeue_count,
+        flow_step_id=job.flow_step_id,
+    )
+
+
+def succeeded(job: ClaimedJob, value: Any) -> Succeeded:
+    """The attempt returned ``value``: a django.tasks result is kept, so is a flow step's value."""
+    if isinstance(value, Kept):
+        return Succeeded(job, value.result, value.finish)
+    if job.flow_step_id is not None:
+        return Succeeded(job, step_result(job.task_name, job.flow_step_id, value))
+    return Succeeded(job, None)
+
+
+def failed(job: ClaimedJob, error: BaseException) -> Failed:
+    """The attempt raised ``error``: a snooze or open breaker gives the attempt back, the rest fail."""
+    if isinstance(error, (Snooze, CircuitOpen)):  # not failures: the job gives its attempt back
+        return deferred(job, error) or Failed(job, error, AttemptEnd.ERROR, render_error(error))
+    if isinstance(error, Exception):
+        return Failed(job, error, AttemptEnd.ERROR, render_error(error))
+    # SystemExit/KeyboardInterrupt raised by the handler itself
+    return Failed(job, error, AttemptEnd.WORKER_EXIT, render_error(error))
 
 
 def stale_arguments(job: ClaimedJob, why: str) -> Failed:
