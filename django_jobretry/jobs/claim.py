@@ -145,6 +145,18 @@ class Claims:
         self.owner, self.lease_seconds, self.queues, self.riders = owner, lease_seconds, queues, riders
         self.limits: dict[str, Any] | None = claim_limits()
 
+    def claim_tasks(self, limit: int, task_names: Collection[str]) -> list[ClaimedJob]:
+        """Up to ``limit`` due jobs of ``task_names`` only: the worker's event loop has room for them."""
+        lanes = self.limits is not None
+        return claim(
+            self.owner,
+            limit,
+            self.lease_seconds,
+            self.queues,
+            task_names=sorted(task_names),
+            skip_lanes=lanes,
+        )
+
     def claim(
         self, free: int, succeeded: Sequence[Succeeded] = (), retries: Sequence[FailedAttempt] = ()
     ) -> Iterator[list[ClaimedJob]]:

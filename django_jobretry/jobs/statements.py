@@ -214,7 +214,7 @@ CLAIM_PICKED = claim_picked()
 def claim_sql(
     *, filter_queues: bool, filter_tasks: bool = False, skip_ids: bool = False, skip_lanes: bool = False
 ) -> str:
-    """The claim. Workers filter by queue only; the task and id filters serve ``testing.run_jobs``."""
+    """The claim. Workers filter by queue, and by task for their event loop; ids are ``run_jobs``'s."""
     filters = (
         (NO_LANE if skip_lanes else "")
         + ("AND queue_name = ANY(%(queues)s) " if filter_queues else "")

@@ -1,6 +1,7 @@
 """The worker: a loop that claims due jobs, hands them to runner threads and records outcomes.
 
 Threads: the main loop (claim, record, recover), N runners (user code only),
+with ``async def`` jobs an event loop running them many at once (worker/event_loop.py),
 a heartbeat thread, a LISTEN thread and, with schedules, a scheduler thread
 (which only inserts runs; a heartbeat duty starts it: schedules/runs.py).
 Only the main loop and the heartbeat write job state, on connections with
@@ -29,6 +30,7 @@ from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, FailedA
 from django_jobretry.jobs.record import Recorder
 from django_jobretry.worker import lifecycle, watchdog
 from django_jobretry.worker.child import PoolOptions
+from django_jobretry.worker.event_loop import CoroutineClaim, CoroutineLane, coroutine_tasks
 from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registration
 from django_jobretry.worker.lifecycle import (
     DRAIN_MARGIN,
@@ -86,6 +88,11 @@ class Worker:
         self.claims = Claims(self.id, self.lease, self.options.queues, self.recorder)
         self.slots: list[ChildSlot] = []
         self.time_limits = TimeLimits(self.running, self.recorder, self.slots)
+        self.lane = self._lane()
+        self.coroutine_claim = (
+            None if self.lane is None else CoroutineClaim(self.lane, self.claims, self.options)
+        )
+        self.on_loop: set[AttemptKey] = set()  # the attempts handed to the lane, until they leave running
         self.cancel_requests: dict[int, str] = {}  # job id -> who; from the heartbeat thread
         self.claimed_total = self.finished_total = 0  # attempts claimed; attempts ended
         # The last claim rode on a statement recording a flow step's success: it cannot see a step that
@@ -116,6 +123,8 @@ class Worker:
         mark_bookkeeping_thread()
         left: list[int] = []
         threads: list[threading.Thread] = [self._runner(i) for i in range(self.options.concurrency)]
+        if self.lane is not None:
+            threads.append(self.lane)
         heartbeat = Heartbeat(
             worker_id=self.id,
             running=self.time_limits.alive,
@@ -141,6 +150,8 @@ class Worker:
             self.heartbeat_stop.set()
             for _ in range(self.options.concurrency):
                 self.inbox.put(None)
+            if self.lane is not None:
+                self.lane.stop()
             unmark_bookkeeping_thread()
             drop_connection()
             # It removes the worker's row as it stops; not past the grace period and its margin.
@@ -158,6 +169,22 @@ class Worker:
         slot = ChildSlot(PoolOptions(self.options.max_jobs_per_child, self.options.max_memory_mb))
         self.slots.append(slot)
         return runner(sender=type(self), executor=slot.execute, close=lambda: slot.stop(kill=False))
+
+    def _lane(self) -> CoroutineLane | None:
+        """The event loop for ``async def`` jobs: in the thread pool, when any is registered and allowed."""
+        tasks = coroutine_tasks()
+        if self.options.pool != "thread" or not self.options.async_concurrency or not tasks:
+            return None
+        lane = CoroutineLane(
+            self.options.async_concurrency,
+            tasks,
+            outbox=self.outbox,
+            wake=self.wake,
+            sender=type(self),
+            time_limits=self.time_limits,
+        )
+        self.time_limits.lane = lane
+        return lane
 
     def _cancel_requested(self, job_id: int, actor: str) -> None:
         self.cancel_requests[job_id] = actor
@@ -181,9 +208,9 @@ class Worker:
                 # to recover leases does not claim. The claim rides on the statement
                 # that records the successes, if any.
                 started = time.monotonic()
-                claim_due = woken or schedule.due(started)
-                claimed = self._record_successes(claim=claim_due)
-                if claim_due:
+                polled = schedule.due(started)
+                claimed = self._record_successes(claim=woken or polled, polled=polled)
+                if woken or polled:
                     schedule.claimed(started)
                 log_back(backoff.succeeded(), self.id, "the main loop")
             except (DatabaseError, InterfaceError) as exc:  # never fatal: wait, reconnect if needed, go on
@@ -251,26 +278,38 @@ class Worker:
         self.retrying.append(attempt)
         self._forget([attempt.job])
 
-    def _record_successes(self, *, claim: bool) -> int | None:
+    def _record_successes(self, *, claim: bool, polled: bool = False) -> int | None:
         """All successes and retries in one statement; with ``claim``, the next jobs are claimed in it too.
 
         One round trip per job at ``--concurrency 1``. Returns how many jobs
         were claimed, None when no claim was due.
         """
-        free = self.options.claim_size(len(self.running), self.claimed_total) if claim else 0
+        self.on_loop.intersection_update(self.running)
+        in_threads = len(self.running) - len(self.on_loop)
+        if self.lane is not None:  # jobs waiting for the lane's room take threads' room: they stay few
+            in_threads += self.lane.waiting_count()
+        free = self.options.claim_size(in_threads, self.claimed_total) if claim else 0
         self.claimed_blind = claim and any(o.job.flow_step_id is not None for o in self.succeeded)
         before = self.claimed_total
+        got: list[ClaimedJob] = []
         for jobs in self.claims.claim(free, self.succeeded, self.retrying):
             # The first batch's statement wrote the outcomes; a later one may fail: these are ours.
             self._forget([outcome.job for outcome in self.succeeded])
             self.succeeded, self.retrying = [], []
             self._start(jobs)
+            got += jobs
+        if claim and self.coroutine_claim is not None:
+            self._start(self.coroutine_claim.after(free, got, self.claimed_total, polled=polled))
         return self.claimed_total - before if claim else None
 
     def _start(self, claimed: list[ClaimedJob]) -> None:
         for job in claimed:
             self.running[job.key] = job
-            self.inbox.put(job)
+            if self.lane is not None and job.task_name in self.lane.task_names:
+                self.on_loop.add(job.key)
+                self.lane.submit(job)
+            else:
+                self.inbox.put(job)
         self.claimed_total += len(claimed)
 
     def _forget(self, jobs: Sequence[ClaimedJob]) -> None:

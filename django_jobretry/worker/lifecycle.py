@@ -76,6 +76,21 @@ def valid_concurrency(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CONCURRENCY
 
 
+#: Coroutines in flight in one worker process unless ``--async-concurrency`` says otherwise.
+DEFAULT_ASYNC_CONCURRENCY = 100
+#: The most ``--async-concurrency`` allows: past it, one loop thread is the limit, not the bound.
+MAX_ASYNC_CONCURRENCY = 10_000
+#: What an async concurrency may be, as every error about one says it.
+ASYNC_CONCURRENCY_RANGE = (
+    f"an integer from 0 to {MAX_ASYNC_CONCURRENCY} (coroutines in flight in one worker process; "
+    "0 runs them in the runner threads)"
+)
+
+
+def valid_async_concurrency(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ASYNC_CONCURRENCY
+
+
 @dataclass(frozen=True)
 class WorkerOptions:
     """How one worker process runs; defaults come from JOBRETRY."""
@@ -96,11 +111,17 @@ class WorkerOptions:
     max_memory_mb: int | None = None
     #: Look for due schedule slots (schedules/runs.py); never in burst mode. ``runworker --no-schedules``.
     schedules: bool = True
+    #: ``async def`` jobs in flight on the worker's event loop (worker/event_loop.py); 0: in runner threads.
+    async_concurrency: int = DEFAULT_ASYNC_CONCURRENCY
 
     def __post_init__(self) -> None:
         # Checked here, before the worker makes one runner per unit of concurrency.
         if not valid_concurrency(self.concurrency):
             raise ValueError(f"concurrency {self.concurrency!r} is invalid: {CONCURRENCY_RANGE}")
+        if not valid_async_concurrency(self.async_concurrency):
+            raise ValueError(
+                f"async_concurrency {self.async_concurrency!r} is invalid: {ASYNC_CONCURRENCY_RANGE}"
+            )
 
     def claim_size(self, running: int, claimed_total: int) -> int:
         """How many jobs to claim now: 0 while busy, until half the slots are free.
@@ -113,6 +134,14 @@ class WorkerOptions:
         if self.max_jobs is not None:
             free = min(free, self.max_jobs - claimed_total)
         return max(free, 0)
+
+    def coroutine_claim_size(self, room: int, claimed_total: int) -> int:
+        """How many ``async def`` jobs to claim for the event loop: none until a tenth of its room is free."""
+        if room < max(1, self.async_concurrency // 10):
+            return 0
+        if self.max_jobs is not None:
+            room = min(room, self.max_jobs - claimed_total)
+        return max(room, 0)
 
 
 # -- what runs beside the loop for the worker's life: the heartbeat's duties (worker/heartbeat.py) --
@@ -331,6 +360,10 @@ def drain(worker: Draining, grace_ends: float) -> list[int]:
     watchdog.give_up_at(grace_ends + DRAIN_MARGIN)
     backoff = Backoff(cap=RECONNECT_CAP)
     unreleased = take_unstarted(worker.inbox, worker.running)
+    if worker.time_limits.lane is not None:  # coroutine jobs waiting for the event loop's room
+        unreleased += worker.time_limits.lane.take_unstarted()
+        for job in unreleased:
+            worker.running.pop(job.key, None)
     answering = worker.backoff.failing_since is None  # as the main loop left it
     while True:
         writes = bool(unreleased) or worker.unrecorded() or not worker.outbox.empty()

@@ -14,6 +14,9 @@ limit nor, returning, clear that limit or take attempt 2's outcome as its own.
 An operator's cancel of a running job ends its attempt the same way, as a
 "cancelled" dead letter, and kills the job's child in the process pool.
 What still runs when a shutdown's grace period is over ends as "shutdown".
+A coroutine on the worker's event loop (worker/event_loop.py) can be
+stopped: each of these ends cancels its task too, so its slot is free at its
+next await.
 """
 
 from __future__ import annotations
@@ -36,6 +39,25 @@ logger = logging.getLogger("django_jobretry")
 
 #: Seconds the children killed at the end of a shutdown's grace period have to be reaped.
 REAP_SECONDS = 10.0
+
+
+class CancellableLane(Protocol):
+    """The worker's event loop as time limits use it (worker/event_loop.py's CoroutineLane)."""
+
+    def cancel(self, key: AttemptKey) -> None:
+        """Cancel the attempt's task (or drop it, not started yet)."""
+
+    def interrupt(self) -> None:
+        """Cancel every task."""
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Whether every task ended within ``timeout`` seconds."""
+
+    def keys(self) -> list[AttemptKey]:
+        """The attempts it runs or holds now."""
+
+    def take_unstarted(self) -> list[ClaimedJob]:
+        """The jobs waiting for its room, which it will not start now."""
 
 
 class KillableSlot(Protocol):
@@ -68,6 +90,8 @@ class TimeLimits:
         self._lock = threading.Lock()
         #: Attempts already ended (timeout, cancel) whose thread has not returned yet.
         self.abandoned: set[AttemptKey] = set()
+        #: The event loop of ``async def`` jobs, when the worker has one.
+        self.lane: CancellableLane | None = None
 
     def started(self, job: ClaimedJob, limit: timedelta | None) -> None:
         """A runner starts the handler of ``job``; no deadline without a limit."""
@@ -105,10 +129,12 @@ class TimeLimits:
                 continue
             error = JobTimeout(
                 f"job {job.id} attempt {job.attempt} ran longer than its timeout of {limit}; "
-                "its thread keeps its worker slot until the handler returns"
+                "its thread keeps its worker slot until the handler returns, a coroutine is cancelled"
             )
             self.recorder.record_failure(Failed(job, error, AttemptEnd.TIMEOUT, render_error(error)))
             self.abandoned.add(key)
+            if self.lane is not None:
+                self.lane.cancel(key)
 
     def end_cancelled(self, requests: dict[int, str]) -> None:
         """End each running attempt an operator asked to cancel (``requests``: job id -> who)."""
@@ -124,6 +150,8 @@ class TimeLimits:
             self.abandoned.add(job.key)
             for slot in self.slots:
                 slot.kill_if_running(job_id)
+            if self.lane is not None:
+                self.lane.cancel(job.key)
 
     def end_at_shutdown(self, lease: float) -> None:
         """The grace period is over: end every attempt still running as "shutdown".
@@ -133,14 +161,20 @@ class TimeLimits:
         runs are over, so the jobs are ready again at once. A thread cannot be
         stopped: it runs until this process exits, right after, so its job waits
         one lease before another worker may start it. Either way the two runs of
-        a job never overlap.
+        a job never overlap. The event loop's tasks are cancelled, and their jobs
+        are ready at once if every task ended by the same deadline.
         """
+        on_loop = set(self.lane.keys()) if self.lane is not None else set()
         for slot in self.slots:
             slot.interrupt()
+        if self.lane is not None:
+            self.lane.interrupt()
         deadline = time.monotonic() + REAP_SECONDS
         reaped = all(slot.wait_idle(max(deadline - time.monotonic(), 0)) for slot in self.slots)
-        hold = timedelta(0) if self.slots and reaped else timedelta(seconds=lease)
+        loop_idle = self.lane is not None and self.lane.wait_idle(max(deadline - time.monotonic(), 0))
         for job in self.alive():
+            stopped = (bool(self.slots) and reaped) or (job.key in on_loop and loop_idle)
+            hold = timedelta(0) if stopped else timedelta(seconds=lease)
             self.recorder.record_failure(Interrupted(job, hold=hold))
             self.running.pop(job.key, None)
 

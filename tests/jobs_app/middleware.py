@@ -10,9 +10,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from django_jobretry import FatalError
 from django_jobretry.context import JobContext
-from tests.jobs_app import jobs
+from tests.jobs_app import async_jobs, jobs
 from tests.jobs_app.models import Execution
 
 #: Not callable: check E019.
@@ -41,9 +43,21 @@ outer = _recording("outer")
 inner = _recording("inner")
 
 
+async def around(job: JobContext, call_next: Callable[[], Any]) -> Any:
+    """An ``async def`` middleware: awaited on the event loop, adapted around jobs in threads."""
+    await sync_to_async(_note)("around", "enter", job)
+    try:
+        value = await call_next()
+    except Exception as exc:
+        await sync_to_async(_note)("around", type(exc).__name__, job)
+        raise
+    await sync_to_async(_note)("around", "returned", job)
+    return value
+
+
 def broken(job: JobContext, call_next: Callable[[], Any]) -> Any:
     """Raises before calling the chain for ``noop``, after it for ``takes_anything``; others pass."""
-    if job.task_name == jobs.noop.name:
+    if job.task_name in (jobs.noop.name, async_jobs.noop.name):
         raise RuntimeError("broken middleware before call_next")
     value = call_next()
     if job.task_name == jobs.takes_anything.name:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.tasks.base import Task, TaskContext, TaskResult, TaskResultStatus
 from django.tasks.signals import task_finished, task_started
@@ -50,7 +52,12 @@ class TaskRun:
         def attempt(*args: Any, **kwargs: Any) -> Any:
             return self.run(*args, **kwargs)
 
-        object.__setattr__(self, "func", functools.update_wrapper(attempt, self.task.func))
+        async def attempt_async(*args: Any, **kwargs: Any) -> Any:
+            return await self.arun(*args, **kwargs)
+
+        # An async task's attempt is a coroutine too, so the worker runs it on its event loop.
+        runs = attempt_async if inspect.iscoroutinefunction(self.task.func) else attempt
+        object.__setattr__(self, "func", functools.update_wrapper(runs, self.task.func))
 
     @property
     def takes_context(self) -> bool:
@@ -89,14 +96,31 @@ class TaskRun:
 
     def run(self, *args: Any, **kwargs: Any) -> Kept:
         """One attempt: send ``task_started``, call the task (with its context), keep its value and end."""
-        from django_jobretry.jobs.claimed import Kept
-
-        result = running_result(self.task)
-        send_task_signal(task_started, self.task, result)
+        result = self._started()
         if self.task.takes_context:
             value = self.task.call(TaskContext(task_result=result), *args, **kwargs)
         else:
             value = self.task.call(*args, **kwargs)
+        return self._kept(result, value)
+
+    async def arun(self, *args: Any, **kwargs: Any) -> Kept:
+        """:meth:`run` of an ``async def`` task, on the worker's event loop (receivers in Django's thread)."""
+        result = await sync_to_async(self._started)()  # it reads the job's row: not on the loop
+        if self.task.takes_context:
+            value = await self.task.acall(TaskContext(task_result=result), *args, **kwargs)
+        else:
+            value = await self.task.acall(*args, **kwargs)
+        return self._kept(result, value)
+
+    def _started(self) -> TaskResult[..., Any]:
+        """The attempt's result as it starts, its ``task_started`` sent."""
+        result = running_result(self.task)
+        send_task_signal(task_started, self.task, result)
+        return result
+
+    def _kept(self, result: TaskResult[..., Any], value: Any) -> Kept:
+        from django_jobretry.jobs.claimed import Kept
+
         # Without the arguments, which the job holds: they may nest deeper than pickle goes. Without
         # the task: on Django 6.0 a Task pickles its function by name, which names the Task instead
         # (a process pool's child could not send it back); the main loop has it in its registry.

@@ -20,9 +20,13 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.management.cli import DatabaseCommand, LostConnection, integer, positive_int, queue_name
 from django_jobretry.worker import Worker, WorkerOptions
 from django_jobretry.worker.lifecycle import (
+    ASYNC_CONCURRENCY_RANGE,
     CONCURRENCY_RANGE,
+    DEFAULT_ASYNC_CONCURRENCY,
     DEFAULT_CONCURRENCY,
+    MAX_ASYNC_CONCURRENCY,
     MAX_CONCURRENCY,
+    valid_async_concurrency,
     valid_concurrency,
     warn_unknown_queues,
 )
@@ -40,6 +44,14 @@ def concurrency(text: str) -> int:
     value = integer(text)
     if not valid_concurrency(value):
         raise argparse.ArgumentTypeError(f"{value} is invalid: {CONCURRENCY_RANGE}")
+    return value
+
+
+def async_concurrency(text: str) -> int:
+    """``--async-concurrency``: bounded by the rule of WorkerOptions, refused here as a usage error."""
+    value = integer(text)
+    if not valid_async_concurrency(value):
+        raise argparse.ArgumentTypeError(f"{value} is invalid: {ASYNC_CONCURRENCY_RANGE}")
     return value
 
 
@@ -111,6 +123,13 @@ class Command(DatabaseCommand):
             default=DEFAULT_CONCURRENCY,
             help=f"jobs run at once, each in its own thread, 1-{MAX_CONCURRENCY} (default: %(default)s)",
         )
+        parser.add_argument(
+            "--async-concurrency",
+            type=async_concurrency,
+            default=DEFAULT_ASYNC_CONCURRENCY,
+            help=f"async def jobs run at once on the worker's event loop, 0-{MAX_ASYNC_CONCURRENCY}; "
+            "0 runs them in the threads (default: %(default)s)",
+        )
         parser.add_argument("--burst", action="store_true", help="exit 0 once no job is due")
         parser.add_argument("--max-jobs", type=positive_int, help="exit after running this many jobs")
         parser.add_argument(
@@ -174,6 +193,7 @@ class Command(DatabaseCommand):
             WorkerOptions(
                 queues=options["queues"],
                 concurrency=options["concurrency"],
+                async_concurrency=options["async_concurrency"],
                 burst=options["burst"],
                 max_jobs=options["max_jobs"],
                 lease_seconds=options["lease"],

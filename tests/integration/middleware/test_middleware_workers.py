@@ -12,7 +12,7 @@ import json
 import pytest
 
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from tests.jobs_app import jobs
+from tests.jobs_app import async_jobs, jobs
 from tests.jobs_app.models import Execution
 from tests.processes import Workers, finish, spawn
 
@@ -89,3 +89,36 @@ def test_the_same_worker_without_middleware_runs_the_job_alone(workers: Workers)
     assert code == 0, output
     assert rows(plain.pk) == []
     assert list(Execution.objects.values_list("key", flat=True)) == ["plain"]
+
+
+def test_on_the_event_loop_async_and_plain_middleware_see_the_coroutines_outcome(workers: Workers) -> None:
+    """``around`` is ``async def``; ``outer``, ``broken`` and ``fatal_on_reset`` are plain, run in threads."""
+    ordered = async_jobs.awaits.enqueue("ordered", 0)
+    broken = async_jobs.noop.enqueue()  # `broken` raises before call_next for it
+    reset = async_jobs.resets.enqueue("partner")  # `fatal_on_reset` makes its error fatal
+    in_thread = jobs.record.enqueue("in-thread")  # `around` adapted around a plain job
+    chain = environment("around", "outer", "broken", "fatal_on_reset")
+    worker = spawn(workers, "--max-jobs", "4", env=chain)
+    code, output = finish(worker, timeout=90)
+    assert code == 0, output
+
+    for job in (ordered, in_thread):
+        assert rows(job.pk) == [
+            ("around:enter", worker.pid),
+            ("outer:enter", worker.pid),
+            ("outer:returned", worker.pid),
+            ("around:returned", worker.pid),
+        ]
+        assert Job.objects.get(pk=job.pk).status == JobStatus.SUCCEEDED
+    assert [key for key, _ in rows(broken.pk)] == [
+        "around:enter",
+        "outer:enter",
+        "outer:RuntimeError",
+        "around:RuntimeError",
+    ]
+    failed = Job.objects.get(pk=broken.pk)
+    assert (failed.status, failed.attempts) == (JobStatus.READY, 1)
+    assert failed.errors[0]["message"] == "broken middleware before call_next"
+    dead = DeadLetter.objects.get(job_id=reset.pk)
+    assert (dead.reason, dead.attempts) == ("fatal", 1)
+    assert [key for key, _ in rows(reset.pk)][-1] == "around:FatalError"
