@@ -180,14 +180,22 @@ def _as_call(task: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Cal
 
 
 def _parents(after: Parents, on_dead: str) -> tuple[tuple[Step, str], ...]:
+    """``after`` as (parent, rule) pairs, each rule known and no parent twice.
+
+    ``on_dead`` is checked even when ``after`` is a mapping (its rules are
+    the mapping's) or empty, so a misspelt rule is refused wherever it is.
+    """
+    _check_rule(on_dead)
     pairs = list(after.items()) if isinstance(after, Mapping) else [(parent, on_dead) for parent in after]
     seen: set[int] = set()
-    for parent, rule in [(None, on_dead), *pairs]:
-        if rule not in OnDead.values:
-            raise InvalidFlow(f"on_dead must be one of {', '.join(OnDead.values)}, not {rule!r}")
-        if parent is None:
-            continue
+    for parent, rule in pairs:
+        _check_rule(rule)
         if id(parent) in seen:
             raise InvalidFlow(f"step {getattr(parent, 'name', parent)!r} is named twice in after=")
         seen.add(id(parent))
     return tuple(pairs)
+
+
+def _check_rule(rule: str) -> None:
+    if rule not in OnDead.values:
+        raise InvalidFlow(f"on_dead must be one of {', '.join(OnDead.values)}, not {rule!r}")

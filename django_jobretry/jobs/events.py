@@ -52,14 +52,22 @@ class AboutJob(Protocol):
     def attempt(self) -> int: ...
 
 
+class AboutDeadJob(AboutJob, Protocol):
+    """A job just buried: whether it was a flow's step says whether its flow may be blocked."""
+
+    @property
+    def flow_step_id(self) -> int | None: ...
+
+
 @dataclass(frozen=True)
 class JobRef:
-    """A job as a statement's RETURNING named it, for its line and its signal."""
+    """A job as a burial statement's RETURNING named it, for its line and its signal."""
 
     id: int
     task_name: str
     queue_name: str
     attempt: int
+    flow_step_id: int | None
 
 
 def log_extra(job: AboutJob, outcome: str, **more: Any) -> dict[str, Any]:
@@ -121,7 +129,7 @@ def announce_retry(
 
 def announce_dead(
     sender: type,
-    job: AboutJob,
+    job: AboutDeadJob,
     then: str,
     then_args: tuple[object, ...],
     *,
@@ -146,8 +154,8 @@ def announce_dead(
         dead_letter_id=dead_letter_id,
         requeued_as=requeued_as,
     )
-    # A claimed job says whether it is a flow's step; a recovered one (JobRef) is looked up.
-    if requeued_as is None and getattr(job, "flow_step_id", 0) is not None:
+    # Only a flow's step blocks a flow: the flows are read for those alone.
+    if requeued_as is None and job.flow_step_id is not None:
         flow_events.blocked([dead_letter_id])
 
 

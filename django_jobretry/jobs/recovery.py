@@ -46,7 +46,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.jobs import claimed, sql, statements
 from django_jobretry.jobs.claimed import ClaimedJob
 from django_jobretry.jobs.decisions import dead_reason, decide
-from django_jobretry.jobs.events import AboutJob, JobRef, announce_dead, announce_retry
+from django_jobretry.jobs.events import AboutDeadJob, JobRef, announce_dead, announce_retry
 from django_jobretry.jobs.history import AttemptEnd, AttemptEntry, attempt_entry, recorded_actor
 from django_jobretry.jobs.sql import named_rows
 from django_jobretry.models import DeadReason, Job
@@ -72,6 +72,8 @@ class Recovered:
     cancelled_by: str = ""
     #: The worker that held the lease (``lease_owner``), which stopped heartbeating.
     lost_by: str = ""
+    #: The flow step the job is, as its burial returned it (a retried job's is not needed).
+    flow_step_id: int | None = None
 
 
 def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
@@ -99,24 +101,28 @@ def recover_expired(limit: int, history_limit: int) -> list[Recovered]:
                 retries[row["id"]] = decision.delay
         _execute(cursor, statements.recovery_retry_sql(), retries, history_limit)
         buried = {
-            dead["job_id"]: dead["dead_letter_id"]
+            dead["job_id"]: (dead["dead_letter_id"], dead["flow_step_id"])
             for dead in _execute(cursor, statements.recovery_burial_sql(), burials, history_limit)
         }
-    return [
-        Recovered(
-            row["id"],
-            row["task_name"],
-            row["queue_name"],
-            row["attempts"],
-            buried=row["id"] in burials,
-            dead_letter_id=buried.get(row["id"]),
-            delay=retries.get(row["id"]),
-            reason=burials.get(row["id"]),
-            cancelled_by=row["cancel_requested_by"] if row["cancelled"] else "",
-            lost_by=row["lease_owner"],
+    recovered = []
+    for row in expired:
+        dead_letter_id, flow_step_id = buried.get(row["id"], (None, None))
+        recovered.append(
+            Recovered(
+                row["id"],
+                row["task_name"],
+                row["queue_name"],
+                row["attempts"],
+                buried=row["id"] in burials,
+                dead_letter_id=dead_letter_id,
+                delay=retries.get(row["id"]),
+                reason=burials.get(row["id"]),
+                cancelled_by=row["cancel_requested_by"] if row["cancelled"] else "",
+                lost_by=row["lease_owner"],
+                flow_step_id=flow_step_id,
+            )
         )
-        for row in expired
-    ]
+    return recovered
 
 
 def _execute(
@@ -194,7 +200,7 @@ def cancel_jobs(ids: Iterable[int], *, actor: str) -> CancelResult:
             cursor.execute(statements.REQUEST_CANCEL, {"actor": actor, "ids": running})
             result.stopping = running
     for row in buried:
-        job = JobRef(row["job_id"], row["task_name"], row["queue_name"], row["attempt"])
+        job = JobRef(row["job_id"], row["task_name"], row["queue_name"], row["attempt"], row["flow_step_id"])
         announce_cancelled(Job, job, actor, row["dead_letter_id"], "before it started")
     for job_id in result.stopping:
         extra = {"job_id": job_id, "outcome": "cancel_requested", "actor": actor}
@@ -250,7 +256,7 @@ def bury_cancelled_attempt(job: ClaimedJob, actor: str, *, worker_id: str, sende
     return burial.dead_letter_id
 
 
-def announce_cancelled(sender: type, job: AboutJob, actor: str, dead_id: int, how: str) -> None:
+def announce_cancelled(sender: type, job: AboutDeadJob, actor: str, dead_id: int, how: str) -> None:
     """The attempt of ``job`` ended as a "cancelled" dead letter; ``how`` says when."""
     announce_dead(
         sender,

@@ -522,7 +522,9 @@ def burial_sql(
     ``error_class`` may read ``j`` and ``d``. Each death is counted in the same
     statement (counting_deaths). Returns, per burial: ``job_id``,
     ``dead_letter_id``, ``requeue_count``, ``task_name``, ``queue_name``,
-    ``attempt`` and ``cancelled_by`` (who asked to cancel the job, "" if nobody).
+    ``attempt``, ``cancelled_by`` (who asked to cancel the job, "" if nobody)
+    and ``flow_step_id`` (so whoever announces the burial knows, without a
+    query, whether it may have blocked a flow).
     """
     errors = trimmed(f"(j.errors || jsonb_build_array({entry}))", "%(history)s")
     values = dead_letter_select(
@@ -542,7 +544,8 @@ def burial_sql(
             RETURNING job_id, id, requeue_count, attempts, flow_step_id, {DIED}
         ), {counting_deaths("dead")}, {flow_steps_ended("jobretry_flow_died", "dead", "id")}
         SELECT dead.job_id, dead.id AS dead_letter_id, dead.requeue_count, dead.task_name,
-               dead.queue_name, dead.attempts AS attempt, gone.cancel_requested_by AS cancelled_by
+               dead.queue_name, dead.attempts AS attempt, gone.cancel_requested_by AS cancelled_by,
+               dead.flow_step_id
         FROM dead JOIN gone ON gone.id = dead.job_id CROSS JOIN {FLOWS_READ}
     """
 

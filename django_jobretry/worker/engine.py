@@ -35,8 +35,8 @@ from django_jobretry.worker.heartbeat import GOODBYE_SECONDS, Heartbeat, registr
 from django_jobretry.worker.lifecycle import (
     DRAIN_MARGIN,
     EXIT_UNRECORDED,
-    STOP_REQUESTED,
     Shift,
+    StartUp,
     WorkerOptions,
     drain,
     install_stop_handlers,
@@ -116,7 +116,7 @@ class Worker:
     def run(self) -> int:
         """Run until done; returns the process exit code: 0, or EXIT_UNRECORDED (worker/lifecycle.py)."""
         install_stop_handlers(self.stop, self.stopping, lambda: len(self.running), self.id)
-        if STOP_REQUESTED.is_set():
+        if StartUp.stop_requested:
             logger.info("stop requested while starting: exiting before claiming anything")
             return 0
         watchdog.start(self.id)

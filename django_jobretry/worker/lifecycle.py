@@ -184,8 +184,17 @@ class Duty:
         """Always, last, on the heartbeat thread; never raises."""
 
 
-#: Set by a SIGTERM or SIGINT received before the worker took over the signals.
-STOP_REQUESTED = threading.Event()
+class StartUp:
+    """What a SIGTERM or SIGINT received before the worker took over the signals left behind.
+
+    A plain attribute, not a ``threading.Event``: the handler runs in the main
+    thread between two bytecodes, and ``Event.set()`` takes the Event's lock,
+    so a second signal landing inside it (Ctrl-C twice, a rollout's SIGTERM
+    then a terminal's SIGINT) would wait for that lock in the thread holding
+    it, for good. Assigning an attribute takes no lock, as relay()'s pipe write takes none.
+    """
+
+    stop_requested = False
 
 
 def is_worker_process(argv: Sequence[str]) -> bool:
@@ -194,12 +203,12 @@ def is_worker_process(argv: Sequence[str]) -> bool:
 
 
 def remember_stop_requests() -> None:
-    """Until Worker.run() installs its own handlers, SIGTERM/SIGINT only set STOP_REQUESTED."""
+    """Until Worker.run() installs its own handlers, SIGTERM/SIGINT only set StartUp.stop_requested."""
     if threading.current_thread() is not threading.main_thread():
         return
 
     def remember(signum: int, frame: FrameType | None) -> None:
-        STOP_REQUESTED.set()
+        StartUp.stop_requested = True
 
     signal.signal(signal.SIGTERM, remember)
     signal.signal(signal.SIGINT, remember)

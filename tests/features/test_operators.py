@@ -8,7 +8,6 @@ counts), never about how long something took.
 
 from __future__ import annotations
 
-import io
 import json
 import signal
 import subprocess
@@ -17,7 +16,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -25,6 +23,7 @@ from pytest_bdd import given, parsers, scenarios, then, when
 
 from django_jobretry.models import Job, JobStatus, WorkerProcess
 from tests.factories import DeadLetterFactory, JobFactory, error_history
+from tests.integration.conftest import run_command
 from tests.jobs_app import jobs
 from tests.processes import finish, spawn_worker, wait_until
 
@@ -54,9 +53,7 @@ def console() -> Console:
 
 
 def jobstatus() -> dict[str, Any]:
-    out = io.StringIO()
-    call_command("jobstatus", "--json", stdout=out)
-    value: dict[str, Any] = json.loads(out.getvalue())
+    value: dict[str, Any] = json.loads(run_command("jobstatus", "--json"))
     return value
 
 

@@ -3,8 +3,9 @@
 - The admin (admin/, and each capability's pages in its folder): an
   :class:`Operator` - a logged-in browser with CSRF checks on - and the
   staff accounts it acts as.
-- `manage.py deadletters` (deadletters/test_deadletters_command_*.py,
-  django_q2/): running the command in process and reading its exit code.
+- Management commands in process (`manage.py deadletters`, `flows`,
+  `schedules`, `jobstatus`...): running one for its output, or for its exit
+  code and message when it fails.
 - The wake-ups (jobs/, holds/): a session LISTENing on the workers' channel.
 """
 
@@ -124,18 +125,29 @@ def dead_url(dead: DeadLetter, what: str) -> str:
     return reverse(f"admin:django_jobretry_deadletter_{what}", args=[dead.pk])
 
 
-# --- manage.py deadletters, in process ------------------------------------------------------------
+# --- manage.py commands, in process ---------------------------------------------------------------
+
+
+def run_command(*args: str, **options: Any) -> str:
+    """``call_command(*args, **options)``; returns its stdout; a non-zero exit raises CommandError."""
+    out = io.StringIO()
+    call_command(*args, stdout=out, **options)
+    return out.getvalue()
+
+
+def refused(*args: str, **options: Any) -> tuple[int, str]:
+    """The exit code and the message of a command that fails, in process."""
+    with pytest.raises(CommandError) as info:
+        run_command(*args, **options)
+    return info.value.returncode, str(info.value)
 
 
 def cli_run(*args: str, **options: Any) -> tuple[str, str]:
-    """call_command; returns (stdout, stderr); a non-zero exit raises CommandError."""
-    out, err = io.StringIO(), io.StringIO()
-    call_command("deadletters", *args, stdout=out, stderr=err, **options)
-    return out.getvalue(), err.getvalue()
+    """``manage.py deadletters ARGS``: (stdout, stderr)."""
+    err = io.StringIO()
+    return run_command("deadletters", *args, stderr=err, **options), err.getvalue()
 
 
 def exit_code(*args: str, **options: Any) -> tuple[int, str]:
-    """The command's exit code and error message, in process."""
-    with pytest.raises(CommandError) as info:
-        cli_run(*args, **options)
-    return info.value.returncode, str(info.value)
+    """The exit code and error message of ``manage.py deadletters ARGS``, its stderr kept from the output."""
+    return refused("deadletters", *args, stderr=io.StringIO(), **options)

@@ -8,7 +8,6 @@ holds, limits or flows, so no face keeps a list of its own beside it.
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 from collections.abc import Iterator
@@ -18,7 +17,6 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.contrib.admin import AdminSite, ModelAdmin
-from django.core.management import call_command
 from django.urls import reverse
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -38,7 +36,7 @@ from django_jobretry.schedules.admin import ScheduleAdmin
 from django_jobretry.schedules.runs import Scheduler
 from django_jobretry.worker import heartbeat, lifecycle
 from django_jobretry.worker.lifecycle import Shift, WorkerOptions
-from tests.integration.conftest import Operator
+from tests.integration.conftest import Operator, run_command
 
 HERE = __name__
 DASHBOARD = reverse("admin:django_jobretry_deadletter_dashboard")
@@ -91,12 +89,6 @@ def planted(monkeypatch: pytest.MonkeyPatch, settings: Any, tmp_path: Path) -> F
 @pytest.fixture
 def emptied(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(features, "FEATURES", ())
-
-
-def jobstatus(*args: str) -> str:
-    out = io.StringIO()
-    call_command("jobstatus", *args, stdout=out)
-    return out.getvalue()
 
 
 def shift(**options: Any) -> Shift:
@@ -156,26 +148,26 @@ def test_without_capabilities_the_heartbeat_runs_only_the_workers_own_duties() -
 
 @pytest.mark.django_db
 def test_jobstatus_json_has_each_capabilitys_key_in_the_lists_order() -> None:
-    keys = list(json.loads(jobstatus("--json")))
+    keys = list(json.loads(run_command("jobstatus", "--json")))
     assert keys[-4:] == ["schedules", "held", "limits", "flows"]
 
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("planted")
 def test_a_planted_capability_has_its_jobstatus_key_and_section() -> None:
-    found = json.loads(jobstatus("--json"))
+    found = json.loads(run_command("jobstatus", "--json"))
     assert list(found)[-5:] == ["schedules", "held", "limits", "flows", "planted"]
     assert found["planted"] == {"planted": ["one"]}
-    assert jobstatus().endswith("\nPlanted: 1\n")
+    assert run_command("jobstatus").endswith("\nPlanted: 1\n")
 
 
 @pytest.mark.django_db
 def test_without_capabilities_jobstatus_shows_none_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
-    full_text = jobstatus()
+    full_text = run_command("jobstatus")
     assert "Limits (running / limit" in full_text  # tests/jobs_app declares limits
     monkeypatch.setattr(features, "FEATURES", ())
-    assert CAPABILITY_KEYS.isdisjoint(json.loads(jobstatus("--json")))
-    assert "Limits (running / limit" not in jobstatus()
+    assert CAPABILITY_KEYS.isdisjoint(json.loads(run_command("jobstatus", "--json")))
+    assert "Limits (running / limit" not in run_command("jobstatus")
 
 
 # -- metrics ----------------------------------------------------------------------------------------

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from django_jobretry.management.commands.showpolicies import describe, render_rules
@@ -16,17 +14,12 @@ from django_jobretry.models import Job, WorkerProcess
 from django_jobretry.policy import RetryPolicy
 from django_jobretry.worker import WorkerOptions
 from django_jobretry.worker.lifecycle import MAX_CONCURRENCY
+from tests.integration.conftest import run_command
 from tests.jobs_app import jobs
 
 
-def run(*args: str) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
-
-
 def test_showpolicies_prints_each_schedule_and_the_give_up_row() -> None:
-    text = run("showpolicies", "demo")
+    text = run_command("showpolicies", "demo")
     lines = text.splitlines()
     assert lines[0] == "Policy 'demo': 3 attempts, base 200ms x2, cap 1s, jitter +/-10%"
     header = ["after", "attempt", "nominal", "min", "(jitter)", "max", "(jitter)", "cumulative", "worst"]
@@ -37,7 +30,7 @@ def test_showpolicies_prints_each_schedule_and_the_give_up_row() -> None:
 
 
 def test_showpolicies_without_names_shows_all() -> None:
-    text = run("showpolicies")
+    text = run_command("showpolicies")
     assert [line.split(":")[0] for line in text.splitlines() if line.startswith("Policy")] == [
         "Policy 'default'",
         "Policy 'emails'",
@@ -52,7 +45,7 @@ def test_showpolicies_without_names_shows_all() -> None:
 
 
 def test_showpolicies_shows_error_rules_timeout_and_requeue_budget() -> None:
-    lines = run("showpolicies", "demo").splitlines()
+    lines = run_command("showpolicies", "demo").splitlines()
     assert [line.strip() for line in lines[5:12]] == [
         "fatal errors:      none listed; a FatalError always",
         "retryable errors:  none listed; a RetryableError always",
@@ -95,7 +88,7 @@ def test_showpolicies_shows_error_rules_timeout_and_requeue_budget() -> None:
 
 def test_showpolicies_unknown_name_is_a_clear_error() -> None:
     with pytest.raises(CommandError, match="unknown retry policy 'nope'"):
-        run("showpolicies", "nope")
+        run_command("showpolicies", "nope")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -106,7 +99,7 @@ def test_runworker_concurrency_out_of_range_is_refused_before_any_thread_starts(
     job = jobs.record.enqueue("untouched")
     threads = threading.active_count()
     with pytest.raises(CommandError) as caught:
-        run("runworker", "--concurrency", str(concurrency), "--burst", "--no-listen")
+        run_command("runworker", "--concurrency", str(concurrency), "--burst", "--no-listen")
     assert str(caught.value) == (
         f"Error: argument --concurrency: {concurrency} is invalid: an integer from 1 to "
         f"{MAX_CONCURRENCY} (runner threads in one worker process)"
@@ -130,7 +123,7 @@ def test_worker_options_refuse_the_same_concurrencies(concurrency: object) -> No
 def test_runworker_names_a_queue_nothing_uses_and_starts_anyway(caplog: pytest.LogCaptureFixture) -> None:
     waiting = jobs.record.using(queue_name="partner").enqueue("waits")
     caplog.set_level(logging.INFO, logger="django_jobretry")
-    run("runworker", "--queue", "parnter", "--queue", "other", "--burst", "--no-listen")
+    run_command("runworker", "--queue", "parnter", "--queue", "other", "--burst", "--no-listen")
     [warning] = [r for r in caplog.records if getattr(r, "outcome", None) == "unknown_queue"]
     assert warning.getMessage() == (
         "--queue 'parnter': no job has this queue and no registered task declares it; "
@@ -150,6 +143,6 @@ def test_runworker_names_a_queue_nothing_uses_and_starts_anyway(caplog: pytest.L
 def test_runworker_is_quiet_about_queues_that_have_jobs(caplog: pytest.LogCaptureFixture) -> None:
     jobs.record.using(queue_name="partner").enqueue("runs")
     caplog.set_level(logging.WARNING, logger="django_jobretry")
-    run("runworker", "--queue", "partner", "--burst", "--no-listen")
+    run_command("runworker", "--queue", "partner", "--burst", "--no-listen")
     assert [r for r in caplog.records if getattr(r, "outcome", None) == "unknown_queue"] == []
     assert Job.objects.get().status == "succeeded"

@@ -9,23 +9,20 @@ the lines the demo prints, never how long anything took.
 from __future__ import annotations
 
 import re
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 
 from django_jobretry.models import Circuit, CircuitState, DeadLetter, Job, Schedule
 from example_project.shop import jobs
 from example_project.shop.demo import outage, repair, schedule
+from tests.integration.conftest import run_command
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_demo_runs_each_chapter_to_its_final_states() -> None:
-    out = StringIO()
-    call_command("demo", stdout=out)
-    text = out.getvalue()
+    text = run_command("demo")
     assert connection.vendor == "postgresql"
 
     # 2-5: the mix of jobs, before any repair.

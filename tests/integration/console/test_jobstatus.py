@@ -6,34 +6,27 @@ in test_worker_registry_processes.py and tests/features/operators.feature.
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
 from django_jobretry import console
 from django_jobretry.display import UNSAFE
 from tests.factories import DeadLetterFactory, JobFactory, WorkerProcessFactory, error_history
+from tests.integration.conftest import run_command
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "hunter2"  # noqa: S105
 
 
-def jobstatus(*args: str) -> str:
-    out = io.StringIO()
-    call_command("jobstatus", *args, stdout=out)
-    return out.getvalue()
-
-
 def as_json() -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(jobstatus("--json"))
+    value: dict[str, Any] = json.loads(run_command("jobstatus", "--json"))
     return value
 
 
@@ -93,7 +86,7 @@ def test_json_for_scripts(incident: dict[str, Any]) -> None:
 
 
 def test_text_for_people(incident: dict[str, Any]) -> None:
-    text = jobstatus()
+    text = run_command("jobstatus")
     lines = text.splitlines()
     assert lines[0].startswith("As of ")
     header = next(line for line in lines if line.startswith("queue"))
@@ -119,8 +112,8 @@ def test_text_for_people(incident: dict[str, Any]) -> None:
 
 
 def test_never_prints_arguments(incident: dict[str, Any]) -> None:
-    assert SECRET not in jobstatus()
-    assert SECRET not in jobstatus("--json")
+    assert SECRET not in run_command("jobstatus")
+    assert SECRET not in run_command("jobstatus", "--json")
 
 
 def test_counts_that_stop_at_the_limit_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,11 +122,11 @@ def test_counts_that_stop_at_the_limit_say_so(monkeypatch: pytest.MonkeyPatch) -
     report = as_json()
     assert report["queues"][0]["ready"] == 2
     assert report["queues"][0]["more_than_limit"] == ["ready"]
-    assert "2+" in jobstatus()
+    assert "2+" in run_command("jobstatus")
 
 
 def test_an_empty_installation() -> None:
-    text = jobstatus()
+    text = run_command("jobstatus")
     assert "No jobs and no dead letters." in text
     assert "Workers: 0 live, 0 lost" in text
     assert "No worker has registered" in text
@@ -155,10 +148,10 @@ def test_names_from_the_database_never_drive_the_terminal() -> None:
         cursor.execute(
             "UPDATE django_jobretry_job SET queue_name = %s WHERE id = %s", [f"q{HOSTILE}", job.pk]
         )
-    text = jobstatus()
+    text = run_command("jobstatus")
     assert not UNSAFE.search(text.replace("\n", ""))
     assert text.count("\\x1b]0;owned\\x07\\x1b[2J\\x0dfake\\u202egnp.exe\\u2066x\\u2069") == 3
-    raw = jobstatus("--json")
+    raw = run_command("jobstatus", "--json")
     assert not UNSAFE.search(raw.replace("\n", ""))
     report = json.loads(raw)
     assert report["queues"][0]["queue"] == f"q{HOSTILE}"
@@ -179,7 +172,7 @@ def test_a_schedules_section_per_schedule_next_slot_last_success_counts_and_paus
     from tests.integration.schedules.schedule_story import SECRET as SCHEDULE_SECRET
 
     told = story(settings)
-    text = jobstatus()
+    text = run_command("jobstatus")
     section = text.split("\nSchedules: ", 1)[1].splitlines()
     assert section[0] == "4, 1 paused"
     assert " ".join(section[1].split()) == "schedule next slot last success runs skipped missed paused"
@@ -227,7 +220,7 @@ def test_the_json_has_a_schedules_list(settings: Any) -> None:
 
 
 def test_no_schedules_no_section_and_an_empty_list() -> None:
-    assert "Schedules" not in jobstatus()
+    assert "Schedules" not in run_command("jobstatus")
     assert as_json()["schedules"] == []
 
 
@@ -239,7 +232,7 @@ def test_a_pause_reason_never_drives_the_terminal(settings: Any) -> None:
     declare(settings)
     declare_rows(declared())
     pause("tick", actor=f"a{HOSTILE}", reason=f"r{HOSTILE}")
-    text = jobstatus()
+    text = run_command("jobstatus")
     assert not UNSAFE.search(text.replace("\n", ""))
     assert text.count("\\x1b]0;owned\\x07\\x1b[2J\\x0dfake\\u202egnp.exe\\u2066x\\u2069") == 2
     [tick] = [entry for entry in as_json()["schedules"] if entry["name"] == "tick"]

@@ -7,37 +7,22 @@ every mistake by its exit code and one clear line.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 
 from django_jobretry.flows import Workflow, call, chain
 from django_jobretry.models import DeadLetter, Flow, FlowState, FlowStep, Job, StepState
 from django_jobretry.testing import run_jobs
+from tests.integration.conftest import refused, run_command
 from tests.integration.flows.test_failure_rules import blocked_diamond
 from tests.jobs_app import flow_jobs
 from tests.processes import ROOT, test_database_url
 
 pytestmark = pytest.mark.django_db
-
-
-def flows(*args: str) -> str:
-    out = io.StringIO()
-    call_command("flows", *args, stdout=out)
-    return out.getvalue()
-
-
-def refused(*args: str) -> tuple[int, str]:
-    """The exit code and the message of a command that fails."""
-    with pytest.raises(CommandError) as info:
-        flows(*args)
-    return info.value.returncode, str(info.value)
 
 
 def three() -> list[Flow]:
@@ -55,7 +40,7 @@ def three() -> list[Flow]:
 def test_list_shows_the_newest_first_with_state_and_steps_done() -> None:
     completed, blocked, running = three()
     dead = DeadLetter.objects.get()
-    lines = flows("list").splitlines()
+    lines = run_command("flows", "list").splitlines()
     assert lines[0].split() == ["flow", "name", "state", "steps", "done", "created", "finished"]
     assert [line.split()[:2] for line in lines[1:]] == [
         [str(running.pk), "later"],
@@ -69,21 +54,23 @@ def test_list_shows_the_newest_first_with_state_and_steps_done() -> None:
 
 def test_list_filters_by_state_and_stops_at_the_limit() -> None:
     _, blocked, running = three()
-    assert [line.split()[0] for line in flows("list", "--state", "blocked").splitlines()[1:]] == [
-        str(blocked.pk)
-    ]
-    assert [line.split()[0] for line in flows("list", "--limit", "1").splitlines()[1:]] == [str(running.pk)]
-    assert flows("list", "--state", "cancelled") == "No cancelled flows.\n"
+
+    def listed(*args: str) -> list[str]:
+        return [line.split()[0] for line in run_command("flows", "list", *args).splitlines()[1:]]
+
+    assert listed("--state", "blocked") == [str(blocked.pk)]
+    assert listed("--limit", "1") == [str(running.pk)]
+    assert run_command("flows", "list", "--state", "cancelled") == "No cancelled flows.\n"
 
 
 def test_list_without_flows_says_so() -> None:
-    assert flows("list") == "No flows.\n"
-    assert json.loads(flows("list", "--json")) == {"flows": []}
+    assert run_command("flows", "list") == "No flows.\n"
+    assert json.loads(run_command("flows", "list", "--json")) == {"flows": []}
 
 
 def test_list_json_has_every_field_of_each_flow() -> None:
     completed, _, _ = three()
-    found = json.loads(flows("list", "--json"))["flows"]
+    found = json.loads(run_command("flows", "list", "--json"))["flows"]
     assert [row["id"] for row in found][::-1][0] == completed.pk
     row = found[-1]
     completed.refresh_from_db()
@@ -106,7 +93,7 @@ def test_list_json_has_every_field_of_each_flow() -> None:
 
 def test_show_lists_each_step_its_job_or_dead_letter_and_what_a_requeue_resumes() -> None:
     flow, dead = blocked_diamond()
-    lines = flows("show", str(flow.pk)).splitlines()
+    lines = run_command("flows", "show", str(flow.pk)).splitlines()
     assert lines[0] == f"Flow {flow.pk}: order-4007"
     assert lines[1].startswith(f"  state:    blocked by dead letter {dead.pk} since ")
     assert lines[2] == "  steps:    3 of 7 done"
@@ -136,11 +123,14 @@ def test_show_tells_apart_the_steps_that_wait_for_another_dead_letter_too() -> N
     stored = flow.enqueue()
     run_jobs(include_scheduled=True)
     dead_a, dead_b = (DeadLetter.objects.get(flow_step__name=name).pk for name in ("a", "b"))
-    steps = {row["name"]: row for row in json.loads(flows("show", str(stored.pk), "--json"))["steps"]}
+    steps = {
+        row["name"]: row
+        for row in json.loads(run_command("flows", "show", str(stored.pk), "--json"))["steps"]
+    }
     assert (steps["a"]["requeue_resumes"], steps["a"]["also_behind_other_dead_letters"]) == (["lone"], ["c"])
     assert (steps["b"]["requeue_resumes"], steps["b"]["also_behind_other_dead_letters"]) == ([], ["c"])
     assert (steps["a"]["dead_letter_id"], steps["b"]["dead_letter_id"]) == (dead_a, dead_b)
-    assert flows("show", str(stored.pk)).splitlines()[-2:] == [
+    assert run_command("flows", "show", str(stored.pk)).splitlines()[-2:] == [
         f"A requeue of dead letter {dead_a} runs a again, then the steps waiting for it: lone; "
         "waiting for another dead letter too: c",
         f"A requeue of dead letter {dead_b} runs b again; waiting for another dead letter too: c",
@@ -149,7 +139,7 @@ def test_show_tells_apart_the_steps_that_wait_for_another_dead_letter_too() -> N
 
 def test_show_json_has_the_flow_and_every_step() -> None:
     flow, dead = blocked_diamond()
-    found = json.loads(flows("show", str(flow.pk), "--json"))
+    found = json.loads(run_command("flows", "show", str(flow.pk), "--json"))
     assert (found["flow"]["id"], found["flow"]["state"], found["flow"]["blocked_by"]) == (
         flow.pk,
         "blocked",
@@ -173,7 +163,7 @@ def test_show_json_has_the_flow_and_every_step() -> None:
 
 
 def test_show_of_an_unknown_flow_exits_1() -> None:
-    assert refused("show", "999999") == (1, "no flow has id 999999 (see `manage.py flows list`)")
+    assert refused("flows", "show", "999999") == (1, "no flow has id 999999 (see `manage.py flows list`)")
 
 
 # -- cancel ---------------------------------------------------------------------------------------
@@ -181,7 +171,7 @@ def test_show_of_an_unknown_flow_exits_1() -> None:
 
 def test_cancel_cancels_the_waiting_and_ready_steps_and_records_who() -> None:
     flow, _ = blocked_diamond()
-    out = flows("cancel", str(flow.pk), "--actor", "alice")
+    out = run_command("flows", "cancel", str(flow.pk), "--actor", "alice")
     assert out == (
         f"flow {flow.pk} cancelled by alice: 3 waiting or ready steps cancelled, "
         "0 running steps asked to stop (its dead letters stay: requeue or discard them)\n"
@@ -198,12 +188,12 @@ def test_cancel_cancels_the_waiting_and_ready_steps_and_records_who() -> None:
 def test_cancelling_an_ended_or_unknown_flow_exits_1_and_changes_nothing() -> None:
     completed = chain("nightly", call(flow_jobs.step, "n1")).enqueue()
     run_jobs(include_scheduled=True)
-    assert refused("cancel", str(completed.pk)) == (
+    assert refused("flows", "cancel", str(completed.pk)) == (
         1,
         f"flow {completed.pk} (nightly) has ended already (completed): nothing cancelled",
     )
     assert Flow.objects.get(pk=completed.pk).state == FlowState.COMPLETED
-    assert refused("cancel", "999999") == (1, "no flow has id 999999: nothing cancelled")
+    assert refused("flows", "cancel", "999999") == (1, "no flow has id 999999: nothing cancelled")
 
 
 @pytest.mark.parametrize(
@@ -216,7 +206,7 @@ def test_cancelling_an_ended_or_unknown_flow_exits_1_and_changes_nothing() -> No
     ],
 )
 def test_bad_input_is_refused_naming_the_argument(args: tuple[str, ...], message: str) -> None:
-    _, text = refused(*args)
+    _, text = refused("flows", *args)
     assert message in text
 
 

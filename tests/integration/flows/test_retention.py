@@ -9,11 +9,9 @@ before (tests/integration/jobs/test_prunejobs.py, test_prune_plan.py).
 
 from __future__ import annotations
 
-import io
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
 from django.db.models import DurationField, Value
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
@@ -24,6 +22,7 @@ from django_jobretry.flows.service import cancel_flow
 from django_jobretry.jobs import retention
 from django_jobretry.models import DeadLetter, Flow, FlowEdge, FlowStep, Job, JobStatus
 from django_jobretry.testing import run_jobs
+from tests.integration.conftest import run_command
 from tests.integration.flows.test_failure_rules import blocked_diamond
 from tests.jobs_app import flow_jobs, jobs
 
@@ -105,18 +104,15 @@ def test_a_finished_flow_with_a_dead_letter_left_is_kept_until_it_is_gone() -> N
 def test_prunejobs_says_how_many_flows_went_only_when_some_did() -> None:
     old = finished_chain("old")
     age(old, jobs_days=30, flow_days=30)
-    out = io.StringIO()
-    call_command("prunejobs", "--older-than", "7d", "--dry-run", stdout=out)
-    assert out.getvalue().splitlines() == [
+    assert run_command("prunejobs", "--older-than", "7d", "--dry-run").splitlines() == [
         "would delete 2 succeeded job(s) finished more than 7 days, 0:00:00 ago",
         "would delete 1 workflow(s) finished more than 7 days, 0:00:00 ago, with their steps",
     ]
-    out = io.StringIO()
-    call_command("prunejobs", "--older-than", "7d", stdout=out)
-    assert out.getvalue().splitlines()[1] == (
+    assert run_command("prunejobs", "--older-than", "7d").splitlines()[1] == (
         "deleted 1 workflow(s) finished more than 7 days, 0:00:00 ago, with their steps"
     )
     assert rows_of(old) == (0, 0, 0, 0)
-    out = io.StringIO()
-    call_command("prunejobs", "--older-than", "7d", stdout=out)
-    assert out.getvalue() == "deleted 0 succeeded job(s) finished more than 7 days, 0:00:00 ago\n"
+    assert (
+        run_command("prunejobs", "--older-than", "7d")
+        == "deleted 0 succeeded job(s) finished more than 7 days, 0:00:00 ago\n"
+    )

@@ -8,14 +8,12 @@ report of flows/status.py, so each is checked on the same four.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from django.db.models import DurationField, Value
 from django.db.models.functions import Now
@@ -26,16 +24,11 @@ from django_jobretry.flows import Workflow, call, chain, status
 from django_jobretry.flows.service import cancel_flow
 from django_jobretry.models import DeadLetter, Flow, FlowState
 from django_jobretry.testing import run_jobs
+from tests.integration.conftest import run_command
 from tests.integration.flows.test_failure_rules import blocked_diamond
 from tests.jobs_app import flow_jobs
 
 pytestmark = pytest.mark.django_db
-
-
-def jobstatus(*args: str) -> str:
-    out = io.StringIO()
-    call_command("jobstatus", *args, stdout=out)
-    return out.getvalue()
 
 
 def samples(metrics: list[Metric]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -58,7 +51,7 @@ def one_of_each() -> dict[str, Any]:
 
 
 def test_without_flows_the_json_has_zero_counts_and_the_text_no_section() -> None:
-    found = json.loads(jobstatus("--json"))["flows"]
+    found = json.loads(run_command("jobstatus", "--json"))["flows"]
     assert found == {
         "running": 0,
         "blocked": 0,
@@ -67,13 +60,13 @@ def test_without_flows_the_json_has_zero_counts_and_the_text_no_section() -> Non
         "more_than_limit": [],
         "blocked_flows": [],
     }
-    assert "Flows:" not in jobstatus()
+    assert "Flows:" not in run_command("jobstatus")
 
 
 def test_jobstatus_counts_each_state_and_names_the_blocked_flow_with_its_dead_letter() -> None:
     made = one_of_each()
     flow, dead = Flow.objects.get(pk=made["blocked"].pk), made["dead"]
-    found = json.loads(jobstatus("--json"))["flows"]
+    found = json.loads(run_command("jobstatus", "--json"))["flows"]
     assert found == {
         "running": 1,
         "blocked": 1,
@@ -89,7 +82,7 @@ def test_jobstatus_counts_each_state_and_names_the_blocked_flow_with_its_dead_le
             }
         ],
     }
-    text = jobstatus()
+    text = run_command("jobstatus")
     section = text[text.index("\nFlows:") + 1 :].splitlines()
     assert section[0] == "Flows: 1 running, 1 blocked, 1 completed, 1 cancelled"
     assert section[1].split() == ["flow", "name", "blocked", "by", "blocked", "since"]

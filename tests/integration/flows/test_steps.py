@@ -11,12 +11,12 @@ import pytest
 from django.db.models import Q
 
 from django_jobretry.exceptions import InvalidFlow
-from django_jobretry.flows import Workflow, batch, call, chain
+from django_jobretry.flows import Parents, Step, Workflow, batch, call, chain
 from django_jobretry.flows.service import cancel_flow
 from django_jobretry.holds import breakers
 from django_jobretry.holds.pauses import pause, resume
 from django_jobretry.jobs.claimed import succeed
-from django_jobretry.models import DeadLetter, Flow, FlowState, FlowStep, Job, JobStatus, StepState
+from django_jobretry.models import DeadLetter, Flow, FlowState, FlowStep, Job, JobStatus, OnDead, StepState
 from django_jobretry.testing import run_jobs
 from tests.attempts import claim_one
 from tests.jobs_app import flow_jobs, jobs, unique_jobs
@@ -160,6 +160,13 @@ def _named_twice() -> None:
     flow.add(flow_jobs.step, "b", name="same")
 
 
+def _after(parents: Callable[[Step], Parents], on_dead: str = OnDead.BLOCK) -> None:
+    """A second step whose ``after=`` is ``parents(first step)``."""
+    flow = Workflow("x")
+    first = flow.add(flow_jobs.step, "a", name="first")
+    flow.add(flow_jobs.step, "b", after=parents(first), on_dead=on_dead)
+
+
 def _key_held_by_a_job() -> None:
     unique_jobs.receipt.enqueue(7)
     _step_of(unique_jobs.receipt, 7)
@@ -201,6 +208,10 @@ def test_a_waiting_step_holds_its_unique_key_until_it_ends() -> None:
             "after=",
         ),
         (lambda: Workflow("x").add(flow_jobs.step, "a", on_dead="maybe"), "on_dead must be one of"),
+        # A mapping's rules are its own, yet a misspelt on_dead beside it is refused too.
+        (lambda: _after(lambda first: {first: OnDead.RUN}, on_dead="maybe"), "not 'maybe'"),
+        (lambda: _after(lambda first: {first: "maybe"}), "on_dead must be one of .*not 'maybe'"),
+        (lambda: _after(lambda first: [first, first]), "step 'first' is named twice in after="),
         (_twice, "at most one"),
         (_named_twice, "unique non-empty name"),
         (_key_held_by_a_job, "is held by job"),

@@ -10,17 +10,15 @@ from __future__ import annotations
 import json
 import re
 from datetime import timedelta
-from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.urls import reverse
 
 from django_jobretry.holds import breakers
 from django_jobretry.jobs import claim
 from django_jobretry.models import Job, JobStatus
-from tests.integration.conftest import Operator
+from tests.integration.conftest import Operator, run_command
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
@@ -28,12 +26,6 @@ pytestmark = pytest.mark.django_db
 DASHBOARD = reverse("admin:django_jobretry_deadletter_dashboard")
 PAUSES = reverse("admin:django_jobretry_pause_changelist")
 BREAKERS = reverse("admin:django_jobretry_circuit_changelist")
-
-
-def run(*args: str) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out, stderr=StringIO())
-    return out.getvalue()
 
 
 def outage() -> None:
@@ -49,12 +41,12 @@ def outage() -> None:
 
 def test_every_place_counts_the_due_jobs_a_pause_holds(make_user: Any) -> None:
     outage()
-    said = run("pause", "--queue", "other", "--actor", "alice").splitlines()[1]
+    said = run_command("pause", "--queue", "other", "--actor", "alice").splitlines()[1]
     assert said.startswith("2 due job(s) of queue other held"), said
-    text = run("jobstatus")
+    text = run_command("jobstatus")
     [line] = [row for row in text.splitlines() if row.startswith("queue other")]
     assert line.split()[-1] == "2"
-    [pause] = json.loads(run("jobstatus", "--json"))["held"]["pauses"]
+    [pause] = json.loads(run_command("jobstatus", "--json"))["held"]["pauses"]
     assert pause["held"] == 2
     operator = Operator(make_user("view_pause", "view_job", "view_deadletter", "view_circuit", name="ops"))
     [row] = [row for row in operator.get(DASHBOARD).context["held"]["rows"] if row.kind == "pause"]
@@ -65,7 +57,7 @@ def test_every_place_counts_the_due_jobs_a_pause_holds(make_user: Any) -> None:
 
 def test_every_place_counts_the_jobs_a_breaker_holds_due_and_parked(make_user: Any) -> None:
     outage()
-    [breaker] = json.loads(run("jobstatus", "--json"))["held"]["circuits"]
+    [breaker] = json.loads(run_command("jobstatus", "--json"))["held"]["circuits"]
     assert breaker["held"] == 3  # two due, one parked at its end; never the running one
     operator = Operator(make_user("view_circuit", "view_job", "view_deadletter", "view_pause", name="ops"))
     [row] = [row for row in operator.get(DASHBOARD).context["held"]["rows"] if row.kind == "breaker"]

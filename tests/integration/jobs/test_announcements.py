@@ -5,12 +5,14 @@ and of a running one) each send ``job_retry_scheduled`` or
 ``job_dead_lettered`` with the same keyword arguments
 (docs/worker.md#signals). The automatic requeue of a policy's
 ``requeue_budget`` revives the dead letter it just made directly, without
-the operator's requeue (no second lock, no re-read).
+the operator's requeue (no second lock, no re-read). A lost lease or a
+cancel that buries a flow's step announces the flow it blocks; one that
+buries any other job reads no flow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -21,11 +23,12 @@ from django.db.models.functions import Now
 from django.test.utils import CaptureQueriesContext
 
 from django_jobretry import FatalError, signals
+from django_jobretry.flows import Workflow
 from django_jobretry.jobs import recovery
 from django_jobretry.jobs.recovery import bury_cancelled_attempt, cancel_jobs
-from django_jobretry.models import DeadLetter, Job, JobStatus
+from django_jobretry.models import DeadLetter, Flow, Job, JobStatus
 from tests.attempts import OWNER, claim_one, fail_attempt
-from tests.jobs_app import jobs
+from tests.jobs_app import flow_jobs, jobs
 
 pytestmark = pytest.mark.django_db
 
@@ -115,3 +118,51 @@ def test_the_automatic_requeue_revives_what_the_burial_returned(
     reads = [q["sql"] for q in captured.captured_queries if q["sql"].lstrip().startswith("SELECT")]
     assert not [sql for sql in reads if dead_letters in sql], reads
     assert (revived.requeue_count, revived.requeue_history[0]["by"]) == (1, "automatic (requeue_budget)")
+
+
+def one_step_flow(name: str) -> None:
+    flow = Workflow(name)
+    flow.add(flow_jobs.step, name)
+    flow.enqueue()
+
+
+def lost_and_cancelled(enqueue: Callable[[str], object]) -> list[tuple[int, int]]:
+    """Two jobs of ``enqueue`` buried: the first by lease recovery, the second by a cancel while ready.
+
+    The first is claimed and asked to cancel, then its lease is lost.
+    Returns (job id, dead letter id) per burial, in that order.
+    """
+    enqueue("lost")
+    running = claim_one()
+    cancel_jobs([running.id], actor="ops")  # running: asked to stop, then its lease is lost
+    expire_leases()
+    recover()
+    enqueue("waiting")
+    [waiting] = Job.objects.filter(status=JobStatus.READY).values_list("pk", flat=True)
+    cancel_jobs([waiting], actor="ops")
+    dead = dict(DeadLetter.objects.values_list("job_id", "pk"))
+    return [(running.id, dead[running.id]), (waiting, dead[waiting])]
+
+
+def test_a_lost_lease_and_a_cancel_of_a_flow_step_announce_the_flow_they_block() -> None:
+    heard: list[tuple[str, int]] = []
+
+    def blocked(**kwargs: Any) -> None:
+        heard.append((kwargs["name"], kwargs["dead_letter_id"]))
+
+    signals.flow_blocked.connect(blocked)
+    try:
+        burials = lost_and_cancelled(one_step_flow)
+    finally:
+        signals.flow_blocked.disconnect(blocked)
+    assert heard == [("lost", burials[0][1]), ("waiting", burials[1][1])]
+    assert list(Flow.objects.order_by("pk").values_list("blocked_by", flat=True)) == [d for _, d in burials]
+
+
+def test_a_lost_lease_and_a_cancel_of_another_job_read_no_flow() -> None:
+    flows = f'"{Flow._meta.db_table}"'  # as the ORM names it: the burials' own SQL calls flow functions
+    with CaptureQueriesContext(connection) as captured:
+        burials = lost_and_cancelled(jobs.record.enqueue)
+    assert len(burials) == 2
+    # The burial returned the job's flow step (none): no query asks which flow it blocked.
+    assert not [q["sql"] for q in captured.captured_queries if flows in q["sql"]]

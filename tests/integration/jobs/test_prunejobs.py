@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from io import StringIO
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.db.models import DurationField, Value
@@ -17,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django_jobretry.jobs import retention
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.factories import DeadLetterFactory
+from tests.integration.conftest import run_command
 from tests.jobs_app import jobs
 
 pytestmark = pytest.mark.django_db
@@ -29,19 +28,14 @@ def finished(days_ago: float) -> Job:
     return job
 
 
-def prune(*args: str) -> str:
-    out = StringIO()
-    call_command("prunejobs", *args, stdout=out)
-    return out.getvalue()
-
-
 def test_prunes_only_old_succeeded_jobs() -> None:
     old, recent = finished(10), finished(1)
     live = jobs.record.enqueue("live")
     Job.objects.filter(pk=live.pk).update(finished_at=Now() - Value(timedelta(days=30)))
     dead = DeadLetterFactory.create()
     assert (
-        prune("--older-than", "7d") == "deleted 1 succeeded job(s) finished more than 7 days, 0:00:00 ago\n"
+        run_command("prunejobs", "--older-than", "7d")
+        == "deleted 1 succeeded job(s) finished more than 7 days, 0:00:00 ago\n"
     )
     assert set(Job.objects.values_list("pk", flat=True)) == {recent.pk, live.pk}
     assert DeadLetter.objects.filter(pk=dead.pk).exists()
@@ -52,19 +46,19 @@ def test_default_age_comes_from_settings(settings: Any) -> None:
     settings.JOBRETRY = {**settings.JOBRETRY, "SUCCEEDED_RETENTION_DAYS": 0.5}
     finished(1)
     finished(0.1)
-    assert prune().startswith("deleted 1 ")
+    assert run_command("prunejobs").startswith("deleted 1 ")
 
 
 def test_dry_run_deletes_nothing() -> None:
     finished(10)
-    assert prune("--older-than", "12h", "--dry-run").startswith("would delete 1 ")
+    assert run_command("prunejobs", "--older-than", "12h", "--dry-run").startswith("would delete 1 ")
     assert Job.objects.count() == 1
 
 
 @pytest.mark.parametrize("age", ["7", "7 days", "-1d", "1w"])
 def test_bad_age_is_a_clear_error(age: str) -> None:
     with pytest.raises(CommandError, match="is not a duration like 30d"):
-        prune(f"--older-than={age}")
+        run_command("prunejobs", f"--older-than={age}")
 
 
 def dead(days_ago: float, reason: str = "fatal") -> DeadLetter:
@@ -76,7 +70,7 @@ def dead(days_ago: float, reason: str = "fatal") -> DeadLetter:
 
 def test_dead_letters_are_kept_unless_retention_is_configured() -> None:
     dead(400)
-    assert "dead letter" not in prune()
+    assert "dead letter" not in run_command("prunejobs")
     assert DeadLetter.objects.count() == 1
 
 
@@ -97,7 +91,7 @@ def test_dead_letter_retention_logs_and_signals_counts_before_deleting(
     signals.dead_letters_pruning.connect(receiver)
     try:
         caplog.set_level("WARNING", "django_jobretry")
-        text = prune()
+        text = run_command("prunejobs")
     finally:
         signals.dead_letters_pruning.disconnect(receiver)
     assert seen == [{("default", "fatal"): 1, ("default", "exhausted"): 1}]
@@ -109,7 +103,9 @@ def test_dead_letter_retention_logs_and_signals_counts_before_deleting(
 
 def test_dead_letter_dry_run_counts_only() -> None:
     dead(40)
-    assert "would delete 1 dead letter(s)" in prune("--dead-letters-older-than=30d", "--dry-run")
+    assert "would delete 1 dead letter(s)" in run_command(
+        "prunejobs", "--dead-letters-older-than=30d", "--dry-run"
+    )
     assert DeadLetter.objects.count() == 1
 
 

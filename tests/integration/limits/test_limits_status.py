@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 from typing import Any
@@ -14,6 +13,7 @@ from django.db import connection
 from django_jobretry.jobs import claim
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.worker import lifecycle
+from tests.integration.conftest import run_command
 from tests.jobs_app import limited_jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,16 +28,13 @@ def test_jobstatus_shows_running_over_limit_and_held_per_declared_limit() -> Non
     limited_jobs.one_per_tenant.bulk_enqueue([((tenant, 0), {}) for tenant in (1, 1, 1, 2)])
     claimed, _ = claim.claim_limited("w", 10, 30, None, LIMITS)
     assert sorted(job.attempt for job in claimed) == [1, 1]  # one per tenant: 1 and 2
-    out = io.StringIO()
-    call_command("jobstatus", "--json", stdout=out)
-    lines = {line["name"]: line for line in json.loads(out.getvalue())["limits"]}
+    lines = {line["name"]: line for line in json.loads(run_command("jobstatus", "--json"))["limits"]}
     line = lines[limited_jobs.one_per_tenant.name]
     assert (line["running"], line["concurrency"], line["per_key"], line["held"]) == (2, 1, True, 2)
     assert (line["keys_running"], line["keys_held"], line["top_keys"]) == (2, 1, [["tenant:1", 2]])
     assert lines[limited_jobs.three_at_once.name]["concurrency"] == 3
-    text = io.StringIO()
-    call_command("jobstatus", stdout=text)
-    assert f"task {limited_jobs.one_per_tenant.name}: 2 / 1 per key, 2 held" in text.getvalue()
+    text = run_command("jobstatus")
+    assert f"task {limited_jobs.one_per_tenant.name}: 2 / 1 per key, 2 held" in text
     # Held jobs spent nothing: the two waiting behind tenant 1 have no attempt.
     assert list(Job.objects.filter(status=JobStatus.READY).values_list("attempts", flat=True)) == [0, 0]
 

@@ -24,23 +24,11 @@ from django.core.management.base import CommandError
 
 from django_jobretry.models import Job, Schedule
 from django_jobretry.schedules.status import utc, zoned
+from tests.integration.conftest import refused, run_command
 from tests.integration.schedules.schedule_story import DECLARED, PAUSE_REASON, SECRET, Story, declare, story
 from tests.processes import ROOT, test_database_url
 
 pytestmark = pytest.mark.django_db
-
-
-def schedules(*args: str) -> str:
-    out = io.StringIO()
-    call_command("schedules", *args, stdout=out)
-    return out.getvalue()
-
-
-def refused(*args: str) -> tuple[int, str]:
-    """The exit code and the message of a command that fails."""
-    with pytest.raises(CommandError) as info:
-        schedules(*args)
-    return info.value.returncode, str(info.value)
 
 
 def line_of(text: str, name: str) -> str:
@@ -54,7 +42,7 @@ def told(settings: Any) -> Story:
 
 
 def test_lists_every_declared_schedule_and_every_row_one_per_line(told: Story) -> None:
-    text = schedules()
+    text = run_command("schedules")
     lines = text.splitlines()
     assert lines[0].split()[:5] == ["schedule", "task", "cadence", "next", "slot"]
     assert [line.split()[0] for line in lines[1:]] == ["hourly", "nightly", "retired", "tick"]
@@ -77,38 +65,38 @@ def test_lists_every_declared_schedule_and_every_row_one_per_line(told: Story) -
 
 def test_a_declared_schedule_no_worker_started_is_listed_with_its_first_slot(settings: Any) -> None:
     declare(settings)
-    text = schedules()
+    text = run_command("schedules")
     assert [line.split()[0] for line in text.splitlines()[1:]] == ["hourly", "nightly", "tick"]
     assert "(no worker has started it yet)" in line_of(text, "tick")
     assert not Schedule.objects.exists()  # listing writes nothing
 
 
 def test_nothing_declared_and_no_row_says_so() -> None:
-    assert schedules().startswith("No schedules: none is declared")
+    assert run_command("schedules").startswith("No schedules: none is declared")
 
 
 def test_pause_resume_and_run_record_the_os_user(told: Story) -> None:
     user = getpass.getuser()
-    assert schedules("pause", "tick", "--reason", "deploy") == (
+    assert run_command("schedules", "pause", "tick", "--reason", "deploy") == (
         f"schedule tick paused by {user}: no run starts until resumed\n"
     )
     row = told.row("tick")
     assert (row.paused_by, row.pause_reason, row.paused_at is not None) == (user, "deploy", True)
-    assert "was already paused" in schedules("pause", "tick")
+    assert "was already paused" in run_command("schedules", "pause", "tick")
     assert told.row("tick").pause_reason == "deploy"  # the first pause's reason stays
-    assert schedules("resume", "tick") == f"schedule tick resumed by {user}\n"
+    assert run_command("schedules", "resume", "tick") == f"schedule tick resumed by {user}\n"
     assert told.row("tick").paused_at is None
-    assert schedules("resume", "tick") == "schedule tick was not paused: nothing changed\n"
-    out = schedules("run", "tick", "--actor", "ops-bot")
+    assert run_command("schedules", "resume", "tick") == "schedule tick was not paused: nothing changed\n"
+    out = run_command("schedules", "run", "tick", "--actor", "ops-bot")
     [job] = Job.objects.filter(schedule_name="tick", status="ready")
     assert out == f"schedule tick: run now by ops-bot as job {job.pk}\n"
     assert told.row("tick").last_job_id == job.pk
 
 
 def test_a_run_the_overlap_policy_refuses_exits_1_naming_the_live_run(told: Story) -> None:
-    schedules("run", "tick")
+    run_command("schedules", "run", "tick")
     live = Job.objects.get(schedule_name="tick", status="ready")
-    code, message = refused("run", "tick")
+    code, message = refused("schedules", "run", "tick")
     assert code == 1
     assert message == f"not run: schedule 'tick' has a run still ready, running or retrying (job {live.pk})"
     assert Job.objects.filter(schedule_name="tick", status="ready").count() == 1
@@ -116,13 +104,13 @@ def test_a_run_the_overlap_policy_refuses_exits_1_naming_the_live_run(told: Stor
 
 @pytest.mark.parametrize("action", ["pause", "resume", "run"])
 def test_an_unknown_name_exits_2_with_a_did_you_mean(told: Story, action: str) -> None:
-    code, message = refused(action, "nigthly")
+    code, message = refused("schedules", action, "nigthly")
     assert code == 2
     assert message == "no schedule 'nigthly' is declared in this process. Did you mean 'nightly'?"
 
 
 def test_a_row_left_from_an_older_deploy_is_refused_saying_why(told: Story) -> None:
-    code, message = refused("pause", "retired")
+    code, message = refused("schedules", "pause", "retired")
     assert code == 2
     assert "Its row is left from a deploy that declared it" in message
     assert told.row("retired").paused_at is None
@@ -130,7 +118,7 @@ def test_a_row_left_from_an_older_deploy_is_refused_saying_why(told: Story) -> N
 
 def test_a_schedule_whose_task_is_not_registered_here_cannot_run(settings: Any) -> None:
     declare(settings, ghost={"task": "tests.jobs_app.jobs.no_such_task", "every": 60})
-    code, message = refused("run", "ghost")
+    code, message = refused("schedules", "run", "ghost")
     assert code == 1
     assert message == (
         "schedule 'ghost' cannot make a run in this deploy: task 'tests.jobs_app.jobs.no_such_task' is "
@@ -141,17 +129,17 @@ def test_a_schedule_whose_task_is_not_registered_here_cannot_run(settings: Any) 
 
 def test_usage_errors_say_what_is_allowed(told: Story) -> None:
     # In process, argparse's refusals are CommandErrors; a shell sees exit code 2 (TestProcess).
-    _, message = refused("pause", "tick", "--reason", "x" * 501)
+    _, message = refused("schedules", "pause", "tick", "--reason", "x" * 501)
     assert message == "Error: argument --reason: is 501 characters long; at most 500 are kept"
     assert told.row("tick").paused_at is None
-    code, message = refused("--check", "run", "tick")
+    code, message = refused("schedules", "--check", "run", "tick")
     assert code == 2
     assert message == "--check goes without an action, not with run"
 
 
 def test_check_passes_when_every_declaration_is_right(settings: Any) -> None:
     declare(settings)
-    assert schedules("--check") == "3 declared schedules: no problem found.\n"
+    assert run_command("schedules", "--check") == "3 declared schedules: no problem found.\n"
 
 
 @pytest.fixture

@@ -8,14 +8,12 @@ recorded state: a clear attempt error, then a dead letter.
 
 from __future__ import annotations
 
-import io
 import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
@@ -24,6 +22,7 @@ from django_jobretry import RetryableError, RetryPolicy, deadletters, job
 from django_jobretry.jobs import history
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.inprocess import run_until_settled
+from tests.integration.conftest import run_command
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
 
@@ -110,9 +109,9 @@ def test_arguments_nested_deeper_than_python_can_decode() -> None:
     page = admin.get(reverse("admin:django_jobretry_deadletter_change", args=[dead.pk]))
     assert page.status_code == 200
     assert "the stored arguments cannot be decoded" in page.content.decode()
-    out = io.StringIO()
-    call_command("deadletters", "show", str(dead.pk), stdout=out)
-    assert "not shown: the stored arguments cannot be decoded" in out.getvalue()
+    assert "not shown: the stored arguments cannot be decoded" in run_command(
+        "deadletters", "show", str(dead.pk)
+    )
     deadletters.discard(dead.pk, actor="ops")
     assert not DeadLetter.objects.exists()
 
