@@ -127,7 +127,7 @@ class CoroutineLane(threading.Thread):
         self.lock = threading.Condition()
         self.started = 0  # tasks created or about to be; under lock
         self.waiting: collections.deque[ClaimedJob] = collections.deque()  # under lock
-        self.tasks: dict[AttemptKey, asyncio.Task[None]] = {}  # on the loop's thread only
+        self.tasks: dict[AttemptKey, asyncio.Task[Succeeded | Failed]] = {}  # on the loop's thread only
         self.watch = LoopWatch(self.loop, self.tasks)
 
     # -- from the main loop ---------------------------------------------------------
@@ -197,28 +197,36 @@ class CoroutineLane(threading.Thread):
             self.loop.run_forever()
         finally:
             tidy.cancel()
+            self.loop.run_until_complete(asyncio.gather(tidy, return_exceptions=True))
+            self.loop.close()
 
     def _start(self, job: ClaimedJob) -> None:
-        self.tasks[job.key] = self.loop.create_task(self._attempt(job), name=f"jobretry-job-{job.id}")
+        task = self.loop.create_task(self._run(job), name=f"jobretry-job-{job.id}")
+        self.tasks[job.key] = task
+        # A callback, not a finally in the coroutine: a task cancelled before its first step never runs it.
+        task.add_done_callback(lambda done: self._ended(job, done))
 
     def _cancel(self, key: AttemptKey) -> None:
         task = self.tasks.get(key)
         if task is not None:
             task.cancel()
 
-    async def _attempt(self, job: ClaimedJob) -> None:
-        try:
-            outcome = await self._run(job)
-        finally:
-            del self.tasks[job.key]
-            with self.lock:
-                follower = self.waiting.popleft() if self.waiting else None
-                if follower is None:
-                    self.started -= 1
-                    self.lock.notify_all()
-            if follower is not None:
-                self._start(follower)
-        self._put(outcome)
+    def _ended(self, job: ClaimedJob, task: asyncio.Task[Succeeded | Failed]) -> None:
+        """A task ended: its slot goes to the next job waiting, its outcome to the main loop."""
+        del self.tasks[job.key]
+        with self.lock:
+            follower = self.waiting.popleft() if self.waiting else None
+            if follower is None:
+                self.started -= 1
+                self.lock.notify_all()
+        if follower is not None:
+            self._start(follower)
+        if task.cancelled():  # before its first step, or while Django's thread sent job_started
+            self._put(failed(job, asyncio.CancelledError()))
+        elif (error := task.exception()) is not None:  # outside the attempt's own try: never lose the job
+            self._put(failed(job, error))
+        else:
+            self._put(task.result())
 
     async def _run(self, job: ClaimedJob) -> Succeeded | Failed:
         """Runner.execute and runner._handle for a coroutine: the same outcomes, awaited on this loop."""

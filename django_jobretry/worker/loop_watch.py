@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from django_jobretry.jobs.claimed import AttemptKey
 
@@ -31,7 +32,7 @@ class LoopWatch(threading.Thread):
     """Pings ``loop``; a late answer is logged, naming the job of the task that held it (from ``tasks``)."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, tasks: Mapping[AttemptKey, asyncio.Task[None]]
+        self, loop: asyncio.AbstractEventLoop, tasks: Mapping[AttemptKey, asyncio.Task[Any]]
     ) -> None:
         super().__init__(name="jobretry-loop-watch", daemon=True)
         self.loop, self.tasks = loop, tasks
