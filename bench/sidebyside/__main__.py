@@ -22,8 +22,8 @@ from importlib.metadata import version
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.run import ROOT, environment, load
-from bench.sidebyside.table import TOOLS, Outcome, checks, render, target_lines
-from bench.sidebyside.workloads import WORKLOADS
+from bench.sidebyside.table import TOOLS, Outcome, async_lines, checks, render, target_lines
+from bench.sidebyside.workloads import COROUTINES, IO_JOBS_PER_SLOT, WORKLOADS
 
 #: Tool key -> (child module, the distribution it needs; None: always there).
 CHILDREN = {
@@ -39,6 +39,14 @@ DEFAULTS = (
     "default concurrency: django-jobretry `runworker` 10; django-q2 Q_CLUSTER `workers` = CPU count "
     f"({os.cpu_count()}); procrastinate `worker --concurrency` 1; django-tasks-db `db_worker` 1 (no option); "
     "floor batches of 100"
+)
+#: How each tool runs ``async def`` jobs, for the notes of the drain-async and io-50ms rows.
+ASYNC = (
+    "`async def` jobs: django-jobretry on one event loop per process, `--async-concurrency` 100 at once "
+    "(default; beside its 10 runner threads); procrastinate's tasks are all `async def` (its native kind, "
+    "`--concurrency` 1 by default), so its drain rows are async drains too and its async drain is "
+    "the same measurement taken again; django-tasks-db's `db_worker` runs one at a time through "
+    "`async_to_sync`; django-q2 calls the function and never awaits what it returns"
 )
 
 
@@ -113,6 +121,23 @@ def availability(tools: list[str], outcomes: dict[str, Outcome]) -> list[str]:
     return notes
 
 
+def workload_notes(args: argparse.Namespace, workloads: list[str]) -> list[str]:
+    """The notes of the workloads that ran and need one."""
+    notes = []
+    if "latency" in workloads:
+        notes.append(f"enqueue to start: {args.samples} samples per round")
+    if set(COROUTINES) & set(workloads):
+        notes.append(ASYNC)
+    if "io-50ms" in workloads:
+        notes.append(
+            f"io-50ms: each job awaits `asyncio.sleep(0.05)`; N jobs, but at most {IO_JOBS_PER_SLOT} "
+            f"per unit of concurrency ({IO_JOBS_PER_SLOT} at concurrency 1: 25 s at best)"
+        )
+    if "requeue" in workloads:
+        notes.append(f"requeue: {args.requeue:,} dead letters, one `requeue_many()`")
+    return notes
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     url = os.environ.get("DATABASE_URL")
@@ -152,12 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     notes.append(f"load average (1/5/15 min) at end: {load()}")
     notes += [f"N = {args.jobs:,} jobs, {args.rounds} round(s), median (range)", DEFAULTS]
-    if "latency" in workloads:
-        notes.append(f"enqueue to start: {args.samples} samples per round")
-    if "requeue" in workloads:
-        notes.append(f"requeue: {args.requeue:,} dead letters, one `requeue_many()`")
+    notes += workload_notes(args, workloads)
     print("\n" + "\n".join(f"- {note}" for note in notes) + "\n")
     print("\n".join(render(outcomes, workloads)))
+    if ratios := async_lines(outcomes):
+        print("\n" + "\n".join(ratios))
     print("\nTargets of issue 12, from the medians above:\n")
     print("\n".join(target_lines(outcomes)))
     print("\nWhat each workload left behind (counts and states; checked, not timed):\n")

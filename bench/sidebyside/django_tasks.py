@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from django.tasks import task
 
 from bench.sidebyside.stamps import record
@@ -16,3 +18,14 @@ def noop(number: int) -> None:
 def stamp(number: int) -> None:
     """Enqueue to start: writes when it started."""
     record(number)
+
+
+@task
+async def async_noop(number: int) -> None:
+    """Does nothing, as a coroutine (``db_worker`` runs it with ``async_to_sync``)."""
+
+
+@task
+async def sleeps(number: int, seconds: float) -> None:
+    """I/O-bound: awaits ``seconds`` (workloads.IO_SECONDS)."""
+    await asyncio.sleep(seconds)

@@ -24,7 +24,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from bench.sidebyside.harness import report
-from bench.sidebyside.workloads import child_args, progress
+from bench.sidebyside.workloads import COROUTINES, child_args, progress
 
 TABLE = "jobretry_sbs_floor"
 SCHEMA = (
@@ -106,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         connection.execute(f"TRUNCATE {TABLE}")
     for row, figure in figures.items():
         progress(f"floor {row}: {figure:,.0f}/s")
-    report(figures, checks, {}, {})
+    coroutines = set(COROUTINES) & set(args.workloads)
+    report(figures, checks, dict.fromkeys(coroutines, "no worker, nothing awaits"), {})
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from bench.sidebyside.stamps import record
 from django_jobretry import RetryableError, current_job, job
 
@@ -10,6 +12,12 @@ from django_jobretry import RetryableError, current_job, job
 def stamp(number: int) -> None:
     """Enqueue to start: writes when it started."""
     record(number)
+
+
+@job
+async def sleeps(number: int, seconds: float) -> None:
+    """I/O-bound: awaits ``seconds`` (workloads.IO_SECONDS) on the worker's event loop."""
+    await asyncio.sleep(seconds)
 
 
 @job(policy="bench-1ms")

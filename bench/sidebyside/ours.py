@@ -4,6 +4,9 @@ Enqueue is the test app's ``noop.enqueue()`` / ``bulk_enqueue()`` (bench/run.py'
 loops); workers are ``manage.py runworker --concurrency C`` (default 10, LISTEN/NOTIFY
 on, POLL_SECONDS 1 s); fail-twice is jobs.py's job under the ``bench-1ms`` policy;
 requeue is ``deadletters.requeue_many()`` over bench/deadletters.py's dead letters.
+The ``async def`` workloads run the test app's async ``noop`` and jobs.py's
+``sleeps`` under ``runworker --async-concurrency C`` (default 100; ``--concurrency``
+left at its default).
 """
 
 from __future__ import annotations
@@ -16,10 +19,23 @@ from typing import Any
 
 from bench.run import ROOT, bulk_enqueue, noop_job, query
 from bench.sidebyside.harness import Failed
-from bench.sidebyside.workloads import child_args, progress, run
+from bench.sidebyside.workloads import COROUTINES, IO_SECONDS, child_args, progress, run
 
 SETTINGS = "bench.sidebyside.settings_ours"
 CHUNK = 5_000
+
+
+def definition(func: str) -> Any:
+    """The job behind an ``enqueue_many`` name (workloads.Tool)."""
+    from bench.sidebyside import jobs
+    from tests.jobs_app import async_jobs
+
+    found = {"noop": noop_job(), "async_noop": async_jobs.noop, "sleeps": jobs.sleeps}
+    return found[func] if func != "fail_twice" else jobs.fail_twice
+
+
+def arguments(func: str, number: int) -> tuple[object, ...]:
+    return {"fail_twice": (number,), "sleeps": (number, IO_SECONDS)}.get(func, ())
 
 
 class Ours:
@@ -30,6 +46,7 @@ class Ours:
         from django_jobretry.worker.lifecycle import WorkerOptions
 
         self.default_concurrency = WorkerOptions.concurrency
+        self.default_async_concurrency = WorkerOptions.async_concurrency
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS}
 
     def reset(self) -> None:
@@ -46,19 +63,17 @@ class Ours:
     def enqueue_many(self, func: str, count: int) -> float:
         from django.db import transaction
 
-        from bench.sidebyside import jobs
-
-        definition = noop_job() if func == "noop" else jobs.fail_twice
+        job = definition(func)
         with transaction.atomic():
             for start in range(0, count, CHUNK):
-                calls: list[tuple[tuple[int, ...], dict[str, Any]]] = [
-                    ((number,) if func != "noop" else (), {}) for number in range(start, count)
-                ]
-                definition.bulk_enqueue(calls[:CHUNK])
+                numbers = range(start, min(start + CHUNK, count))
+                job.bulk_enqueue([(arguments(func, number), {}) for number in numbers])
         return time.perf_counter()
 
     def commands(self, processes: int, concurrency: int, workload: str) -> list[list[str]]:
-        command = [sys.executable, str(ROOT / "manage.py"), "runworker", "--concurrency", str(concurrency)]
+        # The concurrency of the ``async def`` workloads is the event loop's; the threads keep their default.
+        option = "--async-concurrency" if workload in COROUTINES else "--concurrency"
+        command = [sys.executable, str(ROOT / "manage.py"), "runworker", option, str(concurrency)]
         return [command] * processes
 
     def done(self) -> int:

@@ -8,6 +8,7 @@ procrastinate's waits are whole seconds, so 0 is the nearest to 1 ms.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 
@@ -21,6 +22,12 @@ app = App(connector=PsycopgConnector(conninfo=os.environ.get("DATABASE_URL", "")
 @app.task(name="noop")
 async def noop(number: int) -> None:
     """Does nothing."""
+
+
+@app.task(name="sleeps")
+async def sleeps(number: int, seconds: float) -> None:
+    """I/O-bound: awaits ``seconds`` (workloads.IO_SECONDS)."""
+    await asyncio.sleep(seconds)
 
 
 @app.task(name="fail_twice", pass_context=True, retry=RetryStrategy(max_attempts=5, wait=0))

@@ -4,7 +4,9 @@ Its schema is applied first (``schema_manager.apply_schema()``). Enqueue is
 ``defer()`` (autocommit, the app's pool) and ``batch_defer()`` (one call for
 all N); workers are ``python -m procrastinate --app=... worker --concurrency C``
 (default 1, LISTEN/NOTIFY on, polling every 5 s); finished jobs are kept
-(``delete_jobs`` "never", the default) and counted by status.
+(``delete_jobs`` "never", the default) and counted by status. Its tasks are
+all ``async def``: the async no-op is the drain's ``noop``, and ``--concurrency``
+is how many run at once on its event loop.
 """
 
 from __future__ import annotations
@@ -19,17 +21,18 @@ import psycopg
 from procrastinate.types import JSONValue
 
 from bench.sidebyside import procrastinate_app
-from bench.sidebyside.workloads import child_args, run
+from bench.sidebyside.workloads import IO_SECONDS, child_args, run
 
 APP = "bench.sidebyside.procrastinate_app.app"
 
 
-def calls(count: int) -> list[dict[str, JSONValue]]:
-    return [{"number": number} for number in range(count)]
+def calls(count: int, **more: JSONValue) -> list[dict[str, JSONValue]]:
+    return [{"number": number, **more} for number in range(count)]
 
 
 class Procrastinate:
     default_concurrency = 1
+    default_async_concurrency = 1
     pause = (0.005, 0.025)
     missing = {"requeue": "ours only"}
 
@@ -47,8 +50,11 @@ class Procrastinate:
         procrastinate_app.noop.batch_defer(*calls(count))
 
     def enqueue_many(self, func: str, count: int) -> float:
-        task = procrastinate_app.noop if func == "noop" else procrastinate_app.fail_twice
-        task.batch_defer(*calls(count))
+        if func == "sleeps":
+            procrastinate_app.sleeps.batch_defer(*calls(count, seconds=IO_SECONDS))
+        else:
+            task = procrastinate_app.fail_twice if func == "fail_twice" else procrastinate_app.noop
+            task.batch_defer(*calls(count))
         return time.perf_counter()
 
     def commands(self, processes: int, concurrency: int, workload: str) -> list[list[str]]:

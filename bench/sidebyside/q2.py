@@ -22,13 +22,21 @@ from bench.run import ROOT, query
 from bench.sidebyside.workloads import child_args, run
 
 SETTINGS = "bench.sidebyside.settings_q2"
+#: django-q2 calls a task's function and keeps what it returns: an ``async def``'s is never awaited.
+NO_COROUTINES = "runs no coroutines"
 FUNCS = {"noop": "bench.django_q2_tasks.noop", "fail_twice": "bench.django_q2_tasks.fail_twice"}
 
 
 class DjangoQ2:
     default_concurrency = os.cpu_count() or 1
+    default_async_concurrency = 0
     pause = (0.0, 0.2)
-    missing = {"bulk": "no bulk enqueue API", "requeue": "ours only"}
+    missing = {
+        "bulk": "no bulk enqueue API",
+        "requeue": "ours only",
+        "drain-async": NO_COROUTINES,
+        "io-50ms": NO_COROUTINES,
+    }
 
     def __init__(self) -> None:
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS, "BENCH_Q2_ADAPTER": "0"}

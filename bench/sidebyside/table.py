@@ -24,6 +24,9 @@ ROWS = (
     ("drain-1-d", "drain", "drain, 1 process, default concurrency", "jobs/s"),
     ("drain-2-1", "drain", "drain, 2 processes, concurrency 1", "jobs/s"),
     ("drain-2-d", "drain", "drain, 2 processes, default concurrency", "jobs/s"),
+    ("drain-async-1-d", "drain-async", "drain, `async def` no-ops, 1 process, default concurrency", "jobs/s"),
+    ("io-50ms-d", "io-50ms", "`async def` jobs awaiting 50 ms, 1 process, default concurrency", "jobs/s"),
+    ("io-50ms-100", "io-50ms", "`async def` jobs awaiting 50 ms, 1 process, 100 at once", "jobs/s"),
     ("fail-twice", "fail-twice", "fail twice then succeed, 1 process, default concurrency", "successes/s"),
     ("latency-p50", "latency", "enqueue to start, idle worker, p50", "ms"),
     ("latency-p99", "latency", "enqueue to start, idle worker, p99", "ms"),
@@ -63,7 +66,7 @@ def cell(outcome: Outcome, row: str, workload: str, unit: str) -> str:
         return "failed"
     values = outcome.values(row)
     if not values:
-        return f"n/a: {why}" if (why := outcome.na(row)) else "-"
+        return f"n/a: {why}" if (why := outcome.na(row) or outcome.na(workload)) else "-"
     text = number(statistics.median(values), unit)
     if len(values) > 1:
         text += f" ({number(min(values), unit)}\N{EN DASH}{number(max(values), unit)})"
@@ -108,6 +111,17 @@ def render(outcomes: dict[str, Outcome], workloads: list[str]) -> list[str]:
         lines.append(
             f"| {label} | {unit} | {' | '.join(cells)} | {' | '.join(ratios(outcomes, row, unit))} |"
         )
+    return lines
+
+
+def async_lines(outcomes: dict[str, Outcome]) -> list[str]:
+    """Each tool's drain of ``async def`` no-ops beside its drain row's (plain; procrastinate's are async)."""
+    lines = []
+    for key, name in TOOLS:
+        coroutines, plain = outcomes[key].median("drain-async-1-d"), outcomes[key].median("drain-1-d")
+        if coroutines and plain:
+            ratio = coroutines / plain
+            lines.append(f"- {name}: async drain ÷ drain, 1 process, default concurrency: {ratio:.2f}x")
     return lines
 
 

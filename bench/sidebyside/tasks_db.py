@@ -3,7 +3,8 @@
 ``django.tasks`` with django-tasks-db's DatabaseBackend (settings_tasks_db.py):
 ``noop.enqueue()`` in autocommit; workers are ``manage.py db_worker`` with its
 defaults (one task at a time, no concurrency option; polling every 1 s). It has
-no bulk enqueue and ``django.tasks`` has no retries, so those rows are n/a.
+no bulk enqueue and ``django.tasks`` has no retries, so those rows are n/a. It
+runs an ``async def`` task with ``async_to_sync``, one at a time like the rest.
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.run import ROOT, query
-from bench.sidebyside.workloads import child_args, run
+from bench.sidebyside.workloads import IO_SECONDS, child_args, run
 
 SETTINGS = "bench.sidebyside.settings_tasks_db"
 
 
 class TasksDb:
     default_concurrency = 1
+    default_async_concurrency = 1
     pause = (0.0, 1.0)
     missing = {
         "bulk": "no bulk enqueue API",
         "fail-twice": "django.tasks has no retries",
         "requeue": "ours only",
+        "io-50ms-100": "one task at a time, no concurrency option",
     }
 
     def __init__(self) -> None:
@@ -48,11 +51,14 @@ class TasksDb:
     def enqueue_many(self, func: str, count: int) -> float:
         from django.db import transaction
 
-        from bench.sidebyside.django_tasks import noop
+        from bench.sidebyside import django_tasks
 
         with transaction.atomic():
             for number in range(count):
-                noop.enqueue(number)
+                if func == "sleeps":
+                    django_tasks.sleeps.enqueue(number, IO_SECONDS)
+                else:
+                    (django_tasks.async_noop if func == "async_noop" else django_tasks.noop).enqueue(number)
         return time.perf_counter()
 
     def commands(self, processes: int, concurrency: int, workload: str) -> list[list[str]]:

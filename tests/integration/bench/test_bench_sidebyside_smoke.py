@@ -43,11 +43,23 @@ def test_the_side_by_side_benchmark_prints_every_row_for_ours_and_the_floor() ->
         "requeue of dead letters through the service",
     ):
         assert cells(out, label)[2] not in ("-", "failed"), label
+    for label in (
+        "drain, `async def` no-ops, 1 process, default concurrency",
+        "`async def` jobs awaiting 50 ms, 1 process, default concurrency",
+        "`async def` jobs awaiting 50 ms, 1 process, 100 at once",
+    ):
+        row = cells(out, label)
+        assert row[2] not in ("-", "failed"), label
+        assert row[6] == "n/a: no worker, nothing awaits", label
     states = [line for line in out.splitlines() if line.startswith(("| django-jobretry |", "| raw psycopg"))]
     assert f"| django-jobretry | enqueue | {JOBS} stored |" in states
     assert f"| django-jobretry | drain-1-d | {JOBS + 1} succeeded ({JOBS} + 1 warm-up) |" in states
     assert f"| django-jobretry | drain-2-d | {JOBS + 2} succeeded ({JOBS} + 2 warm-up) |" in states
+    assert f"| django-jobretry | drain-async-1-d | {JOBS + 1} succeeded ({JOBS} + 1 warm-up) |" in states
+    assert f"| django-jobretry | io-50ms-d | {JOBS + 1} succeeded ({JOBS} + 1 warm-up) |" in states
+    assert "| django-jobretry | io-50ms-100 | the default is 100: as above |" in states
     assert f"| django-jobretry | fail-twice | {JOBS} succeeded, 3.00 runs per job |" in states
     assert "| django-jobretry | requeue | 30 requeued, 30 ready, 0 dead left |" in states
     assert f"| raw psycopg floor | fail-twice | {JOBS} succeeded, 3.00 runs per job, batches of 1 |" in states
     assert "| single enqueue >= 60% of the one-INSERT floor |" in out
+    assert "- django-jobretry: async drain ÷ drain, 1 process, default concurrency: " in out
