@@ -41,12 +41,12 @@ from django_jobretry.conf import jobretry_settings, task_modules
 from django_jobretry.console.counters import Tally
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
-from django_jobretry.flows.results import step_result
 from django_jobretry.jobs import middleware, tracing
 from django_jobretry.jobs.claimed import ClaimedJob, Failed, Kept, Succeeded
 from django_jobretry.jobs.decisions import classify_failure, deferred
 from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra, send_job_signal
 from django_jobretry.jobs.history import AttemptEnd, render_error
+from django_jobretry.jobs.results import kept_result
 from django_jobretry.models import CounterEvent
 from django_jobretry.policy import CircuitOpen, Classification, ErrorKind, Snooze
 from django_jobretry.registry import policy_for, registry, time_limit
@@ -133,8 +133,9 @@ def unknown_task(job: ClaimedJob) -> Failed:
 def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeeded | Failed:
     """Call the registered function of ``job`` with its arguments, in this thread, and say how it went.
 
-    What it returns is dropped unless it is a :class:`Kept` (a django.tasks
-    task's result and end). The call goes through ``JOBRETRY["MIDDLEWARE"]``
+    What it returns is kept as jobs/results.py says (``keep_result``, a flow
+    step) or as a :class:`Kept` gives it (a django.tasks task's result and
+    end). The call goes through ``JOBRETRY["MIDDLEWARE"]``
     (jobs/middleware.py), after the stale-arguments check. ``manage_connections=False`` leaves the thread's
     connection alone: ``django_jobretry.testing`` runs jobs inside a test's
     transaction, which closing a connection "too old to reuse" would end.
@@ -173,8 +174,8 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         value = middleware.call(
             jobretry_settings.middleware, context, lambda: _call(definition.func, args, kwargs)
         )
-        if job.flow_step_id is not None and not isinstance(value, Kept):  # a flow step keeps its value
-            kept = step_result(job.task_name, job.flow_step_id, value)
+        if not isinstance(value, Kept):  # kept if its task, policy or flow step says so (jobs/results.py)
+            kept = kept_result(job, value)
     except (Snooze, CircuitOpen) as error:  # not failures: the job gives its attempt back
         return deferred(job, error) or Failed(job, error, AttemptEnd.ERROR, render_error(error))
     except Exception as error:
