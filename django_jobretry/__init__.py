@@ -27,15 +27,26 @@ from django_jobretry.policy import (
 if TYPE_CHECKING:
     from django_jobretry.context import current_job
     from django_jobretry.decorators import job
-    from django_jobretry.exceptions import InvalidJob, JobConflict, NotDead, UnknownPolicy
+    from django_jobretry.exceptions import (
+        InvalidJob,
+        JobConflict,
+        NoResult,
+        NotDead,
+        ResultNotReady,
+        UnknownPolicy,
+    )
+    from django_jobretry.models.job_results import job_result
 
 #: Names that need Django, imported on first access so importing the package stays pure.
 _LAZY = {
     "job": "django_jobretry.decorators",
     "current_job": "django_jobretry.context",
+    "job_result": "django_jobretry.models.job_results",
     "InvalidJob": "django_jobretry.exceptions",
     "JobConflict": "django_jobretry.exceptions",
+    "NoResult": "django_jobretry.exceptions",
     "NotDead": "django_jobretry.exceptions",
+    "ResultNotReady": "django_jobretry.exceptions",
     "UnknownPolicy": "django_jobretry.exceptions",
 }
 
@@ -64,7 +75,9 @@ __all__ = [
     "InvalidPolicy",
     "JobConflict",
     "JobRetryError",
+    "NoResult",
     "NotDead",
+    "ResultNotReady",
     "Retry",
     "RetryPolicy",
     "RetryableError",
@@ -73,4 +86,5 @@ __all__ = [
     "__version__",
     "current_job",
     "job",
+    "job_result",
 ]

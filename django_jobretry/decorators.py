@@ -52,6 +52,9 @@ class JobDefinition[**P]:
     #: Whether ``func``'s first parameter is django.tasks' context, which the worker passes:
     #: the arguments of an enqueue bind to the parameters after it.
     takes_context: bool = False
+    #: Whether what ``func`` returns is stored on the job, for ``job.result()`` (docs/results.md);
+    #: None: as its policy's ``keep_result`` says.
+    keep_result: bool | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
@@ -66,6 +69,11 @@ class JobDefinition[**P]:
             raise InvalidJob(f"run_after {self.run_after!r} is invalid: a datetime, a timedelta or None")
         if isinstance(self.run_after, datetime) and self.run_after.tzinfo is None:
             raise InvalidJob(f"run_after {self.run_after!r} is a naive datetime; pass an aware one")
+        if self.keep_result is not None and not isinstance(self.keep_result, bool):
+            raise InvalidJob(
+                f"keep_result {self.keep_result!r} of task {self.name!r} is invalid: True, False, "
+                "or None for its policy's"
+            )
 
     @property
     def unique_key(self) -> str | None:
@@ -167,6 +175,7 @@ class JobKeywords(TaskKeywords, total=False):
     queue_name: str
     policy: str | RetryPolicy
     priority: int
+    keep_result: bool | None
     schedule: str | None
     every: float | timedelta | None
     tz: str | None
@@ -192,7 +201,9 @@ def job[**P](
     ``name`` defaults to the function's dotted path; it is what is stored on
     each job and looked up by workers, so keep it stable across deploys.
     ``timeout`` (seconds or a timedelta) limits one attempt; it wins over the
-    policy's ``timeout``.
+    policy's ``timeout``. ``keep_result=True`` stores what the function
+    returns, as JSON, for ``job.result()``; it too wins over the policy's
+    (docs/results.md).
 
     ``concurrency`` (with ``concurrency_key``, per key), ``rate`` and
     ``burst`` limit how many of its jobs run at once and start per period,
@@ -228,7 +239,7 @@ def _declare[**P](function: Callable[P, Any], options: JobKeywords) -> JobDefini
     name = options.get("name") or f"{function.__module__}.{function.__qualname__}"
     shared = cast("TaskKeywords", {key: given[key] for key in TaskKeywords.__annotations__ if key in given})
     declared = TaskOptions(**shared).declare(f"@job {name}", function)
-    own = {key: given[key] for key in ("queue_name", "policy", "priority") if key in given}
+    own = {key: given[key] for key in ("queue_name", "policy", "priority", "keep_result") if key in given}
     definition = JobDefinition(function, name, unique=declared.unique, timeout=declared.timeout, **own)
     spec = _schedule(definition, given)
     registry.register(definition)

@@ -38,8 +38,10 @@ __all__ = [
     "JobConflict",
     "JobRetryError",
     "JobTimeout",
+    "NoResult",
     "NotDead",
     "RequeueConflict",
+    "ResultNotReady",
     "RetryableError",
     "Snooze",
     "StaleArguments",
@@ -149,11 +151,25 @@ class UndecodableArguments(JobRetryError, ValueError):
 
 
 class UnstorableResult(FatalError, TypeError):
-    """A django.tasks task returned a value that cannot be stored as JSON.
+    """A value that must be kept cannot be stored as JSON within MAX_ARGS_BYTES and MAX_ARGS_DEPTH.
 
-    Fatal: running the task again returns the same kind of value. The
-    attempt fails with this error instead of the result being lost.
+    What a django.tasks task returns, an ``@job(keep_result=True)``'s value,
+    and a workflow step's that a child reads (``results=True``). Fatal:
+    running the task again returns the same kind of value. The attempt
+    fails with this error instead of the result being lost.
     """
+
+
+class NoResult(JobRetryError, LookupError):
+    """``job.result()`` has no value to give: the job kept none, died, or is gone.
+
+    Waiting does not change that (see :class:`ResultNotReady`, a subclass,
+    for a job that has not finished yet); the message says which case it is.
+    """
+
+
+class ResultNotReady(NoResult):
+    """``job.result()`` of a job that has not finished yet (ready, running, retrying, waiting): ask later."""
 
 
 class ChildFailed(JobRetryError):

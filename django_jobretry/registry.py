@@ -38,7 +38,7 @@ class TaskDefinition(Protocol):
     @property
     def name(self) -> str: ...
 
-    #: Runs one attempt; what it returns is dropped unless it is a ``Kept`` (jobs/claimed.py).
+    #: Runs one attempt; what it returns is kept as jobs/results.py says, or as a ``Kept`` gives it.
     @property
     def func(self) -> Callable[..., Any]: ...
 
@@ -63,6 +63,10 @@ class TaskDefinition(Protocol):
     #: How its enqueues, and its schedules' runs, are deduplicated (conf/uniqueness.py).
     @property
     def unique(self) -> Uniqueness: ...
+
+    #: Whether what its function returns is stored on the job; None: as its policy says.
+    @property
+    def keep_result(self) -> bool | None: ...
 
 
 class TaskRegistry:
@@ -155,3 +159,15 @@ def time_limit(task_name: str, policy_name: str) -> timedelta | None:
     if definition is not None and definition.timeout is not None:
         return definition.timeout
     return policy_for(task_name, policy_name).timeout
+
+
+def keeps_result(task_name: str, policy_name: str) -> bool:
+    """Whether a job's return value is stored: the task's own ``keep_result``, else its policy's.
+
+    Read by the worker as the attempt ends, like :func:`time_limit`: a policy
+    edited in the settings applies to the jobs already waiting.
+    """
+    definition = registry.get(task_name)
+    if definition is not None and definition.keep_result is not None:
+        return definition.keep_result
+    return policy_for(task_name, policy_name).keep_result

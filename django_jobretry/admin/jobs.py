@@ -14,6 +14,7 @@ rows as ``Job.objects.retrying()``).
 
 from __future__ import annotations
 
+import json
 from typing import Any, override
 
 from django.contrib import admin, messages
@@ -94,6 +95,27 @@ def state(job: Job) -> SafeString | str:
     if detail:
         return format_html('{}<span class="jobretry-quiet">{}</span>', word, detail)
     return word
+
+
+def kept_result(request: HttpRequest, job: Job) -> dict[str, Any] | None:
+    """The Result section of a succeeded job (docs/results.md): its value to holders of ``view_job_payload``.
+
+    A result may be as personal as arguments, but PAYLOAD_REDACTOR is given
+    arguments only: while one is configured no result is shown (fail closed),
+    as arguments are filtered by no one then. Whether one was kept is no payload.
+    """
+    if job.status != JobStatus.SUCCEEDED:
+        return None
+    # NULL is none kept; a kept None is JSON null: Python reads both as None.
+    kept = Job.objects.filter(pk=job.pk, return_value__isnull=False).exists()
+    section: dict[str, Any] = {"kept": kept, "permission_name": rendering.PAYLOAD_PERMISSION_NAME}
+    if not kept:
+        return section
+    if not rendering.can_view_payload(request):
+        return {**section, "hidden": True}
+    if not rendering.can_filter_payload(request):
+        return {**section, "redacting": True}
+    return {**section, "json": json.dumps(job.return_value, indent=2, ensure_ascii=False, default=str)}
 
 
 class JobAdmin(ReadOnlyRecordAdmin):
@@ -183,12 +205,13 @@ class JobAdmin(ReadOnlyRecordAdmin):
 
     @override
     def detail_context(self, request: HttpRequest, obj: Job | None) -> dict[str, Any]:
-        """The arguments, which depend on the viewer's rights, and the job named in the heading."""
+        """The arguments and result, which depend on the viewer's rights, and the job named in the heading."""
         if obj is None:
             return {}
         word, detail = state_words(obj)
         return {
             "arguments": rendering.payload(request, obj.task_name, obj.args, obj.kwargs),
+            "result": kept_result(request, obj),
             "repairs": recorded_repairs(request, obj.requeue_history),
             "title": f"Job {obj.pk}",
             "subtitle": f"{obj.task_name} · {word}" + (f" ({detail})" if detail else ""),

@@ -38,6 +38,7 @@ POLICY_DEFAULTS: dict[str, Any] = {
     # None: 20, or no count when snooze_for (a time) is the budget (policy/decisions.py).
     "max_snoozes": None,
     "snooze_for": None,
+    "keep_result": False,
 }
 
 

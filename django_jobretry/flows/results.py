@@ -1,41 +1,29 @@
 """Results between steps: a step's return value kept as JSON, and read by its children.
 
-A step's return value is kept when it is JSON within the arguments' limits
-(``MAX_ARGS_BYTES``, ``MAX_ARGS_DEPTH``). When a child reads its parents'
+A step's return value is kept whenever it is JSON within the arguments' limits
+(``MAX_ARGS_BYTES``, ``MAX_ARGS_DEPTH``), in the statement that ends the step,
+as any kept result is (jobs/results.py). When a child reads its parents'
 results (``add(..., results=True)``), a parent whose value cannot be kept
 fails its attempt with :class:`UnstorableResult`, fatal: it would return the
-same kind of value again. Otherwise such a value is dropped, as ``@job``
-values always were.
+same kind of value again. Otherwise such a value is dropped, unless its task
+keeps its results (``keep_result``), which makes it fail the same way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import current_job
-from django_jobretry.exceptions import InvalidFlow, InvalidJob, UnstorableResult
+from django_jobretry.exceptions import InvalidFlow
 from django_jobretry.models import FlowEdge, FlowStep, Job, JobStatus
-from django_jobretry.validation import check_result
 
 
-def step_result(task_name: str, step_id: int, value: Any) -> str | None:
-    """``value`` as JSON text for SUCCEED, None when dropped, or UnstorableResult when a child needs it."""
-    try:
-        return check_result(
-            task_name,
-            value,
-            max_bytes=jobretry_settings.max_args_bytes,
-            max_depth=jobretry_settings.max_args_depth,
-        )
-    except (InvalidJob, TypeError, ValueError, RecursionError) as exc:
-        if not FlowStep.objects.filter(pk=step_id, keeps_result=True).exists():
-            return None
-        reason = str(exc) if isinstance(exc, InvalidJob) else f"it is not JSON ({type(exc).__name__}: {exc})"
-        raise UnstorableResult(
-            f"a child step reads the result of {task_name!r} (results=True), which cannot be kept: {reason}. "
-            "Return plain data (str, int, float, bool, None, list, dict) within MAX_ARGS_BYTES"
-        ) from None
+def read_by_a_child(step_id: int) -> bool:
+    """Whether a child reads the step's result (``results=True``), so a value that cannot be kept fails it.
+
+    Asked only of a value that cannot be kept: a step that keeps its value reads nothing more.
+    """
+    return FlowStep.objects.filter(pk=step_id, keeps_result=True).exists()
 
 
 def read_parent_results() -> dict[str, Any]:

@@ -110,9 +110,9 @@ type Finish = Callable[[Succeeded, datetime], None]
 
 @dataclass(frozen=True)
 class Kept:
-    """What a django.tasks task's ``func`` returns (``@job`` values are not kept): the JSON text stored
-    as the job's return value, and what the main loop calls once the success is written (picklable: it
-    comes back from a child process)."""
+    """What a django.tasks task's ``func`` returns (an ``@job``'s value is kept by jobs/results.py): the
+    JSON text stored as the job's return value, and what the main loop calls once the success is written
+    (picklable: it comes back from a child process)."""
 
     result: str
     finish: Finish
@@ -120,7 +120,8 @@ class Kept:
 
 @dataclass(frozen=True)
 class Succeeded:
-    """The handler returned; ``result`` and ``finish`` are what a :class:`Kept` gave, if anything."""
+    """The handler returned; ``result`` is the JSON text kept (jobs/results.py, or a :class:`Kept`'s), if
+    any, and ``finish`` what a :class:`Kept` gave."""
 
     job: ClaimedJob
     result: str | None = None
@@ -229,8 +230,8 @@ def succeed_params(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None
 def succeed(jobs: Sequence[ClaimedJob], results: Mapping[int, str] | None = None) -> Written:
     """Mark finished attempts succeeded in one statement; returns the ids that still held their lease.
 
-    ``results`` maps a job id to the JSON text its task returned (django.tasks
-    keeps results; ``@job`` does not). The worker that ran the last attempt
+    ``results`` maps a job id to the JSON text its task returned, when kept
+    (django.tasks tasks, ``keep_result``, flow steps). The worker that ran the last attempt
     stays on the row as ``lease_owner``: who ran a finished job is history,
     and a task result lists it.
     """

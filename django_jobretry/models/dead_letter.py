@@ -36,7 +36,8 @@ from django.db.models.functions import Now
 from django_jobretry.models import fingerprints
 from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_shapes
 from django_jobretry.models.instants import holdable_times
-from django_jobretry.models.job import LANE_MAX_LENGTH, ORIGIN_JOB_ID, provenance_index
+from django_jobretry.models.job import LANE_MAX_LENGTH, provenance_index
+from django_jobretry.models.job_results import ORIGIN_JOB_ID
 
 
 class DeadReason(models.TextChoices):

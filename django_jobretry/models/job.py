@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.db import models
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Now
 
+from django_jobretry.exceptions import NoResult
 from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_shapes
 from django_jobretry.models.instants import holdable_times
+from django_jobretry.models.job_results import ORIGIN_JOB_ID, first_job_id, job_result
 from django_jobretry.models.job_states import JobSubStates
 from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
-
-#: The id of the first job of a requeue chain, for rows that were requeued
-#: (their first requeue entry's ``job_id``); the result id of a django.tasks task.
-ORIGIN_JOB_ID = KeyTextTransform("job_id", KeyTransform(0, "requeue_history"))
 
 
 def provenance_index(name: str) -> GinPathIndex:
@@ -117,7 +115,8 @@ class Job(models.Model):
     #: Set by an operator's cancel of a running job; its worker stops it at its next heartbeat.
     cancel_requested_by = models.CharField(max_length=ACTOR_MAX_LENGTH, blank=True, db_default="")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    #: What a django.tasks task returned, as JSON; NULL for ``@job`` jobs, which keep no result.
+    #: What the function returned, as JSON: a django.tasks task's, an ``@job(keep_result=True)``'s
+    #: (or its policy's) and a workflow step's; NULL: none kept (``Job.result()``, docs/results.md).
     return_value = StoredJSONField(null=True, blank=True)
     #: A run of a periodic schedule: its name and slot (NULL for every other job).
     schedule_name = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
@@ -315,3 +314,10 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name}#{self.pk} ({self.status})"
+
+    def result(self) -> Any:
+        """What this job returned, as kept, read from the database now: after a requeue, from the job it
+        became (models/job_results.py). ResultNotReady until it succeeds; NoResult if it keeps none."""
+        if self.pk is None:
+            raise NoResult("an unsaved job has no result: enqueue it")
+        return job_result(first_job_id(self.pk, self.requeue_history))

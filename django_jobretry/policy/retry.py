@@ -58,6 +58,11 @@ class ScheduleRow:
 class RetryPolicy:
     """How often and how long to retry a failing job before it is dead.
 
+    Two fields are for the jobs that share a policy, not for :meth:`decide`:
+    ``timeout`` (how long one attempt may run) and ``keep_result`` (whether
+    what a job returns is stored, for ``job.result()``); a job's own
+    ``@job(timeout=..., keep_result=...)`` wins (registry.py).
+
     Immutable and validated at construction: a bad value raises
     :class:`InvalidPolicy` naming the field. Durations are accepted as seconds
     or ``timedelta`` and stored as ``timedelta``.
@@ -79,6 +84,7 @@ class RetryPolicy:
         "circuit",
         "max_snoozes",
         "snooze_for",
+        "keep_result",
     )
     __slots__ = (*_PARAMS, "_base_seconds", "_max_seconds", "_uncapped_retries")
 
@@ -97,6 +103,7 @@ class RetryPolicy:
     circuit: CircuitBreaker | None
     max_snoozes: int
     snooze_for: timedelta | None
+    keep_result: bool
     _base_seconds: float
     _max_seconds: float
     _uncapped_retries: int
@@ -119,6 +126,7 @@ class RetryPolicy:
         circuit: CircuitBreaker | Mapping[str, object] | None = None,
         max_snoozes: int | None = None,
         snooze_for: Seconds | None = None,
+        keep_result: bool = False,
     ) -> None:
         set_ = super().__setattr__
         set_("max_attempts", attempt_limit(max_attempts))
@@ -143,6 +151,9 @@ class RetryPolicy:
         count, time = snooze_budget(max_snoozes, snooze_for)
         set_("max_snoozes", count)
         set_("snooze_for", time)
+        if not isinstance(keep_result, bool):  # a job's result is kept or not: no truthy strings
+            raise InvalidPolicy("keep_result", keep_result, "True or False")
+        set_("keep_result", keep_result)
         set_("_uncapped_retries", self._count_uncapped_retries())
         set_("total_budget", None)
         if total_budget is not None:

@@ -41,12 +41,12 @@ from django_jobretry.conf import jobretry_settings, task_modules
 from django_jobretry.console.counters import Tally
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
-from django_jobretry.flows.results import step_result
 from django_jobretry.jobs import middleware, tracing
 from django_jobretry.jobs.claimed import ClaimedJob, Failed, Kept, Succeeded
 from django_jobretry.jobs.decisions import classify_failure, deferred
 from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra, send_job_signal
 from django_jobretry.jobs.history import AttemptEnd, render_error
+from django_jobretry.jobs.results import kept_result
 from django_jobretry.models import CounterEvent
 from django_jobretry.policy import CircuitOpen, Classification, ErrorKind, Snooze
 from django_jobretry.registry import policy_for, registry, time_limit
@@ -133,8 +133,9 @@ def unknown_task(job: ClaimedJob) -> Failed:
 def run_handler(job: ClaimedJob, *, manage_connections: bool = True) -> Succeeded | Failed:
     """Call the registered function of ``job`` with its arguments, in this thread, and say how it went.
 
-    What it returns is dropped unless it is a :class:`Kept` (a django.tasks
-    task's result and end). The call goes through ``JOBRETRY["MIDDLEWARE"]``
+    What it returns is kept as jobs/results.py says (``keep_result``, a flow
+    step) or as a :class:`Kept` gives it (a django.tasks task's result and
+    end). The call goes through ``JOBRETRY["MIDDLEWARE"]``
     (jobs/middleware.py), after the stale-arguments check. ``manage_connections=False`` leaves the thread's
     connection alone: ``django_jobretry.testing`` runs jobs inside a test's
     transaction, which closing a connection "too old to reuse" would end.
@@ -187,12 +188,10 @@ def job_context(job: ClaimedJob) -> JobContext:
 
 
 def succeeded(job: ClaimedJob, value: Any) -> Succeeded:
-    """The attempt returned ``value``: a django.tasks result is kept, so is a flow step's value."""
+    """The attempt returned ``value``: a django.tasks result is kept, and a kept result (jobs/results.py)."""
     if isinstance(value, Kept):
         return Succeeded(job, value.result, value.finish)
-    if job.flow_step_id is not None:
-        return Succeeded(job, step_result(job.task_name, job.flow_step_id, value))
-    return Succeeded(job, None)
+    return Succeeded(job, kept_result(job, value))  # if its task, policy or flow step says so
 
 
 def failed(job: ClaimedJob, error: BaseException) -> Failed:

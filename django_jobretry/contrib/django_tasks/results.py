@@ -12,7 +12,6 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
 from django.tasks.base import Task, TaskError, TaskResultStatus
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils.dateparse import parse_datetime
@@ -20,7 +19,7 @@ from django.utils.dateparse import parse_datetime
 from django_jobretry.contrib.django_tasks.task_class import JobRetryTask, JobRetryTaskResult
 from django_jobretry.exceptions import InvalidJob
 from django_jobretry.models import DeadLetter, Job, JobStatus
-from django_jobretry.models.job import ORIGIN_JOB_ID
+from django_jobretry.models.job_results import chain_row
 from django_jobretry.validation import INT_MAX
 
 #: The error class a history entry without one (lease expired, shutdown, cancel) is reported as.
@@ -47,14 +46,11 @@ def parse_result_id(result_id: object) -> int:
 
 
 def find_row(result_id: object) -> Job | DeadLetter:
-    """The one row holding this result now: the live or finished job, or its dead letter."""
-    origin = parse_result_id(result_id)
-    chain = Q(requeue_count__gt=0, origin=str(origin))
-    job = Job.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(id=origin, requeue_count=0) | chain).first()
-    if job is not None:
-        return job
-    dead = DeadLetter.objects.alias(origin=ORIGIN_JOB_ID).filter(Q(job_id=origin, requeue_count=0) | chain)
-    found = dead.first()
+    """The one row holding this result now: the live or finished job, or its dead letter.
+
+    Found as ``job.result()`` finds a job's (models/job_results.py).
+    """
+    found = chain_row(parse_result_id(result_id), Job.objects.all(), DeadLetter.objects.all())
     if found is None:
         raise TaskResultDoesNotExist(f"no task result {result_id!r}: never enqueued, or pruned since")
     return found

@@ -75,6 +75,11 @@ class TaskRun:
         return self.task.unique if isinstance(self.task, JobRetryTask) else NOT_UNIQUE
 
     @property
+    def keep_result(self) -> bool:
+        """Always: a django.tasks task's return value is its result (``run`` returns it as a ``Kept``)."""
+        return True
+
+    @property
     def priority(self) -> int:
         """The priority of the decorated task (``@task(priority=...)``)."""
         return self.task.priority
