@@ -11,6 +11,7 @@ from django.db.models.functions import Now
 from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_shapes
 from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job_states import JobSubStates
+from django_jobretry.models.progress import ProgressColumns, progress_counts
 from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
 
 #: The id of the first job of a requeue chain, for rows that were requeued
@@ -80,8 +81,8 @@ class JobQuerySet(JobSubStates["Job"]):
         return self.filter(RETRYING)
 
 
-class Job(models.Model):
-    """A job; state changes happen only in django_jobretry.services."""
+class Job(ProgressColumns):
+    """A job; its state changes only in jobs/statements.py. Its progress: models/progress.py."""
 
     task_name = models.CharField(max_length=200)
     queue_name = models.CharField(max_length=100, default="default")
@@ -307,7 +308,9 @@ class Job(models.Model):
                 "cancel_requested_at",
                 "schedule_slot",
                 "retry_until",
+                "progress_at",
             ),
+            progress_counts("jobretry_job"),
             *json_shapes(
                 "jobretry_job", args="array", kwargs="object", errors="array", requeue_history="array"
             ),
