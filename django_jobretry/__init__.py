@@ -27,13 +27,17 @@ from django_jobretry.policy import (
 if TYPE_CHECKING:
     from django_jobretry.context import current_job
     from django_jobretry.decorators import job
-    from django_jobretry.exceptions import InvalidJob, JobConflict, NotDead, UnknownPolicy
+    from django_jobretry.exceptions import InvalidJob, InvalidProgress, JobConflict, NotDead, UnknownPolicy
+    from django_jobretry.jobs.progress import aprogress, progress
 
 #: Names that need Django, imported on first access so importing the package stays pure.
 _LAZY = {
     "job": "django_jobretry.decorators",
     "current_job": "django_jobretry.context",
+    "progress": "django_jobretry.jobs.progress",
+    "aprogress": "django_jobretry.jobs.progress",
     "InvalidJob": "django_jobretry.exceptions",
+    "InvalidProgress": "django_jobretry.exceptions",
     "JobConflict": "django_jobretry.exceptions",
     "NotDead": "django_jobretry.exceptions",
     "UnknownPolicy": "django_jobretry.exceptions",
@@ -62,6 +66,7 @@ __all__ = [
     "GiveUpReason",
     "InvalidJob",
     "InvalidPolicy",
+    "InvalidProgress",
     "JobConflict",
     "JobRetryError",
     "NotDead",
@@ -71,6 +76,8 @@ __all__ = [
     "Snooze",
     "UnknownPolicy",
     "__version__",
+    "aprogress",
     "current_job",
     "job",
+    "progress",
 ]

@@ -42,7 +42,7 @@ from django_jobretry.console.counters import Tally
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
 from django_jobretry.flows.results import step_result
-from django_jobretry.jobs import middleware, tracing
+from django_jobretry.jobs import middleware, progress, tracing
 from django_jobretry.jobs.claimed import ClaimedJob, Failed, Kept, Succeeded
 from django_jobretry.jobs.decisions import classify_failure, deferred
 from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra, send_job_signal
@@ -162,6 +162,7 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         flow_step_id=job.flow_step_id,
     )
     token = set_current_job(context)
+    reporting = progress.begin(job)
     kept: str | None = None
     try:
         args, kwargs = job.arguments()
@@ -182,6 +183,7 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
     except BaseException as error:  # SystemExit/KeyboardInterrupt raised by the handler itself
         return Failed(job, error, AttemptEnd.WORKER_EXIT, render_error(error))
     finally:
+        progress.end(reporting)  # the last value, written before the outcome is recorded
         reset_current_job(token)
         if manage_connections:
             close_old_connections()

@@ -17,7 +17,12 @@ from tests.jobs_app.models import Execution
 # worker with no limit declared.
 if os.environ.get("JOBRETRY_TEST_LIMITS", "1") == "1":
     from tests.jobs_app import limited_jobs  # noqa: F401
-from tests.jobs_app import flow_jobs, recipe_jobs, unique_jobs  # noqa: F401  (registered for workers too)
+from tests.jobs_app import (  # noqa: F401  (registered for workers too)
+    flow_jobs,
+    progress_jobs,
+    recipe_jobs,
+    unique_jobs,
+)
 
 # A test of a worker signalled while it starts (test_worker_processes) holds
 # the worker here, in the middle of Django's start-up, until it has signalled.
