@@ -25,7 +25,8 @@ transaction, or the end of the attempt, writes.
 
 ``async def`` jobs: ``progress()`` keeps the value without a query (Django
 refuses synchronous queries in an event loop); ``await aprogress(...)``
-writes it as well, through asgiref's ``sync_to_async``.
+writes it as well, through asgiref's ``sync_to_async`` (on its thread's
+connection: not inside ``testing.run_jobs``' transaction, which it cannot see).
 
 Outside an attempt (a shell, a test calling the function itself, a
 django-q2 task) both check their arguments and do nothing else. A write the
@@ -204,12 +205,17 @@ def progress(done: int, total: int | None = None, note: str = "") -> None:
 
 
 async def aprogress(done: int, total: int | None = None, note: str = "") -> None:
-    """:func:`progress` for ``async def`` jobs: the same checks and throttle, the write off the event loop."""
+    """:func:`progress` for ``async def`` jobs: the same checks and throttle, the write off the event loop.
+
+    The write goes through another connection, asgiref's thread's: none
+    while the attempt runs inside a transaction (``testing.run_jobs`` in a
+    ``TestCase``), whose job row that connection could not see.
+    """
     value = checked(done, total, note)
     reporter = _reporter.get()
     if reporter is None:
         return
-    due = reporter.offer(value)
+    due = reporter.offer(value, writable=reporter.depth == 0)
     if due is not None:
         await sync_to_async(reporter.write_elsewhere)(due)
 

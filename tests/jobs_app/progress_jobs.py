@@ -87,6 +87,13 @@ async def walks_rows_async(key: str, rows: int) -> None:
 
 
 @job(policy="three")
+async def awaits_rows(key: str, rows: int) -> None:
+    """``await aprogress()`` for each row, and nothing else."""
+    for done in range(1, rows + 1):
+        await aprogress(done, rows, note=f"{key}: row {done}")
+
+
+@job(policy="three")
 async def reports_synchronously_in_a_loop(key: str, done: int) -> None:
     """The synchronous ``progress()`` inside an event loop: kept, no query, written at the attempt's end."""
     progress(done, note=key)

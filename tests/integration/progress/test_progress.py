@@ -123,3 +123,12 @@ def test_a_call_inside_the_jobs_own_transaction_is_written_after_it(monkeypatch:
     run_jobs()
     assert Execution.objects.filter(key="k:saw 1").exists()  # inside, the row still said 1
     assert shown(Job.objects.get(pk=queued.pk)) == (2, 3, "inside")  # the end of the attempt wrote it
+
+
+def test_an_async_job_inside_the_tests_transaction_writes_its_last_value_at_the_end() -> None:
+    """aprogress() would write through asgiref's thread, whose connection cannot see this test's job."""
+    queued = progress_jobs.awaits_rows.enqueue("k", 20)
+    with CaptureQueriesContext(connection) as captured:
+        assert run_jobs().succeeded == 1
+    assert writes(captured) == 1  # the end of the attempt, on the test's connection
+    assert shown(Job.objects.get(pk=queued.pk)) == (20, 20, "k: row 20")
