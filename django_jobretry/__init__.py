@@ -29,12 +29,14 @@ if TYPE_CHECKING:
     from django_jobretry.decorators import job
     from django_jobretry.exceptions import (
         InvalidJob,
+        InvalidProgress,
         JobConflict,
         NoResult,
         NotDead,
         ResultNotReady,
         UnknownPolicy,
     )
+    from django_jobretry.jobs.progress import aprogress, progress
     from django_jobretry.models.job_results import job_result
 
 #: Names that need Django, imported on first access so importing the package stays pure.
@@ -42,7 +44,10 @@ _LAZY = {
     "job": "django_jobretry.decorators",
     "current_job": "django_jobretry.context",
     "job_result": "django_jobretry.models.job_results",
+    "progress": "django_jobretry.jobs.progress",
+    "aprogress": "django_jobretry.jobs.progress",
     "InvalidJob": "django_jobretry.exceptions",
+    "InvalidProgress": "django_jobretry.exceptions",
     "JobConflict": "django_jobretry.exceptions",
     "NoResult": "django_jobretry.exceptions",
     "NotDead": "django_jobretry.exceptions",
@@ -73,6 +78,7 @@ __all__ = [
     "GiveUpReason",
     "InvalidJob",
     "InvalidPolicy",
+    "InvalidProgress",
     "JobConflict",
     "JobRetryError",
     "NoResult",
@@ -84,7 +90,9 @@ __all__ = [
     "Snooze",
     "UnknownPolicy",
     "__version__",
+    "aprogress",
     "current_job",
     "job",
     "job_result",
+    "progress",
 ]

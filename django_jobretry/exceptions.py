@@ -34,6 +34,7 @@ __all__ = [
     "InvalidFlow",
     "InvalidJob",
     "InvalidPolicy",
+    "InvalidProgress",
     "InvalidSettings",
     "JobConflict",
     "JobRetryError",
@@ -108,6 +109,10 @@ class UnsupportedArgument(InvalidArguments):
 
 class InvalidFlow(InvalidJob):
     """A workflow was refused as declared or enqueued; the message names the step and what is allowed."""
+
+
+class InvalidProgress(JobRetryError, ValueError):
+    """A ``progress()`` call was refused; the message names the field, its value and what is allowed."""
 
 
 class JobConflict(JobRetryError):

@@ -165,4 +165,13 @@ FEATURES: tuple[Feature, ...] = (
         collect="django_jobretry.flows.status.collect",
         admins=(("django_jobretry.models.Flow", "django_jobretry.flows.admin.FlowAdmin"),),
     ),
+    Feature(
+        "progress",
+        status=Section(
+            "progress",
+            "django_jobretry.console.progress.running_progress",
+            "django_jobretry.console.progress.as_json",
+            "django_jobretry.console.progress.status_lines",
+        ),
+    ),
 )

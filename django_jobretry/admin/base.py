@@ -32,6 +32,7 @@ from django.utils.translation import ngettext
 from django_jobretry.admin import rendering
 from django_jobretry.admin.audit import Fate
 from django_jobretry.admin.changelist import CappedCountPaginator, LightChangeList
+from django_jobretry.display import progress_words
 from django_jobretry.models import DeadLetter, Job
 
 if TYPE_CHECKING:  # generic only in django-stubs, not at run time
@@ -138,6 +139,30 @@ class ReadOnlyRecordAdmin(NoWritesAdmin):
         if not obj.requeue_count:
             return ""
         return format_html('<span class="jobretry-quiet">{}</span>', requeued_times(obj.requeue_count))
+
+    @admin.display(description="progress")
+    def progress_shown(self, obj: Job | DeadLetter) -> SafeString | str:
+        """How far the last attempt got (docs/progress.md): a bar, the words, the job's note, and when."""
+        words = progress_words(obj.progress_done, obj.progress_total)
+        if not words:
+            return "-"
+        bar = (
+            format_html('<progress max="{}" value="{}"></progress> ', obj.progress_total, obj.progress_done)
+            if obj.progress_total
+            else ""
+        )
+        note = f" · {obj.progress_note}" if obj.progress_note else ""
+        at = rendering.time_html(obj.progress_at)
+        return format_html('{}{}{}<span class="jobretry-quiet">reported at {}</span>', bar, words, note, at)
+
+    def progress_note_cell(self, obj: Job | DeadLetter) -> SafeString | str:
+        """The progress under the status in the list, the note only on hover: the cell stays short."""
+        words = progress_words(obj.progress_done, obj.progress_total)
+        if not words:
+            return ""
+        if not obj.progress_note:
+            return format_html('<span class="jobretry-quiet">{}</span>', words)
+        return format_html('<span class="jobretry-quiet" title="{}">{}</span>', obj.progress_note, words)
 
     @admin.display(description="attempts, oldest first")
     def attempt_history(self, obj: Job | DeadLetter) -> SafeString:

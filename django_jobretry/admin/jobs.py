@@ -136,7 +136,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
             "Attempts",
             {
                 "fields": (
-                    *("attempts_display", "run_at_shown", "held_because"),
+                    *("attempts_display", "progress_shown", "run_at_shown", "held_because"),
                     *("lease_owner", "lease_expires_at_shown"),
                 )
             },
@@ -172,7 +172,7 @@ class JobAdmin(ReadOnlyRecordAdmin):
 
     @admin.display(description="status")
     def state_display(self, obj: Job) -> SafeString:
-        return format_html("{}{}", state(obj), self.requeue_note(obj))
+        return format_html("{}{}{}", state(obj), self.progress_note_cell(obj), self.requeue_note(obj))
 
     @admin.display(description="last error")
     def last_error(self, obj: Job) -> SafeString | str:

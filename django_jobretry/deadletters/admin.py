@@ -217,6 +217,7 @@ class DeadLetterAdmin(DashboardPage, FailureGroupsPage, RepairPage, MatchingActi
             "enqueue_trace": rendering.enqueue_trace(dead),
             "attempts": self.attempts_display(dead),
             "requeues": requeued_times(dead.requeue_count) if dead.requeue_count else "",
+            "progress": self.progress_shown(dead) if dead.progress_done is not None else "",
             "died": rendering.time_html(dead.dead_at),
             "error_class": error_class,
             "error_name": error_class.rsplit(".", 1)[-1],

@@ -29,7 +29,7 @@ from django_jobretry.conf import jobretry_settings
 from django_jobretry.deadletters.search import FailureGroup
 from django_jobretry.deadletters.search import groups as failure_groups
 from django_jobretry.deadletters.service import filtered
-from django_jobretry.display import count_of, humanize_delay, printable
+from django_jobretry.display import count_of, humanize_delay, printable, progress_words
 from django_jobretry.display.redaction import redacted_payload
 from django_jobretry.models import DeadLetter
 from django_jobretry.registry import registry
@@ -152,6 +152,19 @@ def detail(dead: DeadLetter) -> dict[str, Any]:
         **({"arguments_hidden": hidden} if hidden else {}),
         "errors": dead.errors,
         "requeue_history": shown_history(dead.requeue_history),
+        "progress": progress(dead),
+    }
+
+
+def progress(dead: DeadLetter) -> dict[str, Any] | None:
+    """How far its last attempt got (docs/progress.md), None when it reported nothing."""
+    if dead.progress_done is None:
+        return None
+    return {
+        "done": dead.progress_done,
+        "total": dead.progress_total,
+        "note": dead.progress_note or "",
+        "reported_at": dead.progress_at,
     }
 
 
@@ -173,6 +186,7 @@ def show_lines(dead: DeadLetter) -> list[str]:
         ("priority", dead.priority),
         ("reason", f"{dead.reason} ({dead.get_reason_display()})"),
         ("attempts", f"{dead.attempts} of {dead.max_attempts}"),
+        ("got to", _got_to(dead)),
         ("unique key", dead.unique_key or "-"),
         ("enqueued at", when(dead.enqueued_at)),
         ("first attempt", when(dead.first_attempt_at)),
@@ -210,6 +224,15 @@ def show_lines(dead: DeadLetter) -> list[str]:
             lines.append(f"     last error: {printable(entry['last_error'], one_line=True)}")
         lines += repair_lines(entry)
     return [printable(line) for line in lines]
+
+
+def _got_to(dead: DeadLetter) -> str:
+    """ "420 of 1,000 (42%): copying invoices, at <time>", or "-" when its last attempt reported nothing."""
+    words = progress_words(dead.progress_done, dead.progress_total)
+    if not words:
+        return "-"
+    note = f": {dead.progress_note}" if dead.progress_note else ""
+    return f"{words}{note}, at {when(dead.progress_at)}"
 
 
 def _error_lines(entry: dict[str, Any], trace: str, *, same_as: object | None) -> list[str]:

@@ -6,7 +6,8 @@ of the package, so the settings, the exceptions and the policy can use it
 without an import cycle; redacting arguments reads the settings, so it lives
 apart (display/redaction.py).
 
-- Durations and counts in words: :func:`humanize_delay`, :func:`humanize_age`, :func:`count_of`.
+- Durations and counts in words: :func:`humanize_delay`, :func:`humanize_age`, :func:`count_of`,
+  :func:`progress_words`.
 - :func:`did_you_mean` for a name close to a known one: settings, checks, queues, policies.
 - Text from the database, made safe to print on an operator's terminal, alone
   (:func:`printable`) or in a table (:func:`table`). Worker ids, host and
@@ -63,6 +64,19 @@ def humanize_age(delay: timedelta) -> str:
 def count_of(count: int, noun: str, plural: str | None = None) -> str:
     """'1 attempt', '3 attempts', '0 attempts': a count with its noun agreeing."""
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def progress_words(done: int | None, total: int | None) -> str:
+    """How far a job got (docs/progress.md): '420 of 1,000 (42%)', '420 done' without a total, '' for none.
+
+    The percentage is rounded down: a job shows 100% only once it is done.
+    """
+    if done is None:
+        return ""
+    if total is None:
+        return f"{done:,} done"
+    percent = f" ({done * 100 // total}%)" if total else ""
+    return f"{done:,} of {total:,}{percent}"
 
 
 def did_you_mean(names: Iterable[str], known: Iterable[str], *, prefix: str = "") -> str:

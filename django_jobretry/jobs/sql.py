@@ -48,6 +48,8 @@ ONE_ATTEMPT = (
     "(SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token, "
     "%(entry)s::jsonb AS entry) AS d"
 )
+#: One attempt, fenced, without an entry (a locking read, a progress write).
+ONE_FENCED = "(SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d"
 #: Many attempts, fenced, as claimed.fence_arrays binds them.
 FENCED_ROWS = "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(tokens)s::uuid[]) AS d(id, attempts, token)"
 #: Many attempts, fenced, each with its history entry (bury_cancel_requested).
@@ -89,11 +91,17 @@ CARRIED_COLUMNS = (
     *("schedule_name", "schedule_slot", "limit_lane", "trace_context", "run_after", "flow_step_id"),
 )
 
+#: How far the job's last attempt got (models/progress.py): kept by a burial, not by a requeue.
+PROGRESS_COLUMNS = ("progress_done", "progress_total", "progress_note", "progress_at")
+#: A claim clears them: each attempt reports its own.
+NO_PROGRESS = ", ".join(f"{column} = NULL" for column in PROGRESS_COLUMNS)
+
 #: A DeadLetter row, in the order :func:`dead_letter_select` gives its values.
 DEAD_COLUMNS = ", ".join(
     (
         "job_id",
         *CARRIED_COLUMNS,
+        *PROGRESS_COLUMNS,
         *("reason", "attempts", "max_attempts", "errors", "last_error_class", "last_error"),
         *("requeue_count", "requeue_history", "enqueued_at", "first_attempt_at", "dead_at"),
     )
@@ -129,14 +137,15 @@ def counting_deaths(dead: str) -> str:
     )
 
 
-def _carried(source: str) -> str:
-    return ", ".join(f"{source}.{column}" for column in CARRIED_COLUMNS)
+def _carried(source: str, columns: tuple[str, ...] = CARRIED_COLUMNS) -> str:
+    return ", ".join(f"{source}.{column}" for column in columns)
 
 
 def dead_letter_select(source: str, *, errors: str, reason: str, error_class: str, message: str) -> str:
     """The SELECT list burying the job row ``source``: DEAD_COLUMNS, in order."""
     return (
-        f"{source}.id, {_carried(source)}, {reason}, {source}.attempts, {source}.max_attempts, {errors}, "
+        f"{source}.id, {_carried(source)}, {_carried(source, PROGRESS_COLUMNS)}, {reason}, "
+        f"{source}.attempts, {source}.max_attempts, {errors}, "
         f"{error_class}, {message}, {source}.requeue_count, {source}.requeue_history, "
         f"{source}.enqueued_at, {source}.first_attempt_at, statement_timestamp()"
     )
@@ -204,10 +213,9 @@ def stamped(entry_sql: str) -> str:
 
 # -- locking reads: they change no row, and lock the rows the statements of statements.py write next
 def lock_attempt_sql() -> str:
-    """Lock a running attempt (ONE_ATTEMPT without its entry), fenced, to read ``elapsed``."""
+    """Lock a running attempt (ONE_FENCED), to read ``elapsed``."""
     return f"""
-        SELECT {ELAPSED_SQL} AS elapsed FROM {JOB} AS j,
-               (SELECT %(id)s::bigint AS id, %(attempt)s::int AS attempts, %(token)s::uuid AS token) AS d
+        SELECT {ELAPSED_SQL} AS elapsed FROM {JOB} AS j, {ONE_FENCED}
         WHERE j.id = d.id AND {FENCE}
         FOR UPDATE OF j
     """

@@ -23,6 +23,7 @@ history and column lists) and the locking reads are in sql.py. This module is lo
 | snooze_sql                     | running -> ready, the attempt given back   | decisions.write              |
 | release_sql                    | running, not started -> ready, uncounted   | claimed.release              |
 | heartbeat_sql                  | running: lease extended, cancel read       | claimed.heartbeat            |
+| PROGRESS                       | running: how far the attempt got           | progress.Reporter            |
 | REQUEST_CANCEL                 | running: cancel requested                  | recovery.cancel_jobs         |
 | CANCEL_FLOW                    | a flow's waiting, ready -> gone; running   | flows.service                |
 |                                | jobs: cancel requested                     |                              |
@@ -66,7 +67,9 @@ from django_jobretry.jobs.sql import (
     HELD_IN_WINDOW,
     JOB,
     LOCKED_ROWS,
+    NO_PROGRESS,
     ONE_ATTEMPT,
+    ONE_FENCED,
     RETRY_WINDOW,
     REVIVED_COLUMNS,
     counting_deaths,
@@ -191,10 +194,11 @@ def claim_picked(also: str = "") -> str:
 
     Its RETURNING columns are named like ClaimedJob's fields, plus the claim
     order's keys. ``also``: more ``column = value`` pairs for the SET list.
+    The last attempt's progress is cleared: the new one reports its own.
     """
     return f"""
     UPDATE {JOB} AS j
-    SET status = 'running', attempts = j.attempts + 1, lease_owner = %(owner)s,{also}
+    SET status = 'running', attempts = j.attempts + 1, lease_owner = %(owner)s,{also} {NO_PROGRESS},
         lease_token = gen_random_uuid(),
         lease_expires_at = statement_timestamp() + make_interval(secs => %(lease)s),
         started_at = statement_timestamp(),
@@ -377,6 +381,15 @@ def heartbeat_sql() -> str:
         RETURNING j.id, j.cancel_requested_by
     """
 
+
+#: How far a running attempt got (jobs/progress.py), fenced like a heartbeat: a lost lease writes nothing.
+#: The time is the database's, so the pages showing it agree with every other time on them.
+PROGRESS = f"""
+    UPDATE {JOB} AS j SET progress_done = %(done)s, progress_total = %(total)s, progress_note = %(note)s,
+        progress_at = statement_timestamp()
+    FROM {ONE_FENCED}
+    WHERE j.id = d.id AND {FENCE}
+"""
 
 #: Cancel a workflow (functions.sql jobretry_flow_cancel): its waiting and ready jobs deleted, its
 #: running ones asked to stop like REQUEST_CANCEL's.

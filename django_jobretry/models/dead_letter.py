@@ -38,6 +38,7 @@ from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_sh
 from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job import LANE_MAX_LENGTH, provenance_index
 from django_jobretry.models.job_results import ORIGIN_JOB_ID
+from django_jobretry.models.progress import ProgressColumns, progress_counts
 
 
 class DeadReason(models.TextChoices):
@@ -58,8 +59,8 @@ class DeadLetterSource(models.TextChoices):
     DJANGO_Q2 = "django_q2", "django-q2"
 
 
-class DeadLetter(models.Model):
-    """Everything needed to understand and replay a job that died."""
+class DeadLetter(ProgressColumns):
+    """Everything needed to understand and replay a job that died, and how far its last attempt got."""
 
     job_id = models.BigIntegerField(help_text="Id the job had in the jobs table.")
     task_name = models.CharField(max_length=200)
@@ -172,8 +173,10 @@ class DeadLetter(models.Model):
             ),
             # What a reader can load, as on the jobs table.
             *holdable_times(
-                "jobretry_dead", "enqueued_at", "run_after", "first_attempt_at", "dead_at", "schedule_slot"
+                "jobretry_dead",
+                *("enqueued_at", "run_after", "first_attempt_at", "dead_at", "schedule_slot", "progress_at"),
             ),
+            progress_counts("jobretry_dead"),
             *json_shapes(
                 "jobretry_dead", args="array", kwargs="object", errors="array", requeue_history="array"
             ),

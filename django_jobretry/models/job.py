@@ -13,6 +13,7 @@ from django_jobretry.models.fields import GinPathIndex, StoredJSONField, json_sh
 from django_jobretry.models.instants import holdable_times
 from django_jobretry.models.job_results import ORIGIN_JOB_ID, first_job_id, job_result
 from django_jobretry.models.job_states import JobSubStates
+from django_jobretry.models.progress import ProgressColumns, progress_counts
 from django_jobretry.validation import PRIORITY_MAX, PRIORITY_MIN
 
 
@@ -78,8 +79,8 @@ class JobQuerySet(JobSubStates["Job"]):
         return self.filter(RETRYING)
 
 
-class Job(models.Model):
-    """A job; state changes happen only in django_jobretry.services."""
+class Job(ProgressColumns):
+    """A job; its state changes only in jobs/statements.py. Its progress: models/progress.py."""
 
     task_name = models.CharField(max_length=200)
     queue_name = models.CharField(max_length=100, default="default")
@@ -306,7 +307,9 @@ class Job(models.Model):
                 "cancel_requested_at",
                 "schedule_slot",
                 "retry_until",
+                "progress_at",
             ),
+            progress_counts("jobretry_job"),
             *json_shapes(
                 "jobretry_job", args="array", kwargs="object", errors="array", requeue_history="array"
             ),

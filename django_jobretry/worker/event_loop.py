@@ -37,7 +37,7 @@ from django.db import close_old_connections
 from django_jobretry import signals
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.context import reset_current_job, set_current_job
-from django_jobretry.jobs import middleware, tracing
+from django_jobretry.jobs import middleware, progress, tracing
 from django_jobretry.jobs.claim import Claims
 from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, Succeeded
 from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra, send_job_signal
@@ -245,6 +245,7 @@ class CoroutineLane(threading.Thread):
             return unknown_task(job)
         context = job_context(job)
         token = set_current_job(context)  # this task's own context: no other coroutine sees it
+        reporting = progress.begin(job)
         try:
             args, kwargs = job.arguments()
             why = mismatch(definition.func, args, kwargs, takes_context=definition.takes_context)
@@ -258,6 +259,7 @@ class CoroutineLane(threading.Thread):
         except BaseException as error:  # CancelledError too: the main loop ended the attempt, or it is one
             return failed(job, error)
         finally:
+            await progress.aend(reporting)  # the last value, written before the outcome is recorded
             reset_current_job(token)
 
     async def _tidy(self) -> None:

@@ -41,7 +41,7 @@ from django_jobretry.conf import jobretry_settings, task_modules
 from django_jobretry.console.counters import Tally
 from django_jobretry.context import JobContext, reset_current_job, set_current_job
 from django_jobretry.exceptions import StaleArguments, UnknownTask
-from django_jobretry.jobs import middleware, tracing
+from django_jobretry.jobs import middleware, progress, tracing
 from django_jobretry.jobs.claimed import ClaimedJob, Failed, Kept, Succeeded
 from django_jobretry.jobs.decisions import classify_failure, deferred
 from django_jobretry.jobs.events import JOB_LINE, job_line_args, log_extra, send_job_signal
@@ -154,6 +154,7 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
         close_old_connections()
     context = job_context(job)
     token = set_current_job(context)
+    reporting = progress.begin(job)
     try:
         args, kwargs = job.arguments()
         # Bound before the call: a TypeError from the call itself is then the function's own.
@@ -168,6 +169,7 @@ def _handle(job: ClaimedJob, manage_connections: bool) -> Succeeded | Failed:
     except BaseException as error:
         return failed(job, error)
     finally:
+        progress.end(reporting)  # the last value, written before the outcome is recorded
         reset_current_job(token)
         if manage_connections:
             close_old_connections()

@@ -20,6 +20,7 @@ if os.environ.get("JOBRETRY_TEST_LIMITS", "1") == "1":
 from tests.jobs_app import (  # noqa: F401  (registered for workers too)
     async_jobs,
     flow_jobs,
+    progress_jobs,
     recipe_jobs,
     result_jobs,
     unique_jobs,

@@ -40,7 +40,7 @@ from tests.integration.conftest import Operator, run_command
 
 HERE = __name__
 DASHBOARD = reverse("admin:django_jobretry_deadletter_dashboard")
-CAPABILITY_KEYS = {"schedules", "held", "limits", "flows"}
+CAPABILITY_KEYS = {"schedules", "held", "limits", "flows", "progress"}
 
 
 class PlantedDuty(lifecycle.Duty):
@@ -149,14 +149,14 @@ def test_without_capabilities_the_heartbeat_runs_only_the_workers_own_duties() -
 @pytest.mark.django_db
 def test_jobstatus_json_has_each_capabilitys_key_in_the_lists_order() -> None:
     keys = list(json.loads(run_command("jobstatus", "--json")))
-    assert keys[-4:] == ["schedules", "held", "limits", "flows"]
+    assert keys[-5:] == ["schedules", "held", "limits", "flows", "progress"]
 
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("planted")
 def test_a_planted_capability_has_its_jobstatus_key_and_section() -> None:
     found = json.loads(run_command("jobstatus", "--json"))
-    assert list(found)[-5:] == ["schedules", "held", "limits", "flows", "planted"]
+    assert list(found)[-6:] == ["schedules", "held", "limits", "flows", "progress", "planted"]
     assert found["planted"] == {"planted": ["one"]}
     assert run_command("jobstatus").endswith("\nPlanted: 1\n")
 
