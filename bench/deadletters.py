@@ -419,7 +419,7 @@ def purpose(sql: str, table: str) -> str:
         (f'SELECT MIN({column}dead_at")', "date hierarchy: one bucket probe"),
         (f'SELECT {column}queue_name" AS "queue_name" FROM', "queue_name filter choices (newest rows)"),
         (f'SELECT {column}task_name" AS "task_name" FROM', "task_name filter choices (newest rows)"),
-        (f'SELECT {column}id", {column}job_id"', "the page's rows"),
+        (f'SELECT {column}id", ', "the page's rows"),
         (f'SELECT {column}queue_name" AS "queue_name", {column}reason"', "dashboard: per queue and reason"),
         ("SELECT DATE_TRUNC(", "dashboard: chart buckets"),
     )

@@ -38,8 +38,12 @@ def run_burst(**options: Any) -> list[str]:
     """Run a burst worker here; returns every statement of its main loop, BEGIN and COMMIT included.
 
     Lease recovery runs once, at the start: on a timer it would add
-    statements by the second, not by the job.
+    statements by the second, not by the job. The event loop is off unless
+    asked for: the test app registers ``async def`` jobs, whose claim would
+    add a statement by the poll interval to plain jobs' budgets
+    (worker/event_loop.py CoroutineClaim; its own budget is tested apart).
     """
+    options = {"async_concurrency": 0, **options}
     worker = Worker(WorkerOptions(burst=True, listen=False, recover_every=3600, **options))
     overdue = threading.Event()
 

@@ -77,14 +77,17 @@ class CoroutineClaim:
     kind. When it found fewer jobs than it asked for, it saw every due job:
     a claim of coroutine jobs would find none. Otherwise one is made when the
     loop has room and there is a reason to look: the ordinary claim brought
-    a coroutine job, the last such claim found all it asked for, or the
-    claim is the poll's (the first one is). A worker whose queues hold only
-    plain jobs thus pays one more statement per poll interval, not per pass.
+    a coroutine job, the last such claim found all it asked for (the first
+    pass counts as such), or the threads are all busy, so the ordinary claim
+    did not look, and a poll is due. A coroutine job behind plain ones in
+    claim order is brought by a later ordinary claim. So a worker whose
+    queues hold only plain jobs pays for it once at start, and once per
+    poll interval while its threads are all busy; never once per job.
     """
 
     def __init__(self, lane: CoroutineLane, claims: Claims, options: WorkerOptions) -> None:
         self.lane, self.claims, self.options = lane, claims, options
-        self.found_all = False  # the last claim of coroutine jobs found as many as it asked for
+        self.found_all = True  # the last claim of coroutine jobs found as many as it asked for
 
     def after(
         self, asked: int, got: Sequence[ClaimedJob], claimed_total: int, *, polled: bool
@@ -93,7 +96,7 @@ class CoroutineClaim:
         if asked and len(got) < asked:
             return []
         brought = any(job.task_name in self.lane.task_names for job in got)
-        if not (brought or self.found_all or polled):
+        if not (brought or self.found_all or (polled and not asked)):
             return []
         size = self.options.coroutine_claim_size(self.lane.room(), claimed_total)
         if not size:

@@ -21,7 +21,7 @@ from django_jobretry.jobs.claimed import Succeeded, Written
 from django_jobretry.jobs.record import Recorder
 from django_jobretry.models import DeadLetter, Job, JobStatus
 from tests.inprocess import run_burst
-from tests.jobs_app import jobs
+from tests.jobs_app import async_jobs, jobs
 from tests.jobs_app.models import Execution
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("keep_signal_handlers")]
@@ -141,3 +141,32 @@ def test_the_task_budget_catches_the_old_re_read() -> None:
             test_a_django_tasks_task_costs_what_a_job_costs()
     finally:
         signals.job_succeeded.disconnect(re_read)
+
+
+def test_coroutine_jobs_are_claimed_for_the_event_loop_in_one_statement() -> None:
+    """The ordinary claim brings the first; one claim by task name brings the rest the loop has room for."""
+    count = 60
+    async_jobs.noop.bulk_enqueue([((), {})] * count)
+    queries = run_burst(concurrency=1, async_concurrency=100)
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == count
+    by_task = [q for q in queries if "picked AS (" in q and "task_name = ANY(" in q]
+    assert len(by_task) == 1, "\n".join(by_task)
+    # The successes ride on the ordinary claims, batched as they come: never more than one per job.
+    assert len(queries) <= count + 2 + FIXED_QUERIES, "\n".join(queries)
+
+
+def test_plain_jobs_beside_registered_coroutine_jobs_pay_one_look_for_them(settings: Any) -> None:
+    """With the event loop on, a queue of plain jobs costs what it did, plus the first pass's look.
+
+    Looking again is due only at a poll while the threads are all busy: with a
+    poll longer than the test, only the first pass's look is left, not one per job.
+    """
+    settings.JOBRETRY = {**settings.JOBRETRY, "POLL_SECONDS": 300.0}
+    count = 30
+    for index in range(count):
+        jobs.record.enqueue(f"job-{index}")
+    queries = run_burst(concurrency=1, async_concurrency=100)
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == count
+    by_task = [q for q in queries if "picked AS (" in q and "task_name = ANY(" in q]
+    assert len(by_task) == 1, "\n".join(by_task)
+    assert len(queries) <= count + 2 + FIXED_QUERIES, "\n".join(queries)
