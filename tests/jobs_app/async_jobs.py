@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from asgiref.sync import sync_to_async
 
-from django_jobretry import current_job, job
+from django_jobretry import Snooze, current_job, job
 from tests.jobs_app.models import Execution, LedgerRun
 
 
@@ -91,6 +91,27 @@ async def hangs_on_first_attempt(key: str) -> int:
     if attempt == 1:
         await awaits_until_cancelled.func(key)
     return attempt
+
+
+@job(policy="three", concurrency=3)
+async def three_at_once(key: str, seconds: float) -> None:
+    """A limited coroutine: at most three run at once across the fleet, however big the loop's room."""
+    started_at = datetime.now(UTC)
+    await asyncio.sleep(seconds)
+    await sync_to_async(_ledger)(key, started_at)
+
+
+@job(policy="three")
+async def snoozes_once(key: str) -> None:
+    """Snoozes on its first run (its attempt given back), returns on the next."""
+    runs = await sync_to_async(_record)(key)
+    if runs == 1:
+        raise Snooze(0.2)
+
+
+def _record(key: str) -> int:
+    Execution.objects.create(key=key, attempt=_attempt(), pid=os.getpid())
+    return Execution.objects.filter(key=key).count()
 
 
 def _attempt() -> int:

@@ -114,6 +114,20 @@ def test_a_coroutine_that_blocks_the_loop_is_named_and_the_others_complete(worke
     assert LedgerRun.objects.filter(key="others").count() == 20
 
 
+def test_a_limited_coroutine_keeps_its_limit_and_a_snoozing_one_gives_its_attempt_back(
+    workers: Workers,
+) -> None:
+    async_jobs.three_at_once.bulk_enqueue([(("limited", 0.3), {})] * 12)
+    snoozer = async_jobs.snoozes_once.enqueue("snoozer")
+    code, output = finish(spawn(workers, "--max-jobs", "14"), timeout=90)
+    assert code == 0, output
+    assert Job.objects.filter(status=JobStatus.SUCCEEDED).count() == 13
+    assert 2 <= max_in_flight("limited") <= 3  # the limit, across the loop's room of 100
+    snoozer.refresh_from_db()
+    assert (snoozer.status, snoozer.attempts, snoozer.snoozes) == (JobStatus.SUCCEEDED, 1, 1)
+    assert list(Execution.objects.filter(key="snoozer").values_list("attempt", flat=True)) == [1, 1]
+
+
 def marks(key: str) -> list[tuple[str, int]]:
     """The ``KEY:started`` / ``KEY:cancelled`` rows the coroutine wrote, in order, with their attempt."""
     return list(
