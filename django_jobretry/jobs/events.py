@@ -189,14 +189,23 @@ def _values(value: Any, budget: list[int]) -> Iterator[str]:
             yield str(item)
 
 
-def logged_message(message: str, args: Any, kwargs: Any) -> str:
-    """``message`` for a log line: one line, arguments scrubbed, at most LOG_MESSAGE_CHARS."""
+def scrubbed(text: str, args: Any, kwargs: Any) -> str:
+    """``text`` with every argument value of SCRUB_MIN_CHARS or more replaced by SCRUBBED.
+
+    Also what the Sentry integration sends of a message and a traceback
+    (contrib/sentry): text leaving the database passes here.
+    """
     budget = [SCRUB_MAX_VALUES]
     values = list(kwargs.values()) if isinstance(kwargs, dict) else kwargs  # names are not data
-    found = {text for text in _values([args, values], budget) if len(text) >= SCRUB_MIN_CHARS}
-    for text in sorted(found, key=len, reverse=True):  # the longest first: a value inside another
-        message = message.replace(text, SCRUBBED)
-    line = " ".join(message.split())  # newlines would forge log lines
+    found = {value for value in _values([args, values], budget) if len(value) >= SCRUB_MIN_CHARS}
+    for value in sorted(found, key=len, reverse=True):  # the longest first: a value inside another
+        text = text.replace(value, SCRUBBED)
+    return text
+
+
+def logged_message(message: str, args: Any, kwargs: Any) -> str:
+    """``message`` for a log line: one line, arguments scrubbed, at most LOG_MESSAGE_CHARS."""
+    line = " ".join(scrubbed(message, args, kwargs).split())  # newlines would forge log lines
     if len(line) > LOG_MESSAGE_CHARS:
         line = line[: LOG_MESSAGE_CHARS - 3] + "..."
     return line
