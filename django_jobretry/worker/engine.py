@@ -11,7 +11,6 @@ worker timeouts.
 from __future__ import annotations
 
 import functools
-import heapq
 import logging
 import os
 import queue
@@ -25,7 +24,7 @@ from django.db import DatabaseError, InterfaceError
 
 from django_jobretry.conf import jobretry_settings
 from django_jobretry.jobs import recovery
-from django_jobretry.jobs.claim import Claims
+from django_jobretry.jobs.claim import Claims, ClaimSchedule
 from django_jobretry.jobs.claimed import AttemptKey, ClaimedJob, Failed, FailedAttempt, Succeeded
 from django_jobretry.jobs.record import Recorder
 from django_jobretry.worker import lifecycle, watchdog
@@ -204,7 +203,7 @@ class Worker:
                 self.time_limits.end_overdue()
                 self.time_limits.end_cancelled(self.cancel_requests)
                 self._maybe_recover()
-                # Claim when woken or when due (ClaimSchedule below); waking only
+                # Claim when woken or when due (jobs/claim.py ClaimSchedule); waking only
                 # to recover leases does not claim. The claim rides on the statement
                 # that records the successes, if any.
                 started = time.monotonic()
@@ -324,33 +323,3 @@ class Worker:
         self._last_recovery = now
         for item in recovery.recover_expired(100, jobretry_settings.error_history_limit):
             recovery.announce(item, self.recorder.sender)
-
-
-class ClaimSchedule:
-    """When the main loop claims: when woken, when its poll is due, or when a retry it scheduled is.
-
-    A LISTEN notification or a finished job wakes the loop at once. Jobs that
-    become due later send nothing, so an idle worker finds them by polling every
-    POLL_SECONDS (docs/design.md#rule-9). Its own retries are the exception it
-    can foresee: the Recorder remembers when each comes due (``retries_due``, a
-    heap of time.monotonic() values), and the loop claims then, so a retry after
-    1 ms does not wait a whole poll interval.
-    """
-
-    def __init__(self, poll_seconds: float, retries_due: list[float]) -> None:
-        self.poll_seconds = poll_seconds
-        self.retries_due = retries_due
-        self.next_poll = 0.0  # claim at once on start
-
-    def next_at(self) -> float:
-        """The monotonic time of the next claim, unless something wakes the loop first."""
-        return min(self.next_poll, self.retries_due[0]) if self.retries_due else self.next_poll
-
-    def due(self, now: float) -> bool:
-        return now >= self.next_at()
-
-    def claimed(self, started: float) -> None:
-        """A claim ran at ``started``: poll again in POLL_SECONDS; the retries due by then were claimable."""
-        self.next_poll = started + self.poll_seconds
-        while self.retries_due and self.retries_due[0] <= started:
-            heapq.heappop(self.retries_due)

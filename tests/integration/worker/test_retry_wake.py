@@ -3,7 +3,7 @@
 Nothing notifies a retry: the job is written back with a later run_at. A
 worker polling every minute would leave a retry after 10 ms waiting for
 that minute; the Recorder remembers when the retries it scheduled come due
-and the loop claims then (worker/engine.py, ClaimSchedule).
+and the loop claims then (jobs/claim.py, ClaimSchedule).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from django_jobretry.jobs.claim import ClaimSchedule
 from django_jobretry.models import Job, JobStatus
 from django_jobretry.worker import Worker, WorkerOptions
-from django_jobretry.worker.engine import ClaimSchedule
 from tests.jobs_app import jobs
 from tests.jobs_app.models import Execution
 
