@@ -19,13 +19,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(DJANGO)
 WITHDB := $(BIN)/python -m devtools.withdb
 
-.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix versions mutation bench bench-large bench-memory bench-django-q2 browser pgbouncer clean
+.PHONY: help venv demo runserver createsuperuser test pytest lint format docs migrations-check matrix versions mutation bench bench-large bench-memory bench-django-q2 browser pgbouncer clean wheel-check
 
 help:
 	@echo "make demo       run the example project's demo (embedded PostgreSQL unless DATABASE_URL is set)"
 	@echo "make test       lint, type-check, docs build, migrations check and the whole test suite"
 	@echo "make lint       ruff check, ruff format --check, mypy"
 	@echo "make docs       build the docs with warnings as errors"
+	@echo "make wheel-check  build the sdist and wheel, install the wheel in a fresh venv, run the demo from it"
 	@echo "make matrix     the test suite on Django 5.2, 6.0 and 6.1 (nox)"
 	@echo "make versions   the adapter's tests on the oldest django-q2, the task backend's on Django 6.0, the canaries,"
 	@echo "                and Django's and django-tasks-db's own task tests on our backend"
@@ -74,6 +75,11 @@ PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 # PYTEST_ARGS is for you (a subset: `make pytest PYTEST_ARGS=tests/unit`); PYTEST_COV_ARGS is set by `make test`.
 pytest: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_COV_ARGS) $(PYTEST_ARGS)
+
+# The built wheel, not the checkout (devtools/wheel_check.py): twine check, every package file in the
+# wheel, then migrate, check, the demo and a smoke test in a fresh venv outside the checkout.
+wheel-check: $(STAMP)
+	$(WITHDB) --throwaway -- $(BIN)/python -m devtools.wheel_check
 
 migrations-check: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
