@@ -119,6 +119,7 @@ def test_on_the_event_loop_async_and_plain_middleware_see_the_coroutines_outcome
     failed = Job.objects.get(pk=broken.pk)
     assert (failed.status, failed.attempts) == (JobStatus.READY, 1)
     assert failed.errors[0]["message"] == "broken middleware before call_next"
+    assert "in broken" in failed.errors[0]["traceback"]
     dead = DeadLetter.objects.get(job_id=reset.pk)
     assert (dead.reason, dead.attempts) == ("fatal", 1)
     assert [key for key, _ in rows(reset.pk)][-1] == "around:FatalError"
