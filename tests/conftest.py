@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import django
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 
 from tests import otel_sdk
 from tests.inprocess import keep_signal_handlers
@@ -54,8 +57,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> object:
-    """Once every fixture of the test is torn down, reset a connection it left busy (tests/recovery.py)."""
+    """Once every fixture of the test is torn down, reset a connection it left busy (tests/recovery.py).
+
+    And close what Django's ``sync_to_async`` thread opened (``aprogress()``, the ORM's async
+    methods, an in-process event loop's receivers): that thread lives as long as the process,
+    and a connection it kept would stop the test database from being dropped at the end.
+    """
     try:
         return (yield)
     finally:
         reset_broken_connections(item.config)
+        if item.get_closest_marker("django_db"):
+            asyncio.run(sync_to_async(connections.close_all)())

@@ -26,7 +26,6 @@ heartbeat runs: its events are not counted (docs/metrics.md).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import queue
@@ -34,6 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
 from django_jobretry import signals
@@ -221,9 +221,14 @@ STALE = Classification(ErrorKind.FATAL, rule=STALE_ARGUMENTS_RULE)
 
 
 def _call(func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """The function's value: a coroutine is run to its end here, so middleware see its outcome too."""
+    """The function's value: a coroutine is run to its end here, so middleware see its outcome too.
+
+    With asgiref's ``async_to_sync``, as Django's own ``Task.call`` does: what the coroutine
+    runs through ``sync_to_async`` comes back to this thread and its connection (the job's,
+    and in ``run_jobs`` the test's transaction), not to a thread of asgiref's.
+    """
     value = func(*args, **kwargs)
-    return asyncio.run(_await(value)) if inspect.isawaitable(value) else value
+    return async_to_sync(_await)(value) if inspect.isawaitable(value) else value
 
 
 async def _await(awaitable: Any) -> Any:

@@ -26,7 +26,9 @@ import json, sys
 from django.db.backends.signals import connection_created
 
 def report(sender, connection, **kwargs):
-    print("CONNECTED " + json.dumps(connection.connection.info.dsn), file=sys.stderr, flush=True)
+    # One write: print() writes the line and its end apart, and another thread's log line may land between.
+    sys.stderr.write("CONNECTED " + json.dumps(connection.connection.info.dsn) + "\\n")
+    sys.stderr.flush()
 
 connection_created.connect(report, weak=False)
 """
