@@ -68,4 +68,12 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     finally:
         reset_broken_connections(item.config)
         if item.get_closest_marker("django_db"):
-            asyncio.run(sync_to_async(connections.close_all)())
+            close_sync_to_async_connections()
+
+
+def close_sync_to_async_connections() -> None:
+    """Close the connections of ``sync_to_async``'s thread; not while a loop runs here (Playwright's)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(sync_to_async(connections.close_all)())
